@@ -1,0 +1,34 @@
+# icml26 — two commands on a fresh machine: `make run` and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH ?= torch==2.13.0
+JOBS ?= 2
+
+.PHONY: run test install clean report
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+# The package itself only asks for torch>=2.4, so any recent torch (GPU builds too) works for users.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/icml26 reproduce --all --budget quick --jobs $(JOBS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -q
+
+report: $(STAMP)
+	$(BIN)/icml26 report
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info src/*.egg-info
