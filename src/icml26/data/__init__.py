@@ -1,0 +1,1 @@
+"""Data selection and synthetic-data methods."""

@@ -1,0 +1,1 @@
+"""Decision-making methods: assortment optimization, boosting, causal discovery."""

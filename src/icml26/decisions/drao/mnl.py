@@ -1,0 +1,222 @@
+"""Contextual multinomial logit (MNL) choice model and the MNL assortment problem. [A08]
+
+Items i = 1..n with attraction values v_i(x) = exp(theta_i^T x + b_i) (item-specific theta_i, intercept b_i);
+option 0 is no purchase with v_0 = 1. Offered an assortment S, a customer with context x picks
+
+    P(i | x, S) = v_i(x) / (1 + sum_{j in S} v_j(x))   for i in S,     P(0 | x, S) = 1 / (1 + sum_{j in S} v_j(x)).
+
+``ContextualMNL`` fits theta by maximum likelihood (convex negative log-likelihood, small L2 penalty,
+L-BFGS). ``mnl_assortment`` solves  max_{S, |S| <= K}  sum_{i in S} v_i r_i / (1 + sum_{i in S} v_i)  per context:
+revenue-ordered assortments without a capacity, Dinkelbach's parametric search with a capacity.
+Choices are coded 0 = no purchase and i = item i (column i - 1 of an assortment mask).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+
+# helper functions
+
+def check_matrix(X: object, name: str, ncols: int | None = None) -> np.ndarray:
+    try:
+        X = np.asarray(X, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a numeric array") from None
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (rows x columns), got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} has no rows")
+    if ncols is not None and X.shape[1] != ncols:
+        raise ValueError(f"{name} must have {ncols} columns, got {X.shape[1]}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains NaN or inf; clean or impute it first")
+    return X
+
+
+def check_assortments(S: object, shape: tuple[int, int], name: str = "offered") -> np.ndarray:
+    S = np.asarray(S)
+    if S.shape != shape:
+        raise ValueError(f"{name} must be a boolean mask of shape {shape} (rows x items), got {S.shape}")
+    if S.dtype != bool:
+        if not np.all(np.isin(S, (0, 1))):
+            raise ValueError(f"{name} must be a 0/1 or boolean mask over items")
+        S = S.astype(bool)
+    return S
+
+
+def check_revenues(revenues: object, n_items: int | None = None) -> np.ndarray:
+    r = np.asarray(revenues, dtype=float)
+    if r.ndim != 1 or r.size == 0:
+        raise ValueError(f"revenues must be a non-empty 1-D array (one per item), got shape {r.shape}")
+    if n_items is not None and r.size != n_items:
+        raise ValueError(f"revenues has {r.size} entries but there are {n_items} items")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("revenues contain NaN or inf")
+    if np.any(r <= 0):
+        raise ValueError("revenues must be > 0 (the no-purchase option has revenue 0); drop items with r <= 0")
+    return r
+
+
+def check_capacity(capacity: object) -> int | None:
+    if capacity is None:
+        return None
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
+        raise TypeError(f"capacity must be None or an int >= 1, got {type(capacity).__name__}")
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1 (the largest assortment size), got {capacity}")
+    return int(capacity)
+
+
+def choice_probabilities(v: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """MNL choice law (K, n + 1) given attractions ``v`` (K, n) and masks ``S`` (K, n); column 0 = no purchase."""
+    w = v * S
+    den = 1.0 + w.sum(-1, keepdims=True)
+    return np.concatenate([1.0 / den, w / den], axis=-1)
+
+
+def mnl_revenue(v: np.ndarray, r: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Expected revenue  sum_{i in S} v_i r_i / (1 + sum_{i in S} v_i)  per row."""
+    w = v * S
+    return (w * r).sum(-1) / (1.0 + w.sum(-1))
+
+
+# main solver
+
+def mnl_assortment(v: np.ndarray, r: np.ndarray, capacity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Optimal MNL assortment per context: argmax_{|S| <= capacity} sum_S v_i r_i / (1 + sum_S v_i). [A08]
+
+    Args:
+        v: attraction values, shape (K, n), > 0.
+        r: revenues (n,) or (K, n), >= 0 (e.g. the transformed revenues of a robust problem).
+        capacity: largest assortment size, ``None`` for no limit.
+
+    Returns:
+        masks (K, n) bool and optimal values (K,).
+
+    Without a capacity the optimum is revenue-ordered (the best of the n + 1 sets {top-m items by r}).
+    With a capacity K_c, Dinkelbach's iteration  S_t = top-K_c of v_i (r_i - z_t)_+,  z_{t+1} = rev(S_t)
+    increases z monotonically and stops, after finitely many steps, at the optimum z* (at the fixed point
+    max_S sum_S v_i (r_i - z*) = z*, so no set earns more than z*).
+    """
+    v = np.atleast_2d(np.asarray(v, dtype=float))
+    K, n = v.shape
+    r = np.broadcast_to(np.asarray(r, dtype=float), (K, n))
+    if capacity is None or capacity >= n:
+        order = np.argsort(-r, axis=-1, kind="stable")
+        vs, rs = np.take_along_axis(v, order, -1), np.take_along_axis(r, order, -1)
+        vals = np.concatenate([np.zeros((K, 1)), np.cumsum(vs * rs, -1) / (1.0 + np.cumsum(vs, -1))], -1)
+        m = vals.argmax(-1)
+        S_sorted = np.arange(n)[None, :] < m[:, None]
+        S = np.zeros((K, n), dtype=bool)
+        np.put_along_axis(S, order, S_sorted, -1)
+        return S, vals[np.arange(K), m]
+    z = np.zeros(K)
+    S = np.zeros((K, n), dtype=bool)
+    rows = np.arange(K)[:, None]
+    for _ in range(n + 2):
+        score = v * (r - z[:, None])
+        top = np.argpartition(-score, capacity - 1, axis=-1)[:, :capacity]
+        S_new = np.zeros((K, n), dtype=bool)
+        S_new[rows, top] = score[rows, top] > 0
+        if np.array_equal(S_new, S):
+            break
+        S, z = S_new, np.maximum(z, mnl_revenue(v, r, S_new))
+    return S, mnl_revenue(v, r, S)
+
+
+# main class
+
+class ContextualMNL(BaseEstimator):
+    """Contextual MNL with item-specific coefficients, fitted by (L2-penalised) maximum likelihood. [A08]
+
+    log v_i(x) = theta_i^T x + b_i. The negative log-likelihood of logged tuples (x_t, S_t, c_t)
+
+        NLL(theta) = sum_t [ log(1 + sum_{j in S_t} v_j(x_t)) - log v_{c_t}(x_t) ]      (log v_0 = 0)
+
+    is convex in (theta, b); we minimise NLL / T + alpha/2 ||theta||^2 with L-BFGS.
+
+    Args:
+        alpha: L2 penalty on theta (not on the intercepts).
+        fit_intercept: learn an item intercept b_i.
+        max_iter, tol: L-BFGS controls.
+
+    Attributes:
+        coef_ (n_items, n_features), intercept_ (n_items,), n_items_, n_features_in_.
+    """
+
+    def __init__(self, alpha: float = 1e-4, fit_intercept: bool = True, max_iter: int = 1000, tol: float = 1e-9):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.tol = tol
+
+    def fit(self, X: np.ndarray, y: np.ndarray, *, offered: np.ndarray) -> "ContextualMNL":
+        """Fit on contexts ``X`` (T, d), choices ``y`` (T,) in {0 (no purchase), 1..n}, ``offered`` masks (T, n)."""
+        X = check_matrix(X, "X")
+        T, d = X.shape
+        offered = np.asarray(offered)
+        if offered.ndim != 2 or offered.shape[0] != T:
+            raise ValueError(f"offered must be a (T, n_items) mask with T = {T} rows, got shape {offered.shape}")
+        S = check_assortments(offered, offered.shape)
+        n = S.shape[1]
+        y = np.asarray(y)
+        if y.shape != (T,):
+            raise ValueError(f"y (the choices) must have shape ({T},), got {y.shape}")
+        if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
+            raise ValueError("y must hold integer choices: 0 = no purchase, i = item i (1..n_items)")
+        y = y.astype(int)
+        if y.min() < 0 or y.max() > n:
+            raise ValueError(f"choices must lie in 0..{n} (0 = no purchase), got range [{y.min()}, {y.max()}]")
+        bought = y > 0
+        if not np.all(S[np.nonzero(bought)[0], y[bought] - 1]):
+            raise ValueError("some choices pick an item that was not in the offered set")
+        if not (isinstance(self.alpha, (int, float)) and self.alpha >= 0):
+            raise ValueError(f"alpha must be a number >= 0, got {self.alpha!r}")
+
+        Z = np.hstack([X, np.ones((T, 1))]) if self.fit_intercept else X
+        p = Z.shape[1]
+        Y = np.zeros((T, n + 1))
+        Y[np.arange(T), y] = 1.0
+        pen = np.ones(p)
+        if self.fit_intercept:
+            pen[-1] = 0.0
+        logmask = np.where(S, 0.0, -np.inf)
+
+        def nll(w: np.ndarray) -> tuple[float, np.ndarray]:
+            W = w.reshape(n, p)
+            U = np.concatenate([np.zeros((T, 1)), Z @ W.T + logmask], 1)  # utilities, no-purchase first
+            lse = logsumexp(U, axis=1)
+            P = np.exp(U - lse[:, None])
+            f = (lse - U[np.arange(T), y]).sum() / T + 0.5 * self.alpha * (W**2 * pen).sum()
+            G = (P - Y)[:, 1:].T @ Z / T + self.alpha * W * pen
+            return f, G.ravel()
+
+        res = minimize(nll, np.zeros(n * p), jac=True, method="L-BFGS-B",
+                       options={"maxiter": self.max_iter, "gtol": self.tol, "ftol": 1e-15})
+        W = res.x.reshape(n, p)
+        self.coef_ = W[:, :d].copy()
+        self.intercept_ = W[:, d].copy() if self.fit_intercept else np.zeros(n)
+        self.n_items_, self.n_features_in_ = n, d
+        self.n_iter_, self.converged_ = int(res.nit), bool(res.success)
+        return self
+
+    def attractions(self, X: np.ndarray) -> np.ndarray:
+        """v_i(x) = exp(theta_i^T x + b_i), shape (m, n_items)."""
+        check_is_fitted(self)
+        X = check_matrix(X, "X", self.n_features_in_)
+        return np.exp(X @ self.coef_.T + self.intercept_)
+
+    def choice_probs(self, X: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """P(c | x, S) for c = 0 (no purchase), 1..n: shape (m, n_items + 1)."""
+        v = self.attractions(X)
+        return choice_probabilities(v, check_assortments(S, v.shape, "S"))
+
+    def expected_revenue(self, X: np.ndarray, S: np.ndarray, revenues: np.ndarray) -> np.ndarray:
+        """Expected revenue per context of offering S(x): sum_{i in S} v_i r_i / (1 + sum_{i in S} v_i)."""
+        v = self.attractions(X)
+        return mnl_revenue(v, check_revenues(revenues, self.n_items_), check_assortments(S, v.shape, "S"))

@@ -1,0 +1,272 @@
+"""Run (paper x seed) reproduction jobs on a backend and store the records.
+
+Backends:
+- ``local``: a process pool over the machine's cores (``jobs=1`` runs in this process).
+- ``ray``: the same jobs as Ray tasks; joins ``ray_address`` if given, else starts a local Ray.
+
+A job computes in the worker and returns its record plus its figures as PNG bytes; the driver writes both
+to the result store, so workers never need the output folder (true on a Ray cluster too). Nothing in a
+paper's folder knows which backend runs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+import math
+import os
+import platform
+import time
+import traceback
+import uuid
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from .budget import Budget
+from .outcome import Outcome, _num
+from .stats import aggregate_claims, aggregate_metrics
+from .store import ResultStore, atomic_write_bytes, check_writable
+
+log = logging.getLogger(__name__)
+BACKENDS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Job:
+    paper: str
+    module: str  # e.g. "icml26.sampling.srk_lmc.reproduce"
+    budget: str
+    seed: int
+    batch: str
+    threads: int = 1
+
+
+def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Run one reproduction; never raises: a crash becomes a record with ``status="error"``."""
+    run_id = uuid.uuid4().hex[:12]
+    record: dict[str, Any] = {
+        "run_id": run_id, "batch": job.batch, "paper": job.paper, "budget": job.budget, "seed": job.seed,
+        "started": time.time(), "status": "ok", "error": None, "metrics": {}, "claims": [], "tables": {},
+        "figures": [], "wall_time": None, "env": _env(),
+    }
+    pngs: dict[str, bytes] = {}
+    t0 = time.perf_counter()
+    try:
+        _set_threads(job.threads)
+        mod = importlib.import_module(job.module)
+        outcome = mod.reproduce(Budget.parse(job.budget), job.seed)
+        if not isinstance(outcome, Outcome):
+            raise TypeError(f"{job.module}.reproduce returned {type(outcome).__name__}, expected Outcome")
+        record["metrics"] = {k: _num(v) for k, v in outcome.metrics.items()}
+        record["claims"] = [c.to_dict() for c in outcome.claims]
+        record["tables"] = {k: [{kk: _num(vv) if isinstance(vv, (int, float)) else str(vv) if vv is not None else None
+                                 for kk, vv in row.items()} for row in rows] for k, rows in outcome.tables.items()}
+        record["notes"] = outcome.notes
+        for name, fig in outcome.figures.items():
+            rel = f"figures/{job.paper}/{run_id}-{_safe(name)}.png"
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+            pngs[rel] = buf.getvalue()
+            record["figures"].append({"name": name, "path": rel})
+            _close(fig)
+        record["wall_time"] = outcome.wall_time or (time.perf_counter() - t0)
+    except Exception:  # noqa: BLE001 - a crash is data: it is recorded and reported
+        record["status"] = "error"
+        record["error"] = traceback.format_exc()
+        record["wall_time"] = time.perf_counter() - t0
+    return record, pngs
+
+
+def run_reproductions(
+    papers: Sequence[str],
+    budget: Budget | str = Budget.STANDARD,
+    seeds: int | Sequence[int] = 1,
+    *,
+    jobs: int | None = None,
+    backend: str = "local",
+    out: str | Path = "runs",
+    ray_address: str | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_done: Callable[[dict[str, Any]], None] | None = None,
+) -> "BatchResult":
+    """Run every (paper, seed) job and store one JSON record per run under ``out``.
+
+    ``papers`` are catalogue ids (implemented ones); ``seeds`` is a count (seeds 0..N-1) or explicit seeds.
+    """
+    from ..catalog import get_paper
+
+    budget = Budget.parse(budget)
+    seed_list = _seed_list(seeds)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    entries = [get_paper(p) for p in papers]
+    missing = [p.id for p in entries if not p.implemented]
+    if missing:
+        raise ValueError(f"not implemented yet (planned): {', '.join(missing)}")
+    store = ResultStore(check_writable(Path(out)))
+    n_cpu = os.cpu_count() or 1
+    total = len(entries) * len(seed_list)
+    jobs = max(1, min(jobs or n_cpu, total if total else 1))
+    threads = max(1, n_cpu // jobs)
+    batch = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    todo = [Job(p.id, p.module + ".reproduce", budget.value, s, batch, threads) for p in entries for s in seed_list]
+    if on_start:
+        on_start(total)
+
+    records = execute(todo, store, backend=backend, jobs=jobs, ray_address=ray_address, on_done=on_done)
+    store.reindex()
+    order = {(j.paper, j.seed): i for i, j in enumerate(todo)}
+    records.sort(key=lambda r: order[(r["paper"], r["seed"])])
+    return BatchResult(batch=batch, budget=budget.value, records=records, out=store.root)
+
+
+
+def execute(
+    todo: Sequence[Job],
+    store: ResultStore,
+    *,
+    backend: str = "local",
+    jobs: int = 1,
+    ray_address: str | None = None,
+    on_done: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run ``todo`` on ``backend`` and write each record and its figures to ``store`` as it arrives."""
+    records: list[dict[str, Any]] = []
+
+    def collect(result: tuple[dict[str, Any], dict[str, bytes]]) -> None:
+        rec, pngs = result
+        for rel, data in pngs.items():
+            atomic_write_bytes(store.root / rel, data)
+        store.save(rec)
+        records.append(rec)
+        if rec["status"] != "ok":
+            log.error("%s seed %s crashed:\n%s", rec["paper"], rec["seed"], rec["error"])
+        if on_done:
+            on_done(rec)
+
+    if backend == "ray":
+        _run_ray(list(todo), collect, ray_address, jobs)
+    elif backend != "local":
+        raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    elif jobs == 1:
+        for job in todo:
+            collect(run_job(job))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(run_job, job) for job in todo]
+            for fut in as_completed(futures):
+                collect(fut.result())
+    return records
+
+
+@dataclass
+class BatchResult:
+    batch: str
+    budget: str
+    records: list[dict[str, Any]]
+    out: Path
+
+    @property
+    def crashed(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["status"] != "ok"]
+
+    def summaries(self) -> dict[str, dict[str, Any]]:
+        """Per paper: claims and metrics aggregated over its seeds."""
+        return summarize_records(self.records)
+
+
+def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    by_paper: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_paper.setdefault(r["paper"], []).append(r)
+    out = {}
+    for paper, recs in by_paper.items():
+        ok = sorted([r for r in recs if r["status"] == "ok"], key=lambda r: r["seed"])
+        walls = [r["wall_time"] for r in recs if r.get("wall_time") is not None]
+        out[paper] = {
+            "budget": recs[0]["budget"],
+            "seeds": [r["seed"] for r in ok],
+            "crashed": [r["seed"] for r in recs if r["status"] != "ok"],
+            "errors": [r["error"] for r in recs if r["status"] != "ok"],
+            "claims": aggregate_claims([r["claims"] for r in ok]),
+            "metrics": aggregate_metrics([r["metrics"] for r in ok]),
+            "wall_time": sum(walls) / len(walls) if walls else math.nan,
+            "records": ok,
+        }
+    return out
+
+
+# helper functions
+
+def _seed_list(seeds: int | Sequence[int]) -> list[int]:
+    if isinstance(seeds, bool):
+        raise TypeError("seeds must be a positive int or a list of ints")
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {seeds}")
+        return list(range(seeds))
+    out = [int(s) for s in seeds]
+    if not out:
+        raise ValueError("give at least one seed")
+    return out
+
+
+def _run_ray(todo: list[Job], collect: Callable, address: str | None, jobs: int) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("the ray backend needs Ray: pip install 'icml26[ray]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "ignore_reinit_error": True}
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = jobs
+        ray.init(**kwargs)
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(run_job)
+        pending = [remote.remote(job) for job in todo]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                collect(ray.get(ref))
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _set_threads(n: int) -> None:
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, n))
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _env() -> dict[str, Any]:
+    from .. import __version__
+
+    return {"icml26": __version__, "python": platform.python_version(), "machine": platform.machine(),
+            "cpus": os.cpu_count()}
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:60]
+
+
+def _close(fig: Any) -> None:
+    try:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+__all__ = ["Job", "run_job", "execute", "run_reproductions", "BatchResult", "summarize_records", "BACKENDS"]

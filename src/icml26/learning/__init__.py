@@ -1,0 +1,1 @@
+"""Losses, wrappers and training recipes."""

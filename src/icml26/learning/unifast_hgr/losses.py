@@ -1,0 +1,332 @@
+"""UniFast-HGR and OptFast-HGR [A17], and the baselines they are measured against.
+
+Notation: a local batch of paired features F, G in R^{m x K} (m samples, K feature dimensions).
+
+HGR maximal correlation asks for features f(X), g(Y) with maximal E[f^T g] under whitening constraints.
+Two classical finite-sample surrogates:
+
+    Soft-HGR (Wang et al., AAAI 2019):   H_soft = E[f^T g] - 1/2 tr(Sigma_f Sigma_g)        O(m K^2) time, K^2 memory
+    whitened HGR / DCCA (Andrew 2013):  H_cca  = sum_k sigma_k(Sigma_ff^-1/2 Sigma_fg Sigma_gg^-1/2)   O(m K^2 + K^3)
+
+UniFast-HGR [A17] (our reconstruction, see README) keeps Soft-HGR's target but works in batch (Gram) space:
+
+    1. centre over the batch:            F_bar = F - 1 mean(F)
+    2. l2-normalise each row:            f_hat_i = f_bar_i / max(||f_bar_i||, eps)
+    3. cross Gram of cosines:            S = F_hat G_hat^T                          (m x m)
+    4. alignment:                        A = tr(S) / m
+    5. structural term, Gram form:       ||S||_F^2 = tr(F_hat^T F_hat G_hat^T G_hat) (Soft-HGR's trace term, O(m^2 K))
+       Trivial Spectrum Suppression:     R = (||S||_F^2 - sum_i S_ii^2) / (m (m - 1))
+    6. score                             H = A - (lam / 2) R,   loss = -H,  H in [-1.5, 1] for lam = 1
+
+OptFast-HGR [A17] replaces ||S||_F^2 by the Hutchinson estimate (1/s) ||F_hat (G_hat^T Omega)||_F^2 with
+Rademacher probes Omega in {+-1}^{m x s}: unbiased, O(m K s) time, no m x m matrix.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as fn
+from torch import Tensor, nn
+
+Penalty = Literal["cross", "within"]
+_PENALTIES = ("cross", "within")
+
+# helper functions
+
+
+def _check_pair(f: Tensor, g: Tensor, *, same_dim: bool = True) -> None:
+    """Validate a pair of feature batches before any work (raises TypeError / ValueError)."""
+    for name, x in (("f", f), ("g", g)):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of shape (m, K), got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}; cast with .float()")
+        if x.ndim != 2:
+            raise ValueError(
+                f"{name} must be 2-D (batch m, features K), got shape {tuple(x.shape)}; "
+                "use x.unsqueeze(1) for scalar features or x.flatten(1) for feature maps"
+            )
+    if f.dtype != g.dtype:
+        raise TypeError(f"f and g must share a dtype, got {f.dtype} and {g.dtype}")
+    if f.shape[0] != g.shape[0]:
+        raise ValueError(f"f and g must hold the same number of paired samples, got {f.shape[0]} and {g.shape[0]}")
+    if same_dim and f.shape[1] != g.shape[1]:
+        raise ValueError(
+            f"f and g must have the same feature dimension K, got {f.shape[1]} and {g.shape[1]}; "
+            "add a linear projection head to one of them"
+        )
+    if f.shape[0] < 2:
+        raise ValueError(f"need a batch of at least 2 paired samples (centring and the off-diagonal term), got {f.shape[0]}")
+    if f.shape[1] < 1:
+        raise ValueError("feature dimension K must be at least 1")
+    if not (bool(torch.isfinite(f).all()) and bool(torch.isfinite(g).all())):
+        raise ValueError("f and g must be finite; found NaN or inf (check the encoder's outputs)")
+
+
+def _check_options(lam: float, penalty: str) -> None:
+    if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not lam >= 0:
+        raise ValueError(f"lam must be a non-negative number, got {lam!r}")
+    if penalty not in _PENALTIES:
+        raise ValueError(f"unknown penalty {penalty!r}; choose 'cross' (Soft-HGR's term) or 'within'")
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def cosine_features(x: Tensor, *, center: bool = True, eps: float = 1e-8) -> Tensor:
+    """Steps 1-2 of [A17]: centre over the batch (optional), then l2-normalise each row.
+
+    f_hat_i = (f_i - mean_j f_j) / max(||f_i - mean_j f_j||, eps).
+    """
+    if center:
+        x = x - x.mean(dim=0, keepdim=True)
+    return x / x.norm(dim=1, keepdim=True).clamp_min(eps)
+
+
+def _score(align: Tensor, total: Tensor, diag: Tensor, m: int, lam: float, tss: bool) -> Tensor:
+    """H = A - lam/2 R, with R the off-diagonal (TSS) or full mean of the squared structural entries."""
+    r = (total - diag) / (m * (m - 1)) if tss else total / (m * m)
+    return align.mean() - 0.5 * lam * r
+
+
+# main functions
+
+
+def unifast_hgr(
+    f: Tensor, g: Tensor, *, lam: float = 1.0, center: bool = True, tss: bool = True, penalty: Penalty = "cross"
+) -> Tensor:
+    """UniFast-HGR score H = A - (lam/2) R of a paired batch [A17]; maximise it (the loss is -H).
+
+    A = tr(S)/m with S = F_hat G_hat^T the m x m cross Gram of (centred) cosine features;
+    R = (||S||_F^2 - sum_i S_ii^2) / (m(m-1))  (penalty="cross": Soft-HGR's tr(Sigma_f Sigma_g) in Gram form,
+    trivial diagonal removed by TSS), or R = sum_{i!=j} (F_hat F_hat^T)_ij (G_hat G_hat^T)_ij / (m(m-1))
+    (penalty="within"). tss=False keeps the diagonal and divides by m^2. Cost O(m^2 K), memory O(m^2 + mK).
+
+    Args:
+        f, g: paired features, shape (m, K), m >= 2.
+        lam: weight of the structural term (1.0 reproduces Soft-HGR's 1/2).
+        center: centre over the batch before normalising (False: the ICLR version's simplified normalisation).
+        tss: Trivial Spectrum Suppression (drop the diagonal of the structural term).
+        penalty: "cross" or "within", see above.
+    """
+    _check_pair(f, g)
+    _check_options(lam, penalty)
+    fh, gh = cosine_features(f, center=center), cosine_features(g, center=center)
+    align = (fh * gh).sum(dim=1)  # S_ii, O(mK)
+    if penalty == "cross":
+        total = (fh @ gh.T).square().sum()  # ||F_hat G_hat^T||_F^2, O(m^2 K)
+        diag = align.square().sum()
+    else:
+        total = ((fh @ fh.T) * (gh @ gh.T)).sum()  # = ||F_hat^T G_hat||_F^2, O(m^2 K)
+        diag = (fh.square().sum(dim=1) * gh.square().sum(dim=1)).sum()
+    return _score(align, total, diag, f.shape[0], lam, tss)
+
+
+def rademacher_probes(
+    rows: int, num_probes: int, *, like: Tensor, generator: torch.Generator | None = None
+) -> Tensor:
+    """Omega in {-1, +1}^{rows x num_probes} with E[Omega Omega^T] = num_probes * I (Hutchinson probes)."""
+    bits = torch.randint(0, 2, (rows, num_probes), generator=generator, device=like.device)
+    return bits.to(like.dtype).mul_(2).sub_(1)
+
+
+def optfast_hgr(
+    f: Tensor,
+    g: Tensor,
+    *,
+    num_probes: int = 32,
+    generator: torch.Generator | None = None,
+    lam: float = 1.0,
+    center: bool = True,
+    tss: bool = True,
+    penalty: Penalty = "cross",
+) -> Tensor:
+    """OptFast-HGR score [A17]: UniFast-HGR with the structural term estimated by stochastic projection.
+
+    penalty="cross": ||S||_F^2 ~ (1/s) ||F_hat (G_hat^T Omega)||_F^2, Omega in {+-1}^{m x s}.
+    penalty="within": ||F_hat^T G_hat||_F^2 ~ (1/s) ||F_hat^T (G_hat Omega)||_F^2, Omega in {+-1}^{K x s}.
+    Both are unbiased (E[Omega Omega^T] = s I); the diagonal sum_i S_ii^2 is exact (row-wise dots).
+    Cost O(m K s), memory O((m + K) s); no m x m or K x K matrix. Fresh probes every call unless a
+    seeded `generator` is passed.
+    """
+    _check_pair(f, g)
+    _check_options(lam, penalty)
+    _check_positive_int("num_probes", num_probes)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    fh, gh = cosine_features(f, center=center), cosine_features(g, center=center)
+    align = (fh * gh).sum(dim=1)
+    if penalty == "cross":
+        omega = rademacher_probes(f.shape[0], num_probes, like=f, generator=generator)
+        total = (fh @ (gh.T @ omega)).square().sum() / num_probes
+        diag = align.square().sum()
+    else:
+        omega = rademacher_probes(f.shape[1], num_probes, like=f, generator=generator)
+        total = (fh.T @ (gh @ omega)).square().sum() / num_probes
+        diag = (fh.square().sum(dim=1) * gh.square().sum(dim=1)).sum()
+    return _score(align, total, diag, f.shape[0], lam, tss)
+
+
+# baselines
+
+
+def soft_hgr(f: Tensor, g: Tensor) -> Tensor:
+    """Soft-HGR score (Wang et al., AAAI 2019), covariance form: mean_i f0_i^T g0_i - 1/2 tr(Sigma_f Sigma_g).
+
+    f0, g0 are batch-centred; Sigma = f0^T f0 / (m - 1). tr(Sigma_f Sigma_g) = sum(Sigma_f * Sigma_g) since both
+    are symmetric, so the cost is O(m K^2) time and O(K^2) memory (the trace of a product would be O(K^3)).
+    """
+    _check_pair(f, g)
+    m = f.shape[0]
+    f0, g0 = f - f.mean(dim=0, keepdim=True), g - g.mean(dim=0, keepdim=True)
+    corr = (f0 * g0).sum(dim=1).mean()
+    cov_f, cov_g = f0.T @ f0 / (m - 1), g0.T @ g0 / (m - 1)
+    return corr - 0.5 * (cov_f * cov_g).sum()
+
+
+class _InvSqrtm(torch.autograd.Function):
+    """A^{-1/2} of a symmetric positive-definite A via eigh, with a backward that stays finite at repeated
+    eigenvalues (Daleckii-Krein divided differences; torch's eigh backward divides by lambda_i - lambda_j and
+    blows up when K > m leaves many eigenvalues equal to the ridge)."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, floor: float) -> Tensor:  # type: ignore[override]
+        lam, v = torch.linalg.eigh(a)
+        lam = lam.clamp_min(floor)
+        ctx.save_for_backward(lam, v)
+        return (v * lam.rsqrt()) @ v.T
+
+    @staticmethod
+    def backward(ctx, gy: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        lam, v = ctx.saved_tensors
+        s = lam.sqrt()
+        # (l_i^-1/2 - l_j^-1/2) / (l_i - l_j) = -1 / (s_i s_j (s_i + s_j)); equals f'(l) = -l^{-3/2}/2 at i = j.
+        dd = -1.0 / (s[:, None] * s[None, :] * (s[:, None] + s[None, :]))
+        gbar = v.T @ (0.5 * (gy + gy.T)) @ v
+        return v @ (gbar * dd) @ v.T, None
+
+
+def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3) -> Tensor:
+    """Batch canonical correlations: singular values of T = Sigma_ff^-1/2 Sigma_fg Sigma_gg^-1/2 (descending).
+
+    Sigma_ff = f0^T f0/(m-1) + ridge I (likewise g); O(m K^2 + K^3) time, O(K^2) memory.
+    """
+    _check_pair(f, g, same_dim=False)
+    if not isinstance(ridge, (int, float)) or isinstance(ridge, bool) or not ridge > 0:
+        raise ValueError(f"ridge must be a positive number (whitening needs it when K >= m), got {ridge!r}")
+    m = f.shape[0]
+    f0, g0 = f - f.mean(dim=0, keepdim=True), g - g.mean(dim=0, keepdim=True)
+    eye_f = torch.eye(f.shape[1], dtype=f.dtype, device=f.device)
+    eye_g = torch.eye(g.shape[1], dtype=g.dtype, device=g.device)
+    sff = f0.T @ f0 / (m - 1) + ridge * eye_f
+    sgg = g0.T @ g0 / (m - 1) + ridge * eye_g
+    sfg = f0.T @ g0 / (m - 1)
+    t = _InvSqrtm.apply(sff, ridge) @ sfg @ _InvSqrtm.apply(sgg, ridge)
+    return torch.linalg.svdvals(t)  # svdvals has stable gradients
+
+
+def whitened_hgr(f: Tensor, g: Tensor, *, k: int | None = None, ridge: float = 1e-3) -> Tensor:
+    """Whitened HGR / DCCA score (Andrew et al., 2013): the sum of the top-k batch canonical correlations."""
+    if k is not None:
+        _check_positive_int("k", k)
+    return canonical_correlations(f, g, ridge=ridge)[:k].sum()
+
+
+def info_nce_loss(f: Tensor, g: Tensor, *, tau: float = 0.1) -> Tensor:
+    """Symmetric InfoNCE (CLIP) loss: mean of the cross-entropies of cos(f_i, g_j)/tau over rows and columns."""
+    _check_pair(f, g)
+    if not isinstance(tau, (int, float)) or isinstance(tau, bool) or not tau > 0:
+        raise ValueError(f"tau must be a positive temperature, got {tau!r}")
+    logits = fn.normalize(f, dim=1) @ fn.normalize(g, dim=1).T / tau
+    labels = torch.arange(f.shape[0], device=f.device)
+    return 0.5 * (fn.cross_entropy(logits, labels) + fn.cross_entropy(logits.T, labels))
+
+
+# loss modules (forward(f, g) -> scalar loss to minimise)
+
+
+class UniFastHGRLoss(nn.Module):
+    """Loss -H of :func:`unifast_hgr` [A17]."""
+
+    def __init__(self, lam: float = 1.0, *, center: bool = True, tss: bool = True, penalty: Penalty = "cross") -> None:
+        super().__init__()
+        _check_options(lam, penalty)
+        self.lam, self.center, self.tss, self.penalty = lam, center, tss, penalty
+
+    def forward(self, f: Tensor, g: Tensor) -> Tensor:
+        return -unifast_hgr(f, g, lam=self.lam, center=self.center, tss=self.tss, penalty=self.penalty)
+
+    def extra_repr(self) -> str:
+        return f"lam={self.lam}, center={self.center}, tss={self.tss}, penalty={self.penalty!r}"
+
+
+class OptFastHGRLoss(nn.Module):
+    """Loss -H of :func:`optfast_hgr` [A17]; fresh Rademacher probes each call (from `generator` if given)."""
+
+    def __init__(
+        self,
+        num_probes: int = 32,
+        lam: float = 1.0,
+        *,
+        center: bool = True,
+        tss: bool = True,
+        penalty: Penalty = "cross",
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        _check_positive_int("num_probes", num_probes)
+        _check_options(lam, penalty)
+        self.num_probes, self.lam, self.center, self.tss, self.penalty = num_probes, lam, center, tss, penalty
+        self.generator = generator
+
+    def forward(self, f: Tensor, g: Tensor) -> Tensor:
+        return -optfast_hgr(f, g, num_probes=self.num_probes, generator=self.generator, lam=self.lam,
+                            center=self.center, tss=self.tss, penalty=self.penalty)
+
+    def extra_repr(self) -> str:
+        return f"num_probes={self.num_probes}, lam={self.lam}, center={self.center}, tss={self.tss}, penalty={self.penalty!r}"
+
+
+class SoftHGRLoss(nn.Module):
+    """Loss -H_soft of :func:`soft_hgr` (Wang et al., AAAI 2019)."""
+
+    def forward(self, f: Tensor, g: Tensor) -> Tensor:
+        return -soft_hgr(f, g)
+
+
+class DCCALoss(nn.Module):
+    """Loss -(sum of top-k canonical correlations) of :func:`whitened_hgr` (deep CCA, Andrew et al., 2013)."""
+
+    def __init__(self, k: int | None = None, ridge: float = 1e-3) -> None:
+        super().__init__()
+        if k is not None:
+            _check_positive_int("k", k)
+        if not isinstance(ridge, (int, float)) or isinstance(ridge, bool) or not ridge > 0:
+            raise ValueError(f"ridge must be a positive number, got {ridge!r}")
+        self.k, self.ridge = k, ridge
+
+    def forward(self, f: Tensor, g: Tensor) -> Tensor:
+        return -whitened_hgr(f, g, k=self.k, ridge=self.ridge)
+
+    def extra_repr(self) -> str:
+        return f"k={self.k}, ridge={self.ridge}"
+
+
+class InfoNCELoss(nn.Module):
+    """Symmetric InfoNCE loss of :func:`info_nce_loss`."""
+
+    def __init__(self, tau: float = 0.1) -> None:
+        super().__init__()
+        if not isinstance(tau, (int, float)) or isinstance(tau, bool) or not tau > 0:
+            raise ValueError(f"tau must be a positive temperature, got {tau!r}")
+        self.tau = tau
+
+    def forward(self, f: Tensor, g: Tensor) -> Tensor:
+        return info_nce_loss(f, g, tau=self.tau)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}"

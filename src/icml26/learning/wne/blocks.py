@@ -1,0 +1,84 @@
+"""Architectural normalization-equivariant blocks (Herbreteau et al., NeurIPS 2023), the baseline of [B16].
+
+Every layer of the network is itself NE, so the whole network is NE by composition:
+
+* ``AffineConv2d``: bias-free convolution whose kernel sums to 1 per output channel, with reflect
+  padding. Then conv(a*x + b) = a*conv(x) + b*sum(w) = a*conv(x) + b.
+  Unconstrained parameter w, effective kernel  w' = roll(w) - w + 1/n  on the kernel flattened per output
+  channel (n = C_in * k * k): roll(w) - w sums to 0, so w' sums to exactly 1.
+* ``SortPool``: replaces ReLU; sorts channel pairs, (u, v) -> (min(u, v), max(u, v)). For a > 0 the order
+  of a*u + b and a*v + b is the order of u and v, so it commutes with x -> a*x + b.
+* ``AffineResidual``: a residual connection as a convex mix alpha*x + (1 - alpha)*y; the weights sum to 1,
+  so NE inputs give an NE output (x + y would double the shift b).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class AffineConv2d(nn.Module):
+    """Bias-free 2-D convolution with kernels that sum to 1 per output channel (stride 1, 'same' size).
+
+    Args:
+        in_channels, out_channels, kernel_size: as ``nn.Conv2d`` (odd square kernel).
+        padding_mode: ``"reflect"`` (default; keeps constants constant at the border) or ``"replicate"``,
+            ``"circular"``. Zero padding would break shift equivariance and is refused.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, *,
+                 padding_mode: str = "reflect") -> None:
+        super().__init__()
+        for name, v in (("in_channels", in_channels), ("out_channels", out_channels), ("kernel_size", kernel_size)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be odd for 'same' padding, got {kernel_size}")
+        if padding_mode not in ("reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be 'reflect', 'replicate' or 'circular' (zero padding breaks "
+                             f"shift equivariance), got {padding_mode!r}")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
+        self.padding_mode = padding_mode
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size))
+        # roll(w) - w doubles the variance of w; SortPool keeps the norm (gain 1), so aim at Var(w') = 1/n.
+        nn.init.normal_(self.weight, std=(2.0 * in_channels * kernel_size**2) ** -0.5)
+
+    @property
+    def kernel(self) -> Tensor:
+        """Effective kernel w' = roll(w) - w + 1/n, summing to 1 over (C_in, k, k) for each output channel."""
+        w = self.weight.flatten(1)
+        return (w.roll(1, dims=1) - w + 1.0 / w.shape[1]).view_as(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        p = self.kernel_size // 2
+        return F.conv2d(F.pad(x, (p, p, p, p), mode=self.padding_mode), self.kernel)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"padding_mode={self.padding_mode!r}")
+
+
+class SortPool(nn.Module):
+    """NE activation: (x_{2i}, x_{2i+1}) -> (min, max) over channel pairs; needs an even channel count."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] % 2:
+            raise ValueError(f"SortPool needs an even number of channels on axis 1, got shape {tuple(x.shape)}")
+        pairs = x.unflatten(1, (x.shape[1] // 2, 2))
+        u, v = pairs.unbind(2)
+        return torch.stack((torch.minimum(u, v), torch.maximum(u, v)), dim=2).flatten(1, 2)
+
+
+class AffineResidual(nn.Module):
+    """NE residual connection: alpha*x + (1 - alpha)*y with a learnable scalar alpha (init 0.5)."""
+
+    def __init__(self, alpha: float = 0.5) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(float(alpha)))
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        if x.shape != y.shape:
+            raise ValueError(f"AffineResidual needs equal shapes, got {tuple(x.shape)} and {tuple(y.shape)}")
+        return self.alpha * x + (1 - self.alpha) * y

@@ -1,0 +1,215 @@
+"""Wrapped Normalization Equivariance: a parameter-free wrapper around any backbone [B16].
+
+A function f is *normalization equivariant* (NE) iff
+
+    f(a*y + b*1) = a*f(y) + b*1        for all a > 0, b in R.
+
+WNE factorizes every NE function through a normalization of its input:
+
+    mu(y) = mean(y),  sigma(y) = std(y)          (per sample, over C, H, W)
+    y~    = (y - mu) / sigma
+    direct:   f(y) = sigma * g(y~) + mu          (g predicts the normalized clean image)
+    residual: f(y) = y - sigma * g(y~)           (g predicts the normalized noise)
+
+Since (a*y + b - mu(a*y + b)) / sigma(a*y + b) = y~, both forms are NE for *any* backbone g. Conversely,
+taking a = sigma(y), b = mu(y) in the NE identity gives f(y) = sigma*f(y~) + mu, so the wrapper with
+g = f restricted to normalized inputs covers exactly the NE class (the paper's theorem).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Literal, Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from icml26.harness import interleaved_times
+
+PredMode = Literal["direct", "residual"]
+
+# helper functions
+
+
+def _check_image(x: object, name: str = "x") -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}; call .float() first")
+    if x.ndim < 2:
+        raise ValueError(f"{name} must have a batch axis and at least one more axis (e.g. N,C,H,W), got shape "
+                         f"{tuple(x.shape)}")
+    if x.shape[0] == 0 or x.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(x.shape)})")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} contains NaN or inf; clean the input before calling the model")
+    return x
+
+
+def _check_backbone(backbone: object) -> None:
+    if not isinstance(backbone, nn.Module):
+        raise TypeError(f"backbone must be a torch.nn.Module, got {type(backbone).__name__}")
+
+
+def _check_pred_mode(pred_mode: object) -> None:
+    if pred_mode not in ("direct", "residual"):
+        raise ValueError(f"pred_mode must be 'direct' or 'residual', got {pred_mode!r}")
+
+
+def _check_min(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return float(value)
+
+
+def _reduce_dims(x: Tensor, reduce_dims: Sequence[int] | None) -> tuple[int, ...]:
+    if reduce_dims is None:
+        return tuple(range(1, x.ndim))
+    dims = tuple(d % x.ndim for d in reduce_dims)
+    if 0 in dims:
+        raise ValueError("reduce_dims must not contain the batch axis 0: statistics are per sample")
+    return dims
+
+
+# main classes
+
+
+class NormEquivariantWrapper(nn.Module):
+    """Make any image-to-image backbone normalization equivariant [B16].
+
+    direct:   f(y) = sigma(y) * g((y - mu(y)) / sigma(y)) + mu(y)
+    residual: f(y) = y - sigma(y) * g((y - mu(y)) / sigma(y))
+
+    Args:
+        backbone: any ``nn.Module`` mapping a tensor to a tensor of the same shape (CNN, transformer with
+            LayerNorm and softmax attention, ...). It only ever sees inputs with mean 0 and std 1.
+        pred_mode: ``"direct"`` (backbone predicts the normalized clean image) or ``"residual"``
+            (backbone predicts the normalized noise).
+        reduce_dims: axes over which mu and sigma are taken; default all but the batch axis.
+        min_std: samples with sigma <= min_std (constant images) are returned unchanged, which is the NE
+            corollary f(c*1) = c*1. With the default 0 only exactly constant samples are affected, and the
+            wrapper is exactly NE; a positive value trades exactness near the threshold for stability.
+
+    The wrapper has no parameters of its own; ``sigma`` is the unbiased std (torch's default), so the
+    backbone's input has ``std() == 1`` exactly.
+    """
+
+    def __init__(self, backbone: nn.Module, pred_mode: PredMode = "direct", *,
+                 reduce_dims: Sequence[int] | None = None, min_std: float = 0.0) -> None:
+        super().__init__()
+        _check_backbone(backbone)
+        _check_pred_mode(pred_mode)
+        if reduce_dims is not None and (not isinstance(reduce_dims, Sequence)
+                                        or not all(isinstance(d, int) for d in reduce_dims) or not reduce_dims):
+            raise TypeError(f"reduce_dims must be None or a non-empty sequence of ints, got {reduce_dims!r}")
+        self.backbone = backbone
+        self.pred_mode = pred_mode
+        self.reduce_dims = None if reduce_dims is None else tuple(reduce_dims)
+        self.min_std = _check_min(min_std, "min_std")
+
+    def normalize(self, y: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Return (y~, mu, sigma, constant_mask); sigma is replaced by 1 where the sample is constant."""
+        dims = _reduce_dims(y, self.reduce_dims)
+        sigma, mu = torch.std_mean(y, dim=dims, keepdim=True)
+        const = sigma <= self.min_std
+        sigma = torch.where(const, torch.ones_like(sigma), sigma)
+        return (y - mu) / sigma, mu, sigma, const
+
+    def forward(self, y: Tensor) -> Tensor:
+        _check_image(y, "y")
+        y_norm, mu, sigma, const = self.normalize(y)
+        g = self.backbone(y_norm)
+        if g.shape != y.shape:
+            raise ValueError(f"backbone must return a tensor shaped like its input {tuple(y.shape)}, got "
+                             f"{tuple(g.shape)}")
+        out = sigma * g + mu if self.pred_mode == "direct" else y - sigma * g
+        return torch.where(const, y, out)  # f(c*1) = c*1
+
+    def extra_repr(self) -> str:
+        return f"pred_mode={self.pred_mode!r}, reduce_dims={self.reduce_dims}, min_std={self.min_std}"
+
+
+class ScaleEquivariantWrapper(nn.Module):
+    """Scale-equivariant (SE) counterpart: f(a*y) = a*f(y) for a > 0, no shift equivariance [B16 baseline].
+
+    s(y) = sqrt(mean(y^2));  direct: f(y) = s * g(y / s);  residual: f(y) = y - s * g(y / s).
+    Samples with s <= min_scale (all zeros) are returned unchanged.
+    """
+
+    def __init__(self, backbone: nn.Module, pred_mode: PredMode = "direct", *,
+                 reduce_dims: Sequence[int] | None = None, min_scale: float = 0.0) -> None:
+        super().__init__()
+        _check_backbone(backbone)
+        _check_pred_mode(pred_mode)
+        self.backbone = backbone
+        self.pred_mode = pred_mode
+        self.reduce_dims = None if reduce_dims is None else tuple(reduce_dims)
+        self.min_scale = _check_min(min_scale, "min_scale")
+
+    def forward(self, y: Tensor) -> Tensor:
+        _check_image(y, "y")
+        s = y.pow(2).mean(dim=_reduce_dims(y, self.reduce_dims), keepdim=True).sqrt()
+        zero = s <= self.min_scale
+        s = torch.where(zero, torch.ones_like(s), s)
+        g = self.backbone(y / s)
+        out = s * g if self.pred_mode == "direct" else y - s * g
+        return torch.where(zero, y, out)
+
+
+# diagnostics
+
+
+@torch.no_grad()
+def ne_defect(model: Callable[[Tensor], Tensor], x: Tensor, a: float, b: float) -> float:
+    """Relative NE defect [B16]:  ||f(a x + b) - (a f(x) + b)||_inf / (a ||f(x)||_inf + |b|).
+
+    0 for an NE model (up to rounding: ~1e-7 in float32, ~1e-15 in float64); O(1) for an ordinary one.
+    Runs the model in eval mode and restores its training flag.
+    """
+    _check_image(x, "x")
+    for name, v in (("a", a), ("b", b)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite real number, got {v!r}")
+    if a <= 0:
+        raise ValueError(f"a must be > 0 (NE covers positive rescalings only), got {a}")
+    was_training = getattr(model, "training", None)
+    if isinstance(model, nn.Module):
+        model.eval()
+    try:
+        fx = model(x)
+        fy = model(a * x + b)
+    finally:
+        if isinstance(model, nn.Module) and was_training:
+            model.train()
+    num = (fy - (a * fx + b)).abs().max()
+    den = a * fx.abs().max() + abs(b)
+    return float(num / den) if float(den) > 0 else float(num)
+
+
+def time_forward(model: nn.Module | Mapping[str, nn.Module], x: Tensor, n_iter: int = 50,
+                 warmup: int = 10) -> dict[str, list[float]]:
+    """Wall times (s) of ``model(x)`` under ``no_grad``; several models are timed interleaved (ABAB).
+
+    Interleaving makes machine drift hit every model alike, so ``median(t_A) / median(t_B)`` is a fair
+    ratio (``icml26.harness.median_ratio``). On CUDA each call is synchronized before the clock stops.
+    """
+    models = {"model": model} if isinstance(model, nn.Module) else dict(model)
+    if not models or not all(isinstance(m, nn.Module) for m in models.values()):
+        raise TypeError("model must be an nn.Module or a non-empty mapping name -> nn.Module")
+    _check_image(x, "x")
+    if n_iter < 1 or warmup < 0:
+        raise ValueError(f"need n_iter >= 1 and warmup >= 0, got n_iter={n_iter}, warmup={warmup}")
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+
+    def call(m: nn.Module) -> Callable[[], None]:
+        def run() -> None:
+            with torch.no_grad():
+                m(x)
+            sync()
+        return run
+
+    for m in models.values():
+        m.eval()
+    return interleaved_times({k: call(m) for k, m in models.items()}, n_iter=n_iter, warmup=warmup)

@@ -1,0 +1,1 @@
+"""Langevin and diffusion samplers."""

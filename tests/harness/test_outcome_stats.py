@@ -1,0 +1,68 @@
+import math
+
+import pytest
+
+from icml26.harness import Budget, Claim, Outcome, aggregate_claims, summarize
+
+
+def test_claim_verdict_is_computed_from_numbers():
+    assert Claim("a < b", measured=1.0, op="<", reference=2.0).verdict == "holds"
+    assert Claim("a < b", measured=3.0, op="<", reference=2.0).verdict == "does not hold"
+    assert Claim("band", measured=1.5, op="in", reference=(1.3, 1.7)).verdict == "holds"
+    assert Claim("band", measured=1.0, op="in", reference=(1.3, 1.7)).verdict == "does not hold"
+    assert Claim("nan", measured=float("nan"), op=">", reference=0.0).verdict == "inconclusive"
+
+
+def test_claim_validation():
+    with pytest.raises(ValueError, match="comparison"):
+        Claim("x", measured=1.0, op="~", reference=1.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lo, hi"):
+        Claim("x", measured=1.0, op="in", reference=1.0)
+    with pytest.raises(TypeError):
+        Outcome(claims=["not a claim"])  # type: ignore[list-item]
+
+
+def test_claim_roundtrip():
+    c = Claim("s", measured=0.5, op=">=", reference=0.25, baseline="b", paper="1.6x", note="n")
+    d = c.to_dict()
+    assert Claim.from_dict(d).to_dict() == d
+
+
+def test_budget_parse_and_pick():
+    assert Budget.parse("QUICK") is Budget.QUICK
+    assert Budget.QUICK.seconds == 30 and Budget.FULL.seconds is None
+    assert Budget.STANDARD.pick({Budget.STANDARD: 3, "quick": 1}) == 3
+    assert Budget.QUICK.pick({Budget.STANDARD: 3, "quick": 1}) == 1
+    with pytest.raises(ValueError, match="quick, standard, full"):
+        Budget.parse("fast")
+
+
+def test_summarize_interval():
+    s = summarize([1.0, 2.0, 3.0])
+    assert s.mean == 2.0 and s.n == 3
+    # t(0.975, 2) = 4.303, sd = 1, half = 4.303/sqrt(3)
+    assert math.isclose(s.hi - s.mean, 4.302652729749464 / math.sqrt(3), rel_tol=1e-9)
+    assert summarize([5.0]).lo == 5.0
+    assert summarize([]).n == 0
+
+
+def _c(m, r, op="<"):
+    return Claim("s", measured=m, op=op, reference=r).to_dict()
+
+
+def test_aggregate_holds_on_means_and_goes_inconclusive_when_seeds_disagree():
+    clear = aggregate_claims([[_c(1.0, 2.0)], [_c(1.1, 2.0)], [_c(0.9, 2.1)]])[0]
+    assert clear["verdict"] == "holds" and clear["n_seeds"] == 3
+    noisy = aggregate_claims([[_c(1.0, 2.0)], [_c(3.0, 2.0)], [_c(1.5, 2.0)]])[0]
+    assert noisy["verdict"] == "inconclusive"  # the interval of the differences contains 0
+    wrong = aggregate_claims([[_c(3.0, 2.0)], [_c(3.1, 2.0)], [_c(2.9, 2.1)]])[0]
+    assert wrong["verdict"] == "does not hold"
+    one = aggregate_claims([[_c(3.0, 2.0)]])[0]
+    assert one["verdict"] == "does not hold"
+
+
+def test_aggregate_band():
+    inside = aggregate_claims([[_c(1.50, (1.3, 1.7), "in")], [_c(1.52, (1.3, 1.7), "in")]])[0]
+    assert inside["verdict"] == "holds"
+    edge = aggregate_claims([[_c(1.2, (1.3, 1.7), "in")], [_c(1.6, (1.3, 1.7), "in")]])[0]
+    assert edge["verdict"] == "inconclusive"
