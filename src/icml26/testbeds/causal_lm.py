@@ -1,0 +1,173 @@
+"""Tiny causal-LM testbed: byte-level BPE tokenizers and Llama-style models trained on the code corpus.
+
+Everything is built from configs (no downloads), trained for a pinned number of steps, and cached on disk
+keyed by the config hash (see :mod:`icml26.testbeds.cache`). The cached model loads with
+``LlamaForCausalLM.from_pretrained`` and the tokenizer with ``PreTrainedTokenizerFast.from_pretrained``.
+
+    >>> from icml26.testbeds.causal_lm import load_causal_lm, TOY_4L
+    >>> model, tok = load_causal_lm(TOY_4L)
+
+Methods in ``icml26.lm`` take any Hugging Face causal LM + tokenizer; these models are only the default.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from .cache import cached_dir
+from .code_corpus import Split, corpus_texts
+
+log = logging.getLogger(__name__)
+EOS = "<eos>"
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    vocab_size: int = 512
+    sample_bytes: int = 4_000_000  # characters of training text the BPE is learned from
+    min_frequency: int = 2
+
+
+@dataclass(frozen=True)
+class CausalLMConfig:
+    """A tiny Llama-style model and its training recipe (AdamW, warmup + cosine, fixed step count)."""
+
+    name: str = "toy-4L"
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int = 344
+    context: int = 256
+    steps: int = 300
+    batch_size: int = 16
+    seq_len: int = 128
+    lr: float = 2e-3
+    warmup: int = 30
+    weight_decay: float = 0.1
+    train_bytes: int = 6_000_000  # characters of training text tokenized for LM training
+    seed: int = 0
+
+
+TOY_4L = CausalLMConfig()
+TOY_8L = replace(TOY_4L, name="toy-8L", num_layers=8)
+TOY_1L = replace(TOY_4L, name="toy-1L", num_layers=1, hidden_size=64, num_heads=2, intermediate_size=172)
+TOY_4L_V1024 = replace(TOY_4L, name="toy-4L-v1024", tokenizer=TokenizerConfig(vocab_size=1024))
+
+
+# tokenizer
+
+def train_tokenizer(cfg: TokenizerConfig = TokenizerConfig()):
+    """Byte-level BPE (no regex pre-tokenizer) with an ``<eos>`` token, as a ``PreTrainedTokenizerFast``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if cfg.vocab_size < 257 + 1:
+        raise ValueError(f"vocab_size must exceed 257 (256 bytes + <eos>), got {cfg.vocab_size}")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=[EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    # BPE training counts "words"; with no pre-tokenizer a whole file would be one word and training would
+    # crawl. Training on line pieces (newline kept at the start, so indentation merges are learned) is fast;
+    # merges never span two lines, which costs little on code. Encoding still sees the raw text.
+    pieces = (piece for text in corpus_texts("train", cfg.sample_bytes) for piece in re.split(r"(?=\n)", text) if piece)
+    tok.train_from_iterator(pieces, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
+
+
+def load_tokenizer(cfg: TokenizerConfig = TokenizerConfig()):
+    """The cached tokenizer for ``cfg`` (trained on first use)."""
+    from transformers import PreTrainedTokenizerFast
+
+    path = cached_dir("tokenizer", asdict(cfg), lambda d: train_tokenizer(cfg).save_pretrained(d))
+    return PreTrainedTokenizerFast.from_pretrained(path)
+
+
+def encode_split(tokenizer, split: Split = "train", max_bytes: int | None = None) -> torch.Tensor:
+    """All files of ``split`` encoded and joined with ``<eos>`` after each file: a 1-D LongTensor."""
+    texts = corpus_texts(split, max_bytes)
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    eos = tokenizer.convert_tokens_to_ids(EOS)
+    flat = [t for seq in ids for t in (*seq, eos)]
+    return torch.tensor(flat, dtype=torch.long)
+
+
+# model
+
+def build_model(cfg: CausalLMConfig, vocab_size: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+                         num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
+                         intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.context,
+                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
+    torch.manual_seed(cfg.seed)
+    return LlamaForCausalLM(config)
+
+
+def train_causal_lm(cfg: CausalLMConfig, tokenizer, out_dir: Path | None = None):
+    """Train a fresh model for ``cfg.steps`` steps on the train split (deterministic for a fixed seed)."""
+    model = build_model(cfg, len(tokenizer))
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = tokenizer.eos_token_id
+    data = encode_split(tokenizer, "train", cfg.train_bytes)
+    g = torch.Generator().manual_seed(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps))))
+    model.train()
+    t0 = time.perf_counter()
+    offsets = torch.arange(cfg.seq_len + 1)
+    for step in range(cfg.steps):
+        starts = torch.randint(0, len(data) - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
+        batch = data[starts[:, None] + offsets]
+        logits = model(input_ids=batch[:, :-1], use_cache=False).logits
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step % 50 == 0 or step == cfg.steps - 1:
+            log.info("%s step %d/%d loss %.3f (%.0f s)", cfg.name, step, cfg.steps, loss.item(), time.perf_counter() - t0)
+    model.eval()
+    if out_dir is not None:
+        model.save_pretrained(out_dir, safe_serialization=True)
+        tokenizer.save_pretrained(out_dir)
+    return model
+
+
+def load_causal_lm(cfg: CausalLMConfig = TOY_4L):
+    """The trained ``(model, tokenizer)`` for ``cfg``, trained once and cached (safe across processes)."""
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+    if not isinstance(cfg, CausalLMConfig):
+        raise TypeError(f"cfg must be a CausalLMConfig (e.g. TOY_4L), got {type(cfg).__name__}")
+
+    def build(d: Path) -> None:
+        train_causal_lm(cfg, load_tokenizer(cfg.tokenizer), d)
+
+    path = cached_dir("causal_lm", asdict(cfg), build)
+    model = LlamaForCausalLM.from_pretrained(path).eval()
+    return model, PreTrainedTokenizerFast.from_pretrained(path)
+
+
+@torch.no_grad()
+def eval_loss(model, tokens: torch.Tensor, seq_len: int = 128, max_windows: int = 64) -> float:
+    """Mean next-token cross-entropy (nats) over non-overlapping windows of ``tokens``."""
+    n = min(max_windows, (len(tokens) - 1) // seq_len)
+    if n < 1:
+        raise ValueError("not enough tokens for one window")
+    x = tokens[: n * seq_len + 1]
+    inp = x[:-1].view(n, seq_len)
+    tgt = x[1:].view(n, seq_len)
+    logits = model(input_ids=inp, use_cache=False).logits
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten()).item()
