@@ -20,7 +20,7 @@ from .harness.store import ResultStore, check_writable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Working implementations of ICML 2026 papers, with reproductions that check their claims.")
-console = Console()
+console = Console(width=None if Console().is_terminal else 140)  # wide tables when piped to a file or CI log
 err = Console(stderr=True)
 VERDICT_STYLE = {"holds": "green", "does not hold": "red", "inconclusive": "yellow"}
 

@@ -17,6 +17,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 
@@ -91,38 +92,42 @@ def mnl_assortment(v: np.ndarray, r: np.ndarray, capacity: int | None = None) ->
     """Optimal MNL assortment per context: argmax_{|S| <= capacity} sum_S v_i r_i / (1 + sum_S v_i). [A08]
 
     Args:
-        v: attraction values, shape (K, n), > 0.
-        r: revenues (n,) or (K, n), >= 0 (e.g. the transformed revenues of a robust problem).
+        v: attraction values > 0, shape (..., n) (one row per context).
+        r: revenues >= 0 broadcastable against ``v`` (e.g. (n,), or (J, 1, n) transformed revenues for J dual
+            variables against v of shape (1, K, n)).
         capacity: largest assortment size, ``None`` for no limit.
 
     Returns:
-        masks (K, n) bool and optimal values (K,).
+        masks (..., n) bool and optimal values (...), over the broadcast shape of v and r.
 
     Without a capacity the optimum is revenue-ordered (the best of the n + 1 sets {top-m items by r}).
-    With a capacity K_c, Dinkelbach's iteration  S_t = top-K_c of v_i (r_i - z_t)_+,  z_{t+1} = rev(S_t)
-    increases z monotonically and stops, after finitely many steps, at the optimum z* (at the fixed point
+    With a capacity C, Dinkelbach's iteration  S_t = top-C of v_i (r_i - z_t)_+,  z_{t+1} = rev(S_t)
+    increases z and stops after finitely many steps at the optimum z* (at the fixed point
     max_S sum_S v_i (r_i - z*) = z*, so no set earns more than z*).
     """
-    v = np.atleast_2d(np.asarray(v, dtype=float))
-    K, n = v.shape
-    r = np.broadcast_to(np.asarray(r, dtype=float), (K, n))
+    v, r = np.asarray(v, dtype=float), np.asarray(r, dtype=float)
+    if r.ndim < v.ndim:
+        r = r.reshape((1,) * (v.ndim - r.ndim) + r.shape)
+    shape = np.broadcast_shapes(v.shape, r.shape)
+    n = shape[-1]
     if capacity is None or capacity >= n:
-        order = np.argsort(-r, axis=-1, kind="stable")
+        order = np.argsort(-r, axis=-1, kind="stable")  # sorted once per distinct revenue vector
         vs, rs = np.take_along_axis(v, order, -1), np.take_along_axis(r, order, -1)
-        vals = np.concatenate([np.zeros((K, 1)), np.cumsum(vs * rs, -1) / (1.0 + np.cumsum(vs, -1))], -1)
-        m = vals.argmax(-1)
-        S_sorted = np.arange(n)[None, :] < m[:, None]
-        S = np.zeros((K, n), dtype=bool)
-        np.put_along_axis(S, order, S_sorted, -1)
-        return S, vals[np.arange(K), m]
-    z = np.zeros(K)
-    S = np.zeros((K, n), dtype=bool)
-    rows = np.arange(K)[:, None]
+        cv = np.cumsum(np.broadcast_to(vs, shape), -1)
+        vals = np.cumsum(vs * rs, -1) / (1.0 + cv)
+        best = np.maximum(vals.max(-1), 0.0)
+        m = np.where(best > 0, vals.argmax(-1) + 1, 0)  # number of items offered
+        S_sorted = np.arange(n) < m[..., None]
+        S = np.zeros(shape, dtype=bool)
+        np.put_along_axis(S, np.broadcast_to(order, shape), S_sorted, -1)
+        return S, best
+    z = np.zeros(shape[:-1])
+    S = np.zeros(shape, dtype=bool)
     for _ in range(n + 2):
-        score = v * (r - z[:, None])
-        top = np.argpartition(-score, capacity - 1, axis=-1)[:, :capacity]
-        S_new = np.zeros((K, n), dtype=bool)
-        S_new[rows, top] = score[rows, top] > 0
+        score = v * (r - z[..., None])
+        top = np.argpartition(-score, capacity - 1, axis=-1)[..., :capacity]
+        S_new = np.zeros(shape, dtype=bool)
+        np.put_along_axis(S_new, top, np.take_along_axis(score, top, -1) > 0, -1)
         if np.array_equal(S_new, S):
             break
         S, z = S_new, np.maximum(z, mnl_revenue(v, r, S_new))
@@ -144,16 +149,20 @@ class ContextualMNL(BaseEstimator):
         alpha: L2 penalty on theta (not on the intercepts).
         fit_intercept: learn an item intercept b_i.
         max_iter, tol: L-BFGS controls.
+        random_state: if given, L-BFGS starts from a tiny random point (N(0, 1e-3)) instead of zero; the NLL is
+            convex, so the fit does not depend on it beyond solver tolerance.
 
     Attributes:
         coef_ (n_items, n_features), intercept_ (n_items,), n_items_, n_features_in_.
     """
 
-    def __init__(self, alpha: float = 1e-4, fit_intercept: bool = True, max_iter: int = 1000, tol: float = 1e-9):
+    def __init__(self, alpha: float = 1e-4, fit_intercept: bool = True, max_iter: int = 1000, tol: float = 1e-9,
+                 random_state: int | None = None):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.tol = tol
+        self.random_state = random_state
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, offered: np.ndarray) -> "ContextualMNL":
         """Fit on contexts ``X`` (T, d), choices ``y`` (T,) in {0 (no purchase), 1..n}, ``offered`` masks (T, n)."""
@@ -196,7 +205,9 @@ class ContextualMNL(BaseEstimator):
             G = (P - Y)[:, 1:].T @ Z / T + self.alpha * W * pen
             return f, G.ravel()
 
-        res = minimize(nll, np.zeros(n * p), jac=True, method="L-BFGS-B",
+        w0 = np.zeros(n * p) if self.random_state is None else \
+            1e-3 * check_random_state(self.random_state).standard_normal(n * p)
+        res = minimize(nll, w0, jac=True, method="L-BFGS-B",
                        options={"maxiter": self.max_iter, "gtol": self.tol, "ftol": 1e-15})
         W = res.x.reshape(n, p)
         self.coef_ = W[:, :d].copy()

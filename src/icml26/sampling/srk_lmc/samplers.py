@@ -225,7 +225,8 @@ class GradCounter:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         g = np.asarray(self.grad_U(x), dtype=float)
         if self.calls == 0 and g.shape != x.shape:
-            raise ValueError(f"grad_U returned shape {g.shape} for input of shape {x.shape}; it must map (n, d) -> (n, d)")
+            raise ValueError(f"grad_U returned shape {g.shape} for input of shape {x.shape}; "
+                             "it must map (n, d) -> (n, d)")
         self.calls += 1
         return g
 
