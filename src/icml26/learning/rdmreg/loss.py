@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -64,6 +65,18 @@ def random_directions(dim: int, num_projections: int, *, generator: torch.Genera
     return c.to(device) if device is not None else c
 
 
+def _sort_rows(a: torch.Tensor) -> torch.Tensor:
+    """Sort each row, differentiably (gather by the sorting permutation).
+
+    On CPU, NumPy's argsort is several times faster than ``torch.sort`` for these shapes; the values are the
+    same and the gradient flows through ``gather`` either way.
+    """
+    if a.device.type == "cpu":
+        idx = torch.from_numpy(np.argsort(a.detach().contiguous().numpy(), axis=1))
+        return a.gather(1, idx)
+    return torch.sort(a, dim=1).values
+
+
 # main functions
 
 def sliced_wasserstein2(x: torch.Tensor, y: torch.Tensor, num_projections: int = 1024, *,
@@ -84,8 +97,8 @@ def sliced_wasserstein2(x: torch.Tensor, y: torch.Tensor, num_projections: int =
                                        device=x.device)
     elif directions.ndim != 2 or directions.shape[0] != x.shape[1]:
         raise ValueError(f"directions must be (dim={x.shape[1]}, N), got {tuple(directions.shape)}")
-    px = torch.sort(x @ directions, dim=0).values
-    py = torch.sort(y.to(x.dtype) @ directions, dim=0).values
+    px = _sort_rows((x @ directions).T)  # (N, B): one row per direction, contiguous for the sort
+    py = _sort_rows((y.to(x.dtype) @ directions).T)
     return (px - py).pow(2).mean()
 
 

@@ -1,0 +1,259 @@
+"""[A10] HALD: schedules, stored-label byte accounting, pool replay, CutMix targets, drift, trainer, reproduction."""
+
+import hashlib
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from icml26.harness import Budget
+from icml26.learning.hald import (SETTINGS, HALDTrainer, RandomResizedCrop, SoftLabelPool, StoredSoftLabels,
+                                  apply_crops, cutmix, hald_schedule, kd_loss, lvsd_rate, smooth_one_hot,
+                                  soft_cross_entropy)
+
+
+def gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def tiny_net(seed=0, classes=10):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, classes))
+
+
+@pytest.fixture
+def data():
+    images = torch.rand(12, 1, 8, 8, generator=gen(0))
+    labels = torch.arange(12) % 10
+    return images, labels
+
+
+# schedules
+
+def test_s6_default_and_other_fixed_settings():
+    assert hald_schedule("S6", 100, 200) == [("soft", 50), ("hard", 200), ("soft", 50)]
+    assert hald_schedule("S6", 33, 67) == [("soft", 16), ("hard", 67), ("soft", 17)]
+    assert hald_schedule("S1", 100, 200) == [("hard", 200), ("soft", 100)]
+    assert hald_schedule("S8", 100, 200) == [("soft", 100), ("hard", 200)]
+    assert hald_schedule("S7", 100, 201) == [("hard", 100), ("soft", 100), ("hard", 101)]
+    assert hald_schedule("soft", 300, 0) == [("soft", 300)]
+    assert hald_schedule("hard", 0, 300) == [("hard", 300)]
+
+
+def test_alternating_settings_handle_the_remainder():
+    assert hald_schedule("S2", 100, 200, n=30) == [
+        ("hard", 30), ("soft", 30), ("hard", 30), ("soft", 30), ("hard", 30), ("soft", 30),
+        ("hard", 30), ("soft", 10), ("hard", 80)]
+    assert hald_schedule("S3", 25, 10, n=10) == [("soft", 10), ("hard", 10), ("soft", 15)]
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if s.startswith("S")])
+@pytest.mark.parametrize("soft,hard,n", [(100, 200, 7), (1, 5, 3), (17, 0, 4), (0, 9, 2)])
+def test_phases_sum_to_budget_and_alternate(setting, soft, hard, n):
+    sched = hald_schedule(setting, soft, hard, n=n)
+    assert sum(e for p, e in sched if p == "soft") == soft
+    assert sum(e for p, e in sched if p == "hard") == hard
+    assert all(e > 0 for _, e in sched)
+    assert all(a[0] != b[0] for a, b in zip(sched, sched[1:]))  # consecutive phases are merged
+
+
+# storage accounting
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_storage_bytes_exact_full_labels(data, n):
+    images, _ = data
+    st = StoredSoftLabels.build(tiny_net(), images, n, RandomResizedCrop(8, (0.2, 0.6)), 4.0, seed=0)
+    N, k = images.shape[0], 10
+    assert len(st) == n * N
+    assert st.storage_bytes() == n * N * k * 2 + n * N * 4 * 4  # float16 values + float32 (y0, x0, h, w)
+    assert torch.allclose(st.soft_labels().sum(1), torch.ones(n * N), atol=5e-3)
+
+
+def test_storage_bytes_exact_topk(data):
+    images, _ = data
+    st = StoredSoftLabels.build(tiny_net(), images, 3, RandomResizedCrop(8), 4.0, topk=3, seed=0)
+    N = images.shape[0]
+    assert st.indices.dtype == torch.uint8
+    assert st.storage_bytes() == 3 * N * 3 * (2 + 1) + 3 * N * 16
+    dense = st.soft_labels()
+    assert ((dense > 0).sum(1) <= 3).all() and torch.allclose(dense.sum(1), torch.ones(3 * N), atol=5e-3)
+    full = StoredSoftLabels.build(tiny_net(), images, 3, RandomResizedCrop(8), 4.0, topk=None, seed=0)
+    assert (dense.argmax(1) == full.soft_labels().argmax(1)).all()
+
+
+def test_storage_is_linear_in_crops(data):
+    images, _ = data
+    b = [StoredSoftLabels.build(tiny_net(), images, n, RandomResizedCrop(8), 1.0).storage_bytes() for n in (1, 2, 4)]
+    assert b[1] == 2 * b[0] and b[2] == 4 * b[0]
+
+
+# pool semantics
+
+def _pair_hash(stored, idx):
+    crops, soft = stored.batch(idx)
+    return hashlib.sha1(crops.numpy().tobytes() + soft.numpy().tobytes()).hexdigest()
+
+
+def test_pool_uses_each_stored_crop_once_per_pass(data):
+    images, _ = data
+    st = StoredSoftLabels.build(tiny_net(), images, 3, RandomResizedCrop(8), 2.0, seed=1)
+    pool = SoftLabelPool(st, batch_size=5, seed=0)
+    seen = torch.cat([torch.cat(list(pool.epoch())) for _ in range(3)])  # n = 3 epochs = one pass
+    assert sorted(seen.tolist()) == list(range(len(st)))
+    assert all(b.numel() <= 5 for b in pool.epoch())
+
+
+def test_pool_with_one_crop_replays_identical_pairs(data):
+    images, _ = data
+    st = StoredSoftLabels.build(tiny_net(), images, 1, RandomResizedCrop(8), 2.0, seed=1)
+    pool = SoftLabelPool(st, batch_size=4, seed=0)
+    ep1, ep2 = torch.cat(list(pool.epoch())), torch.cat(list(pool.epoch()))
+    h1 = sorted(_pair_hash(st, i[None]) for i in ep1)
+    h2 = sorted(_pair_hash(st, i[None]) for i in ep2)
+    assert h1 == h2 and len(set(h1)) == images.shape[0]
+
+
+# crops, drift, losses
+
+def test_full_box_crop_is_identity_and_half_box_zooms(data):
+    images, _ = data
+    full = torch.tensor([[0.0, 0.0, 1.0, 1.0]]).repeat(12, 1)
+    assert torch.allclose(apply_crops(images, full), images, atol=1e-6)
+    img = torch.zeros(1, 1, 8, 8)
+    img[..., :5, :5] = 1.0  # bilinear samples of the top-left quadrant box lie in [-0.25, 3.25] px
+    out = apply_crops(img, torch.tensor([[0.0, 0.0, 0.5, 0.5]]))
+    assert torch.allclose(out, torch.ones_like(out), atol=1e-6)
+    boxes = RandomResizedCrop(8, (0.15, 0.7)).sample(1000, gen(0))
+    area = boxes[:, 2] * boxes[:, 3]
+    assert (boxes[:, :2] >= 0).all() and (boxes[:, :2] + boxes[:, 2:] <= 1 + 1e-6).all()
+    assert area.min() >= 0.15 - 1e-6 and area.max() <= 0.7 + 1e-6
+
+
+def test_drift_rate_matches_lvsd_of_teacher(data):
+    images, labels = data
+    teacher = tiny_net(3)
+    st = StoredSoftLabels.build(teacher, images, 4, RandomResizedCrop(8, (0.1, 0.4)), 1.0, seed=2)
+    assert st.drift_rate(labels) == pytest.approx(lvsd_rate(teacher, images, labels, st.params), abs=1 / 48 + 1e-9)
+    with torch.no_grad():
+        pred = teacher(images).argmax(1)
+    assert lvsd_rate(teacher, images, pred, torch.tensor([[0.0, 0.0, 1.0, 1.0]]).repeat(12, 1)) == 0.0
+
+
+def test_smoothing_values_and_cutmix_rows():
+    t = smooth_one_hot(torch.tensor([3, 0]), 10, 0.8)
+    assert t[0, 3] == pytest.approx(0.28) and t[0, 0] == pytest.approx(0.08)
+    assert torch.allclose(t.sum(1), torch.ones(2))
+    x = torch.rand(16, 1, 8, 8, generator=gen(0))
+    y = torch.arange(16) % 10
+    for s in range(20):
+        xm, tm = cutmix(x, y, 10, 1.0, 0.8, gen(s))
+        assert torch.allclose(tm.sum(1), torch.ones(16), atol=1e-6)
+        lam = 1 - float((xm != x).float().mean()) if not torch.equal(xm, x) else 1.0
+        # target = lam * own + (1 - lam) * partner; the own class keeps at least lam * 0.28 + (1-lam) * 0.08
+        assert (tm.gather(1, y[:, None]) >= 0.08 - 1e-6).all()
+        assert lam >= 0.0
+
+
+def test_kd_loss_zero_when_student_matches_and_positive_otherwise():
+    logits = torch.randn(8, 10, generator=gen(0))
+    soft = torch.softmax(logits / 4.0, 1)
+    assert float(kd_loss(logits, soft, 4.0)) == pytest.approx(0.0, abs=1e-6)
+    assert float(kd_loss(logits.flip(1), soft, 4.0)) > 0.0
+    t = smooth_one_hot(torch.arange(8) % 10, 10, 0.0)
+    assert float(soft_cross_entropy(logits, t)) == pytest.approx(
+        float(nn.functional.cross_entropy(logits, torch.arange(8) % 10)), rel=1e-6)
+
+
+# validation
+
+def test_bad_inputs_raise(data):
+    images, labels = data
+    net = tiny_net()
+    crop = RandomResizedCrop(8)
+    with pytest.raises(ValueError, match="unknown setting"):
+        hald_schedule("S9")
+    with pytest.raises(ValueError, match="soft_epochs"):
+        hald_schedule("S6", -1, 10)
+    with pytest.raises(ValueError, match="block length"):
+        hald_schedule("S2", 10, 10, n=0)
+    with pytest.raises(ValueError, match="n_crops"):
+        StoredSoftLabels.build(net, images, 0, crop)
+    with pytest.raises(ValueError, match="temperature"):
+        StoredSoftLabels.build(net, images, 1, crop, temperature=0.0)
+    with pytest.raises(ValueError, match="topk"):
+        StoredSoftLabels.build(net, images, 1, crop, topk=11)
+    with pytest.raises(ValueError, match=r"\(N, C, H, W\)"):
+        StoredSoftLabels.build(net, images[:, 0], 1, crop)
+    with pytest.raises(ValueError, match="empty"):
+        StoredSoftLabels.build(net, images[:0], 1, crop)
+    with pytest.raises(TypeError, match="RandomResizedCrop"):
+        StoredSoftLabels.build(net, images, 1, lambda x, g: x)
+    with pytest.raises(ValueError, match="scale"):
+        RandomResizedCrop(8, scale=(0.0, 0.5))
+    st = StoredSoftLabels.build(net, images, 1, crop)
+    opt = torch.optim.AdamW(net.parameters())
+    with pytest.raises(ValueError, match="labels must have shape"):
+        HALDTrainer(net, opt, hald_schedule(), st, labels[:3])
+    with pytest.raises(ValueError, match="labels must lie"):
+        HALDTrainer(net, opt, hald_schedule(), st, labels + 5)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        HALDTrainer(net, opt, hald_schedule(), st, labels, label_smoothing=1.0)
+    with pytest.raises(ValueError, match="schedule"):
+        HALDTrainer(net, opt, [("warm", 3)], st, labels)
+    with pytest.raises(ValueError, match="same"):
+        kd_loss(torch.zeros(2, 3), torch.zeros(2, 4), 1.0)
+
+
+# determinism, a standard loop
+
+def _fit(images, labels, seed):
+    teacher = tiny_net(7)
+    st = StoredSoftLabels.build(teacher, images, 2, RandomResizedCrop(8, (0.2, 0.7)), 4.0, seed=seed)
+    student = tiny_net(seed)
+    logs = HALDTrainer(student, torch.optim.AdamW(student.parameters(), 1e-3), hald_schedule("S6", 2, 2), st,
+                       labels, batch_size=4, hard_batch_size=4, seed=seed).fit()
+    return st, logs, torch.cat([p.detach().flatten() for p in student.parameters()])
+
+
+def test_build_and_fit_deterministic_under_seed(data):
+    images, labels = data
+    (s1, l1, w1), (s2, l2, w2), (s3, _, w3) = _fit(images, labels, 0), _fit(images, labels, 0), _fit(images, labels, 1)
+    assert torch.equal(s1.params, s2.params) and torch.equal(s1.values, s2.values)
+    assert l1 == l2 and torch.equal(w1, w2)
+    assert not torch.equal(w1, w3)
+    assert [r["phase"] for r in l1] == ["soft", "hard", "hard", "soft"]
+    assert l1[0]["lr"] > l1[-1]["lr"]  # one cosine schedule over all phases
+
+
+def test_three_line_usage(data):
+    images, labels = data
+    teacher, student = tiny_net(1), tiny_net(2)
+    # README snippet
+    stored = StoredSoftLabels.build(teacher, images, n_crops=2, crop_fn=RandomResizedCrop(8), temperature=4.0)
+    trainer = HALDTrainer(student, torch.optim.AdamW(student.parameters(), 1e-3), hald_schedule("S6", 4, 4), stored, labels)
+    logs = trainer.fit()
+    assert len(logs) == 8 and all(math.isfinite(r["loss"]) for r in logs)
+    # phases compose with a hand-written loop too (after fit the cosine LR has reached 0, so a fresh trainer)
+    manual = HALDTrainer(student, torch.optim.AdamW(student.parameters(), 1e-3), [("soft", 1)], stored, labels,
+                         cosine=False)
+    before = [p.detach().clone() for p in student.parameters()]
+    manual.hard_epoch()
+    manual.soft_epoch()
+    assert any(not torch.equal(a, b) for a, b in zip(before, student.parameters()))
+
+
+# reproduction
+
+def test_reproduce_quick_is_well_formed():
+    from icml26.learning.hald.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, seed=0)
+    assert len(out.claims) >= 3
+    assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(math.isfinite(v) for v in out.metrics.values())
+    assert "accuracy_per_byte" in out.figures
+    rows = out.tables["students"]
+    assert {r["method"] for r in rows} >= {"soft-only", "HALD-S6"}
+    assert out.metrics["bytes_n4"] == 4 * out.metrics["bytes_n1"]
+    assert 0.0 < out.metrics["lvsd_rate"] < 1.0
