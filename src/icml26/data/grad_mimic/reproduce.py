@@ -108,9 +108,16 @@ def _epochs_to(accs: list[float], target: float) -> float:
 
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
-    sz = budget.pick(SIZES)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: one thread is fastest and avoids spinning on a shared machine
+    try:
+        return _reproduce(budget.pick(SIZES), seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _reproduce(sz: Sizes, seed: int) -> Outcome:
     seed_everything(seed)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     (Xp, yp, noisy), (Xr, yr), test = _data(seed, sz.noise)
     init_seed = 1000 + seed
 

@@ -1,0 +1,368 @@
+"""HO-SFL: hybrid-order split federated learning [A12].
+
+Paper: "HO-SFL: Hybrid-Order Split Federated Learning with Backprop-Free Clients and Dimension-Free
+Aggregation" (Chen, Wu, Wang, Chen; arXiv 2603.14773). Code is not public; this is a reconstruction.
+
+Lifted problem (client net c(.; w_c), server net s(.; w_s), clients k = 1..K with n_k samples):
+
+    min  sum_k (n_k/n) l(s(z_k; w_s), y_k)   s.t.   z_k = c(x_k; w_c)
+    L = sum_k [ l + lambda_k^T (c_k - z_k) + (rho/2) ||c_k - z_k||^2 ]
+
+Round t:
+  1. client k: no-grad forward h_k = c(x_k; w_c); uplink h_k, y_k.
+  2. server: z_k = h_k, backprop, update w_s, downlink lambda_k = grad_{z_k} l_k (first order).
+  3. client k: psi_k(w) = <lambda_k, c(x_k; w)> + (rho/2) ||c(x_k; w) - h_k||^2   (grad at w_c = J^T lambda_k)
+     u_p ~ N(0, I_{d_c}) from the shared seed hash(seed, t, p);
+     delta_{k,p} = [psi_k(w + eps u_p) - psi_k(w - eps u_p)] / (2 eps)      (or the exact jvp)
+     uplink the P scalars delta_{k,p}.
+  4. dimension-free aggregation: delta_bar_p = sum_k (n_k/n) delta_{k,p}; downlink P scalars; every replica
+     applies g_c = (1/P) sum_p delta_bar_p u_p (regenerating u_p from the seed) through the client optimizer.
+
+The clients' replicas stay identical, so one client module simulates all of them. Baselines in the same
+protocol: :class:`FOSFL` (client backprop + FedAvg of gradients), :class:`FrozenClientSFL`, :class:`ZOFL`
+(whole-model zeroth order with seed/scalar aggregation, MeZO / DeComFL style).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, jvp
+
+Batch = tuple[Tensor, Tensor]
+Params = dict[str, Tensor]
+
+# helper functions
+
+
+def nbytes(t: Tensor) -> int:
+    """Bytes of a tensor as sent over the wire: numel * element size."""
+    return t.numel() * t.element_size()
+
+
+def perturbation_seed(seed: int, t: int, p: int) -> int:
+    """The shared seed hash(seed, t, p) every party derives u_p from [A12]."""
+    return int(np.random.SeedSequence([seed, t, p]).generate_state(1, dtype=np.uint64)[0] % (2**63 - 1))
+
+
+def sample_directions(params: Mapping[str, Tensor], seed: int) -> Params:
+    """u ~ N(0, I) with the shape of ``params``, drawn from ``seed`` on CPU (same on every party)."""
+    g = torch.Generator().manual_seed(seed)
+    return {n: torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device) for n, p in params.items()}
+
+
+def _check_eps(eps: float) -> None:
+    if not isinstance(eps, (int, float)) or not eps > 0:
+        raise ValueError(f"perturbation scale eps (mu) must be > 0, got {eps!r}; the paper's default is 1e-3")
+
+
+def directional_derivatives(fn: Callable[[Params], Tensor], params: Params, directions: Sequence[Params],
+                            eps: float = 1e-3, estimator: str = "spsa") -> Tensor:
+    """delta_p ~ <grad fn(params), u_p> for each direction, Tensor[P] [A12].
+
+    ``spsa``: [fn(w + eps u) - fn(w - eps u)] / (2 eps) (two forward passes, exact for quadratics);
+    ``jvp``: the exact directional derivative by forward-mode AD (still backprop-free).
+    """
+    _check_eps(eps)
+    if estimator not in ("spsa", "jvp"):
+        raise ValueError(f"unknown estimator {estimator!r}; use 'spsa' or 'jvp'")
+    out = []
+    for u in directions:
+        if estimator == "spsa":
+            plus = fn({n: w + eps * u[n] for n, w in params.items()})
+            minus = fn({n: w - eps * u[n] for n, w in params.items()})
+            out.append((plus - minus) / (2 * eps))
+        else:
+            out.append(jvp(fn, (params,), (u,))[1])
+    return torch.stack(out).detach()
+
+
+def zo_directional_scalars(fn: Callable[[Params], Tensor], params: Params, seeds: Sequence[int],
+                           eps: float = 1e-3, estimator: str = "spsa") -> Tensor:
+    """The P scalars a zeroth-order party uploads: directional derivatives along u_p = N(0, I)[seed_p]."""
+    return directional_derivatives(fn, params, [sample_directions(params, s) for s in seeds], eps, estimator)
+
+
+def zo_combine(scalars: Tensor, directions: Sequence[Params]) -> Params:
+    """g = (1/P) sum_p delta_p u_p, an unbiased estimate of the gradient since E[u u^T] = I."""
+    P = len(directions)
+    return {n: sum(scalars[p] * directions[p][n] for p in range(P)) / P for n in directions[0]}
+
+
+class SavedActivationCounter:
+    """Context manager counting bytes autograd saves for backward (``saved_tensors_hooks``) [A12].
+
+    Tensors sharing storage with ``exclude`` (the module's own parameters) are not counted: they are weights,
+    not activation memory.
+    """
+
+    def __init__(self, exclude: nn.Module | None = None) -> None:
+        self._skip = {p.untyped_storage().data_ptr() for p in exclude.parameters()} if exclude is not None else set()
+        self.bytes = 0
+
+    def _pack(self, t: Tensor) -> Tensor:
+        if t.untyped_storage().data_ptr() not in self._skip:
+            self.bytes += nbytes(t)
+        return t
+
+    def __enter__(self) -> "SavedActivationCounter":
+        self._ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._ctx.__exit__(*exc)
+
+
+def count_saved_activation_bytes(fn: Callable[[], object], exclude: nn.Module | None = None) -> int:
+    """Bytes of activations autograd saves while running ``fn()`` (0 for a backprop-free client)."""
+    with SavedActivationCounter(exclude) as c:
+        fn()
+    return c.bytes
+
+
+class SplitModel(nn.Module):
+    """server(client(x)): the client net runs on the device, the server net on the server [A12]."""
+
+    def __init__(self, client: nn.Module, server: nn.Module) -> None:
+        super().__init__()
+        self.client, self.server = client, server
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.server(self.client(x))
+
+
+@dataclass(frozen=True)
+class RoundStats:
+    """What one round cost: mean training loss, bytes per direction (summed over clients) and the bytes
+    autograd saved on the client side (activation memory that backprop would need)."""
+
+    loss: float
+    uplink_bytes: int
+    downlink_bytes: int
+    aggregation_uplink_bytes: int
+    client_saved_bytes: int
+    bytes_by_kind: dict[str, int]
+
+
+class _Channel:
+    """Counts every tensor that crosses the client/server boundary (and returns it unchanged)."""
+
+    def __init__(self) -> None:
+        self.up: dict[str, int] = defaultdict(int)
+        self.down: dict[str, int] = defaultdict(int)
+
+    def send_up(self, t: Tensor, kind: str) -> Tensor:
+        self.up[kind] += nbytes(t)
+        return t
+
+    def send_down(self, t: Tensor, kind: str) -> Tensor:
+        self.down[kind] += nbytes(t)
+        return t
+
+    def stats(self, loss: float, saved: int) -> RoundStats:
+        kinds = {f"up/{k}": v for k, v in self.up.items()} | {f"down/{k}": v for k, v in self.down.items()}
+        return RoundStats(loss, sum(self.up.values()), sum(self.down.values()), self.up.get("aggregation", 0),
+                          saved, kinds)
+
+
+def _check_batches(batches: Sequence[Batch]) -> list[Batch]:
+    if not isinstance(batches, (list, tuple)) or len(batches) == 0:
+        raise ValueError("batches must be a non-empty list with one (x, y) batch per client")
+    for k, b in enumerate(batches):
+        if not (isinstance(b, (list, tuple)) and len(b) == 2 and all(isinstance(t, Tensor) for t in b)):
+            raise TypeError(f"client {k}: expected an (x, y) pair of tensors")
+        x, y = b
+        if x.dim() == 0 or x.shape[0] == 0:
+            raise ValueError(f"client {k}: empty batch (x has shape {tuple(x.shape)}); drop clients with no data")
+        if y.dim() == 0 or y.shape[0] != x.shape[0]:
+            raise ValueError(f"client {k}: x {tuple(x.shape)} and y {tuple(y.shape)} differ in batch size")
+        if x.is_floating_point() and not torch.isfinite(x).all():
+            raise ValueError(f"client {k}: x contains NaN or inf")
+    return list(batches)
+
+
+def _trainable(module: nn.Module, what: str) -> list[nn.Parameter]:
+    ps = [p for p in module.parameters() if p.requires_grad]
+    if not ps:
+        raise ValueError(f"the {what} has no trainable parameters; nothing to train there "
+                         "(use FrozenClientSFL for a fixed client)")
+    return ps
+
+
+# main classes
+
+
+class _SplitFed:
+    """Shared server side of the split-learning protocols: one shared server model (SplitFed-V2 style)."""
+
+    def __init__(self, split: SplitModel, server_optimizer: torch.optim.Optimizer,
+                 loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
+        if not isinstance(split, SplitModel):
+            raise TypeError(f"split must be a SplitModel(client, server), got {type(split).__name__}")
+        if not isinstance(server_optimizer, torch.optim.Optimizer):
+            raise TypeError("server_optimizer must be a torch.optim.Optimizer over split.server's parameters")
+        _trainable(split.server, "server model")
+        self.split, self.server_optimizer, self.loss_fn = split, server_optimizer, loss_fn
+        self.t = 0
+
+    def _server_step(self, hs: list[Tensor], ys: list[Tensor]) -> tuple[list[Tensor], float]:
+        """Backprop on the server from z = h; update w_s; return lambda_k = grad_{z_k} of client k's mean loss."""
+        sizes = [len(y) for y in ys]
+        z = torch.cat(hs).detach().requires_grad_(True)
+        loss = self.loss_fn(self.split.server(z), torch.cat(ys))  # = sum_k (n_k/n) * mean loss of client k
+        self.server_optimizer.zero_grad()
+        loss.backward()
+        self.server_optimizer.step()
+        n = z.shape[0]
+        lams = [g * (n / nk) for g, nk in zip(z.grad.split(sizes), sizes)]
+        return lams, float(loss.detach())
+
+
+class HOSFL(_SplitFed):
+    """Hybrid-order split FL: first-order server, zeroth-order (backprop-free) clients [A12].
+
+        ho = HOSFL(SplitModel(client, server), torch.optim.SGD(client.parameters(), lr=0.05),
+                   torch.optim.Adam(server.parameters(), lr=1e-3))
+        stats = ho.round([(x_1, y_1), ..., (x_K, y_K)])     # one (x, y) batch per client
+
+    ``eps`` is the perturbation scale mu; ``rho`` the augmented-Lagrangian penalty (0 by default; the gradient
+    of psi at w_c is J^T lambda for any rho); ``estimator`` ``"spsa"`` or ``"jvp"``.
+    """
+
+    def __init__(self, split: SplitModel, client_optimizer: torch.optim.Optimizer,
+                 server_optimizer: torch.optim.Optimizer, *, num_perturbations: int = 8, eps: float = 1e-3,
+                 rho: float = 0.0, estimator: str = "spsa", seed: int = 0,
+                 loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
+        super().__init__(split, server_optimizer, loss_fn)
+        _trainable(split.client, "client model")
+        _check_eps(eps)
+        if not isinstance(num_perturbations, int) or num_perturbations < 1:
+            raise ValueError(f"num_perturbations must be a positive int, got {num_perturbations!r}")
+        if rho < 0:
+            raise ValueError(f"rho must be >= 0, got {rho}")
+        if estimator not in ("spsa", "jvp"):
+            raise ValueError(f"unknown estimator {estimator!r}; use 'spsa' or 'jvp'")
+        self.client_optimizer = client_optimizer
+        self.P, self.eps, self.rho, self.estimator, self.seed = num_perturbations, eps, rho, estimator, seed
+
+    def psi(self, w: Params, x: Tensor, lam: Tensor, h: Tensor) -> Tensor:
+        """psi_k(w) = <lambda_k, c(x_k; w)> + (rho/2) ||c(x_k; w) - h_k||^2."""
+        c = functional_call(self.split.client, w, (x,))
+        return (lam * c).sum() + 0.5 * self.rho * ((c - h) ** 2).sum()
+
+    def round(self, batches: Sequence[Batch]) -> RoundStats:
+        batches = _check_batches(batches)
+        client, ch = self.split.client, _Channel()
+        seeds = [perturbation_seed(self.seed, self.t, p) for p in range(self.P)]
+        w = {n: p.detach() for n, p in client.named_parameters()}
+        mem = SavedActivationCounter(exclude=client)  # wraps every client-side computation, nothing else
+        with mem, torch.no_grad():
+            hs = [ch.send_up(client(x), "activations") for x, _ in batches]
+        ys = [ch.send_up(y, "labels") for _, y in batches]
+        lams, loss = self._server_step(hs, ys)
+        lams = [ch.send_down(lam, "gradients") for lam in lams]
+        n = sum(len(y) for y in ys)
+        with mem, torch.no_grad():
+            deltas = [ch.send_up(zo_directional_scalars(lambda v, x=x, lam=lam, h=h: self.psi(v, x, lam, h), w, seeds,
+                                                        self.eps, self.estimator), "aggregation")
+                      for (x, _), lam, h in zip(batches, lams, hs)]
+        delta_bar = sum((len(y) / n) * d for (_, y), d in zip(batches, deltas))
+        for _ in batches:
+            ch.send_down(delta_bar, "aggregation")
+        with mem, torch.no_grad():
+            g = zo_combine(delta_bar, [sample_directions(w, s) for s in seeds])
+        for name, p in client.named_parameters():
+            p.grad = g[name].clone()
+        self.client_optimizer.step()
+        self.t += 1
+        return ch.stats(loss, mem.bytes)
+
+
+class FOSFL(_SplitFed):
+    """First-order split FL baseline: client backprop of J^T lambda_k and FedAvg of the d_c-dim gradients."""
+
+    def __init__(self, split: SplitModel, client_optimizer: torch.optim.Optimizer,
+                 server_optimizer: torch.optim.Optimizer, *, loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
+        super().__init__(split, server_optimizer, loss_fn)
+        self.client_params = _trainable(split.client, "client model")
+        self.client_optimizer = client_optimizer
+
+    def round(self, batches: Sequence[Batch]) -> RoundStats:
+        batches = _check_batches(batches)
+        client, ch = self.split.client, _Channel()
+        with SavedActivationCounter(exclude=client) as mem:
+            hs = [client(x) for x, _ in batches]
+        ys = [ch.send_up(y, "labels") for _, y in batches]
+        lams, loss = self._server_step([ch.send_up(h.detach(), "activations") for h in hs], ys)
+        n = sum(len(y) for y in ys)
+        avg = [torch.zeros_like(p) for p in self.client_params]
+        for h, lam, y in zip(hs, lams, ys):  # each client: J^T lambda_k by backprop, then FedAvg
+            gk = torch.autograd.grad(h, self.client_params, ch.send_down(lam, "gradients"))
+            for a, gi in zip(avg, gk):
+                a += (len(y) / n) * ch.send_up(gi, "aggregation")
+        for p, a in zip(self.client_params, avg):
+            for _ in batches:
+                ch.send_down(a, "aggregation")
+            p.grad = a
+        self.client_optimizer.step()
+        self.t += 1
+        return ch.stats(loss, mem.bytes)
+
+
+class FrozenClientSFL(_SplitFed):
+    """Split FL with a fixed client net: only the server learns (lower bound on what client learning adds)."""
+
+    def round(self, batches: Sequence[Batch]) -> RoundStats:
+        batches = _check_batches(batches)
+        ch = _Channel()
+        with SavedActivationCounter(exclude=self.split.client) as mem, torch.no_grad():
+            hs = [ch.send_up(self.split.client(x), "activations") for x, _ in batches]
+        _, loss = self._server_step(hs, [ch.send_up(y, "labels") for _, y in batches])
+        self.t += 1
+        return ch.stats(loss, mem.bytes)
+
+
+class ZOFL:
+    """Whole-model zeroth-order FL with seed/scalar aggregation (MeZO / DeComFL style) [A12 baseline].
+
+    Each client uploads P directional derivatives of its own mean loss; every replica applies
+    (1/P) sum_p delta_bar_p u_p through ``optimizer``. No activations cross the network.
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *, num_perturbations: int = 8,
+                 eps: float = 1e-3, seed: int = 0, loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
+        _trainable(model, "model")
+        _check_eps(eps)
+        if not isinstance(num_perturbations, int) or num_perturbations < 1:
+            raise ValueError(f"num_perturbations must be a positive int, got {num_perturbations!r}")
+        self.model, self.optimizer, self.P, self.eps, self.seed, self.loss_fn = (
+            model, optimizer, num_perturbations, eps, seed, loss_fn)
+        self.t = 0
+
+    def round(self, batches: Sequence[Batch]) -> RoundStats:
+        batches = _check_batches(batches)
+        ch = _Channel()
+        seeds = [perturbation_seed(self.seed, self.t, p) for p in range(self.P)]
+        w = {n: p.detach() for n, p in self.model.named_parameters()}
+        n = sum(len(y) for _, y in batches)
+        with SavedActivationCounter(exclude=self.model) as mem, torch.no_grad():
+            loss = sum(len(y) / n * float(self.loss_fn(self.model(x), y)) for x, y in batches)
+            deltas = [ch.send_up(zo_directional_scalars(
+                lambda v, x=x, y=y: self.loss_fn(functional_call(self.model, v, (x,)), y), w, seeds, self.eps),
+                "aggregation") for x, y in batches]
+            delta_bar = sum((len(y) / n) * d for (_, y), d in zip(batches, deltas))
+            for _ in batches:
+                ch.send_down(delta_bar, "aggregation")
+            g = zo_combine(delta_bar, [sample_directions(w, s) for s in seeds])
+        for name, p in self.model.named_parameters():
+            p.grad = g[name].clone()
+        self.optimizer.step()
+        self.t += 1
+        return ch.stats(loss, mem.bytes)

@@ -1,0 +1,219 @@
+"""Tests for [A12] HO-SFL: zeroth-order estimates, hybrid-order updates, exact accounting, validation."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from icml26.harness import Budget
+from icml26.learning.hosfl import (
+    FOSFL,
+    HOSFL,
+    ZOFL,
+    FrozenClientSFL,
+    SplitModel,
+    count_saved_activation_bytes,
+    directional_derivatives,
+    perturbation_seed,
+    sample_directions,
+    zo_combine,
+    zo_directional_scalars,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models: one thread avoids spinning on a shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _split(seed=0, d_in=8, h=3, dtype=torch.float32):
+    torch.manual_seed(seed)
+    return SplitModel(nn.Sequential(nn.Linear(d_in, h), nn.ReLU()),
+                      nn.Sequential(nn.Linear(h, 6), nn.ReLU(), nn.Linear(6, 4))).to(dtype)
+
+
+def _batches(sizes=(4, 5, 6), d_in=8, seed=1, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(n, d_in, generator=g, dtype=dtype), torch.randint(0, 4, (n,), generator=g)) for n in sizes]
+
+
+def _lambda(split, batches):
+    """lambda_k = grad_{z_k} of client k's mean loss, and the first-order client gradient sum_k n_k/n J_k^T lambda_k."""
+    n = sum(len(y) for _, y in batches)
+    hs = [split.client(x) for x, _ in batches]
+    z = [h.detach().requires_grad_(True) for h in hs]
+    lams = [torch.autograd.grad(F.cross_entropy(split.server(zk), y), zk)[0] for zk, (_, y) in zip(z, batches)]
+    params = list(split.client.parameters())
+    fo = [torch.zeros_like(p) for p in params]
+    for h, lam, (_, y) in zip(hs, lams, batches):
+        for a, gk in zip(fo, torch.autograd.grad(h, params, lam, retain_graph=True)):
+            a += len(y) / n * gk
+    return [lam.detach() for lam in lams], [h.detach() for h in hs], fo
+
+
+def test_spsa_is_unbiased_for_a_quadratic():
+    g = torch.Generator().manual_seed(0)
+    d = 6
+    M = torch.randn(d, d, generator=g, dtype=torch.float64)
+    A, b = M @ M.T + torch.eye(d, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
+    w = {"w": torch.randn(d, generator=g, dtype=torch.float64)}
+    f = lambda p: 0.5 * p["w"] @ A @ p["w"] + b @ p["w"]  # noqa: E731
+    grad = A @ w["w"] + b
+    dirs = [sample_directions(w, s) for s in range(4000)]
+    delta = directional_derivatives(f, w, dirs, eps=0.5)
+    # the central difference is exact for quadratics, whatever eps
+    torch.testing.assert_close(delta, torch.stack([u["w"] @ grad for u in dirs]))
+    samples = torch.stack([dp * u["w"] for dp, u in zip(delta, dirs)])
+    est = zo_combine(delta, dirs)["w"]
+    torch.testing.assert_close(est, samples.mean(0))
+    se = samples.std(0) / math.sqrt(len(dirs))
+    assert torch.all((est - grad).abs() < 5 * se), (est, grad, se)
+
+
+def test_jvp_basis_directions_recover_first_order_update_any_rho():
+    split = _split(dtype=torch.float64)
+    batches = _batches(dtype=torch.float64)
+    lams, hs, fo = _lambda(split, batches)
+    n = sum(len(y) for _, y in batches)
+    w = {k: p.detach() for k, p in split.client.named_parameters()}
+    basis = []
+    for name, p in w.items():
+        for j in range(p.numel()):
+            u = {k: torch.zeros_like(q) for k, q in w.items()}
+            u[name].view(-1)[j] = 1.0
+            basis.append(u)
+    for rho in (0.0, 2.5):
+        ho = HOSFL(split, torch.optim.SGD(split.client.parameters(), lr=0.1),
+                   torch.optim.SGD(split.server.parameters(), lr=0.1), rho=rho)
+        delta_bar = sum(len(y) / n * directional_derivatives(lambda v, x=x, lam=lam, h=h: ho.psi(v, x, lam, h), w, basis,
+                                                             estimator="jvp")
+                        for (x, y), lam, h in zip(batches, lams, hs))
+        g = zo_combine(delta_bar * len(basis), basis)  # sum_p delta_p e_p
+        for (name, _), ref in zip(split.client.named_parameters(), fo):
+            torch.testing.assert_close(g[name], ref, atol=1e-6, rtol=1e-6)
+
+
+def test_zo_estimate_aligns_with_backprop_and_spsa_matches_jvp():
+    split = _split(d_in=8, h=4)  # d_c = 36
+    batches = _batches()
+    lams, hs, fo = _lambda(split, batches)
+    ho = HOSFL(split, torch.optim.SGD(split.client.parameters(), lr=0.1), torch.optim.SGD(split.server.parameters(), lr=0.1))
+    (x, _), lam, h = batches[0], lams[0], hs[0]
+    fn = lambda v: ho.psi(v, x, lam, h)  # noqa: E731
+    w = {k: p.detach() for k, p in split.client.named_parameters()}
+    seeds = list(range(2000))
+    d_jvp = zo_directional_scalars(fn, w, seeds, estimator="jvp")
+    d_spsa = zo_directional_scalars(fn, w, seeds, eps=1e-3, estimator="spsa")
+    rel = (d_spsa - d_jvp).norm() / d_jvp.norm()
+    assert rel < 0.05
+    est = zo_combine(d_jvp, [sample_directions(w, s) for s in seeds])
+    true = torch.autograd.grad(split.client(x), list(split.client.parameters()), lam)
+    flat = lambda t: torch.cat([a.reshape(-1) for a in t])  # noqa: E731
+    cos = F.cosine_similarity(flat(est.values()), flat(true), dim=0)
+    assert cos > 0.95  # expected ~ sqrt(P / (P + d_c)) = 0.99
+
+
+def test_communication_accounting_equals_tensor_sizes():
+    sizes, P, d_in, h = (4, 5, 6), 8, 8, 3
+    batches = _batches(sizes)
+    K, n = len(sizes), sum(sizes)
+    act, lab = n * h * 4, n * 8  # float32 activations, int64 labels
+    d_c = d_in * h + h
+    s = _split()
+    st = HOSFL(s, torch.optim.SGD(s.client.parameters(), lr=0.1), torch.optim.SGD(s.server.parameters(), lr=0.1),
+               num_perturbations=P).round(batches)
+    assert (st.uplink_bytes, st.downlink_bytes, st.aggregation_uplink_bytes) == (act + lab + 4 * P * K, act + 4 * P * K, 4 * P * K)
+    s = _split()
+    st = FOSFL(s, torch.optim.SGD(s.client.parameters(), lr=0.1), torch.optim.SGD(s.server.parameters(), lr=0.1)).round(batches)
+    assert (st.uplink_bytes, st.downlink_bytes, st.aggregation_uplink_bytes) == (act + lab + 4 * d_c * K, act + 4 * d_c * K, 4 * d_c * K)
+    s = _split()
+    st = FrozenClientSFL(s, torch.optim.SGD(s.server.parameters(), lr=0.1)).round(batches)
+    assert (st.uplink_bytes, st.downlink_bytes) == (act + lab, 0)
+    s = _split()
+    st = ZOFL(s, torch.optim.SGD(s.parameters(), lr=0.1), num_perturbations=P).round(batches)
+    assert (st.uplink_bytes, st.downlink_bytes) == (4 * P * K, 4 * P * K)
+
+
+def test_client_memory_backprop_free_vs_first_order():
+    sizes, d_in, h = (4, 5, 6), 8, 3
+    batches = _batches(sizes)
+    s = _split()
+    ho = HOSFL(s, torch.optim.SGD(s.client.parameters(), lr=0.1), torch.optim.SGD(s.server.parameters(), lr=0.1))
+    assert ho.round(batches).client_saved_bytes == 0
+    s = _split()
+    fo = FOSFL(s, torch.optim.SGD(s.client.parameters(), lr=0.1), torch.optim.SGD(s.server.parameters(), lr=0.1))
+    # Linear saves its input, ReLU its output (weights are excluded)
+    assert fo.round(batches).client_saved_bytes == sum(sizes) * (d_in + h) * 4
+    assert count_saved_activation_bytes(lambda: s.client(batches[0][0]), exclude=s.client) == 4 * (d_in + h) * 4
+
+
+def test_three_line_usage_learns_and_is_deterministic():
+    def run(seed):
+        torch.manual_seed(0)
+        client, server = nn.Sequential(nn.Linear(8, 3), nn.ReLU()), nn.Linear(3, 4)
+        X, Y = torch.randn(60, 8), torch.randint(0, 4, (60,))
+        ho = HOSFL(SplitModel(client, server), torch.optim.SGD(client.parameters(), lr=0.1),   # 1
+                   torch.optim.Adam(server.parameters(), lr=1e-2), seed=seed)
+        losses = [ho.round([(X[:30], Y[:30]), (X[30:], Y[30:])]).loss for _ in range(40)]    # 2, 3
+        return losses, [p.detach().clone() for p in client.parameters()]
+
+    (la, pa), (lb, pb) = run(0), run(0)
+    assert la == lb and all(torch.equal(a, b) for a, b in zip(pa, pb))
+    assert not torch.equal(pa[0], run(1)[1][0])
+    assert la[-1] < la[0]
+    assert perturbation_seed(0, 3, 1) == perturbation_seed(0, 3, 1) != perturbation_seed(0, 3, 2)
+
+
+@pytest.mark.parametrize("case", ["eps0", "eps_neg", "zo_eps", "fn_eps", "empty_list", "empty_x", "shape",
+                                  "no_client_params", "no_server_params", "zofl_no_params", "estimator", "P0"])
+def test_validation(case):
+    s = _split()
+    sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.1)  # noqa: E731
+    x, y = _batches()[0]
+    with pytest.raises((ValueError, TypeError)):
+        if case == "eps0":
+            HOSFL(s, sgd(s.client), sgd(s.server), eps=0.0)
+        elif case == "eps_neg":
+            HOSFL(s, sgd(s.client), sgd(s.server), eps=-1e-3)
+        elif case == "zo_eps":
+            ZOFL(s, sgd(s), eps=0)
+        elif case == "fn_eps":
+            zo_directional_scalars(lambda p: p["w"].sum(), {"w": torch.ones(2)}, [0], eps=0.0)
+        elif case == "empty_list":
+            HOSFL(s, sgd(s.client), sgd(s.server)).round([])
+        elif case == "empty_x":
+            HOSFL(s, sgd(s.client), sgd(s.server)).round([(x[:0], y[:0])])
+        elif case == "shape":
+            FOSFL(s, sgd(s.client), sgd(s.server)).round([(x, y[:2])])
+        elif case == "no_client_params":
+            t = SplitModel(nn.ReLU(), nn.Linear(8, 4))
+            HOSFL(t, torch.optim.SGD(t.server.parameters(), lr=0.1), sgd(t.server))
+        elif case == "no_server_params":
+            t = SplitModel(nn.Linear(8, 4), nn.ReLU())
+            FrozenClientSFL(t, sgd(t.client))
+        elif case == "zofl_no_params":
+            ZOFL(nn.ReLU(), sgd(s))
+        elif case == "estimator":
+            HOSFL(s, sgd(s.client), sgd(s.server), estimator="fd")
+        elif case == "P0":
+            HOSFL(s, sgd(s.client), sgd(s.server), num_perturbations=0)
+
+
+def test_reproduce_quick_well_formed():
+    from icml26.learning.hosfl.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, seed=0)
+    assert len(out.claims) == 5
+    assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(math.isfinite(v) for v in out.metrics.values())
+    assert "hosfl" in out.figures
+    # exact accounting, independent of training noise
+    assert out.metrics["aggregation_compression"] == pytest.approx(1040 / 8)
+    assert out.metrics["client_saved_activation_bytes_HO-SFL"] == 0
+    assert out.metrics["client_saved_activation_bytes_FO-SFL"] > 0
