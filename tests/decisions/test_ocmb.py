@@ -1,0 +1,280 @@
+"""Tests for [B12] OCMB: candidate sets, constrained IAMB, Fisher-z vs causal-learn, validation, reproduction."""
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from icml26.decisions.ocmb import (OCMB, CITester, FisherZ, candidate_sets, eqvar_order, fisher_z_pvalue,
+                                   graph_metrics, knn_cmi, load_bundled_bn, ols_parent_scores, oracle_order,
+                                   scale_free_dag, simulate_sem, stein_order, topological_order)
+
+
+@pytest.fixture(scope="module")
+def hub_data():
+    A = scale_free_dag(25, 2, random_state=3)
+    X, W = simulate_sem(A, 400, random_state=4)
+    return A, X, W
+
+
+# --- Fisher-z equals causal-learn ---------------------------------------------------------------------
+
+
+def test_fisherz_pvalues_equal_causallearn(hub_data):
+    from causallearn.utils.cit import CIT
+
+    _, X, _ = hub_data
+    ref = CIT(X, "fisherz")
+    ours = FisherZ(X)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        x, y, *S = rng.choice(X.shape[1], size=2 + int(rng.integers(0, 6)), replace=False).tolist()
+        assert abs(ours.pvalues(x, [y], S)[0] - ref(x, y, S)) < 1e-8
+        assert abs(fisher_z_pvalue(ours.corr, X.shape[0], y, x, S) - ref(x, y, S)) < 1e-8
+
+
+def test_fisherz_batch_equals_single(hub_data):
+    _, X, _ = hub_data
+    t = FisherZ(X)
+    xs, S = [3, 5, 7, 11], [1, 2]
+    batch = t.pvalues(0, xs, S)
+    assert np.allclose(batch, [t.pvalues(0, [x], S)[0] for x in xs], rtol=0, atol=1e-14)
+
+
+def test_knn_cmi_detects_dependence_and_conditional_independence():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal(400)
+    x = z + 0.3 * rng.standard_normal(400)
+    y = z + 0.3 * rng.standard_normal(400)
+    D = np.column_stack([x, y, z])
+    assert knn_cmi(D, 0, 1, [], k=5) > 0.3  # x, y dependent through z
+    assert knn_cmi(D, 0, 1, [2], k=5) < 0.05  # x _||_ y | z
+    assert knn_cmi(D, 0, 1, [2]) == knn_cmi(D, 1, 0, [2])  # symmetric
+
+
+# --- orderers and candidate sets ----------------------------------------------------------------------
+
+
+def test_ols_parent_scores_match_lstsq(hub_data):
+    _, X, _ = hub_data
+    order = np.random.default_rng(1).permutation(X.shape[1])
+    P = ols_parent_scores(X, order)
+    Z = (X - X.mean(0)) / X.std(0)
+    j, preds = order[7], order[:7]
+    beta = np.linalg.lstsq(Z[:, preds], Z[:, j], rcond=None)[0]
+    assert np.allclose(P[preds, j], np.abs(beta), atol=1e-6)
+    assert np.all(P[order[8:], j] == 0)
+
+
+def test_eqvar_recovers_a_valid_order_on_equal_variance_data():
+    A = scale_free_dag(12, 2, random_state=0)
+    X, _ = simulate_sem(A, 5000, random_state=1)
+    order, _ = eqvar_order(X)
+    pos = np.argsort(order)
+    src, dst = np.nonzero(A)
+    assert np.all(pos[src] < pos[dst])
+
+
+def test_stein_order_runs_and_is_a_permutation():
+    A = scale_free_dag(6, 1, random_state=0)
+    X, _ = simulate_sem(A, 150, kind="anm", random_state=1)
+    order, P = stein_order(X)
+    assert sorted(order.tolist()) == list(range(6)) and P.shape == (6, 6) and np.all(P >= 0)
+
+
+def test_candidate_sets_definition():
+    rng = np.random.default_rng(0)
+    d, K = 15, 3
+    order = rng.permutation(d)
+    P = rng.random((d, d))
+    pa, nei = candidate_sets(order, P, max_parents=K)
+    pos = np.argsort(order)
+    for j in range(d):
+        cand = np.flatnonzero(pa[:, j])
+        preds = [i for i in range(d) if pos[i] < pos[j]]
+        assert len(cand) == min(K, len(preds)) and all(pos[i] < pos[j] for i in cand)
+        top = sorted(preds, key=lambda i: -P[i, j])[:K]
+        assert set(cand) == set(top)
+    for i in range(d):  # CandNei = CandPa u CandCh u spouses
+        expect = set(np.flatnonzero(pa[:, i])) | set(np.flatnonzero(pa[i]))
+        for c in np.flatnonzero(pa[i]):
+            expect |= set(np.flatnonzero(pa[:, c]))
+        expect.discard(i)
+        assert set(np.flatnonzero(nei[i])) == expect
+    pa2, _ = candidate_sets(order, P, max_parents=K, score_threshold=0.5)
+    assert np.all(P[pa2] >= 0.5)
+
+
+# --- estimator ----------------------------------------------------------------------------------------
+
+
+def test_output_acyclic_consistent_with_order_and_bounded(hub_data):
+    A, X, _ = hub_data
+    m = OCMB(max_parents=5).fit(X)
+    pos = np.argsort(m.order_)
+    src, dst = np.nonzero(m.adjacency_)
+    assert np.all(pos[src] < pos[dst])
+    assert nx.is_directed_acyclic_graph(m.to_networkx())
+    mb = np.zeros((X.shape[1],) * 2, bool)
+    for t, b in enumerate(m.blankets_):
+        mb[t, b] = True
+    assert np.array_equal(mb, mb.T)  # symmetry='delete'
+    for t in range(X.shape[1]):  # blanket inside the candidate neighbourhood; edges inside CandPa
+        assert set(m.blankets_[t]) <= set(m.cand_neighbors_[t])
+        assert set(np.flatnonzero(m.adjacency_[:, t])) <= set(m.cand_parents_[t])
+    assert m.max_cond_set_ <= max(len(c) for c in m.cand_neighbors_) - 1
+    assert m.n_ci_tests_ <= m.n_ci_calls_
+
+
+def test_max_cond_size_is_respected_and_measured(hub_data):
+    _, X, _ = hub_data
+    tester_max = []
+
+    def recorder(data, x, y, S):  # callable CI test: records |S|, answers with Fisher-z
+        tester_max.append(len(S))
+        return FisherZ(data).pvalues(x, [y], S)[0]
+
+    m = OCMB(ci_test=recorder, max_cond_size=2).fit(X)
+    assert max(tester_max) == m.max_cond_set_ <= 2
+    assert m.n_ci_calls_ == len(tester_max)
+
+
+def test_ci_tester_counts_distinct_tests(hub_data):
+    _, X, _ = hub_data
+    t = CITester(FisherZ(X))
+    t.dependence(0, [1, 2], [3])
+    t.dependence(1, [0], [3])  # same test as (0, 1 | 3)
+    t.dependence(2, [5], [4, 3])
+    assert t.n_tests == 3 and t.n_calls == 4 and t.max_cond == 2
+
+
+def test_oracle_recovers_most_edges_and_random_is_worse():
+    A = scale_free_dag(20, 2, random_state=5)
+    X, _ = simulate_sem(A, 2000, random_state=6)
+    f_oracle = graph_metrics(A, OCMB(orderer="oracle").fit(X, true_adj=A).adjacency_)["f1"]
+    f_random = graph_metrics(A, OCMB(orderer="random", random_state=0).fit(X).adjacency_)["f1"]
+    assert f_oracle > 0.8 and f_random < f_oracle
+
+
+def test_explicit_order_and_callable_orderer(hub_data):
+    A, X, _ = hub_data
+    order, _ = oracle_order(A)
+    a = OCMB(orderer=order).fit(X)
+    b = OCMB(orderer=lambda Z: order).fit(X)
+    assert np.array_equal(a.adjacency_, b.adjacency_) and np.array_equal(a.order_, order)
+
+
+def test_lingam_orderer_on_non_gaussian_data():
+    A = scale_free_dag(8, 1, random_state=2)
+    X, _ = simulate_sem(A, 600, kind="linear-laplace", random_state=3)
+    m = OCMB(orderer="lingam", random_state=0).fit(X)
+    assert sorted(m.order_.tolist()) == list(range(8))
+
+
+def test_knn_cmi_ocmb_runs():
+    A = scale_free_dag(6, 1, random_state=0)
+    X, _ = simulate_sem(A, 200, kind="anm", random_state=1)
+    m = OCMB(orderer="oracle", ci_test="knn_cmi", alpha=0.02).fit(X, true_adj=A)
+    assert m.adjacency_.shape == (6, 6) and m.n_ci_tests_ > 0
+
+
+def test_determinism(hub_data):
+    _, X, _ = hub_data
+    a = OCMB(orderer="random", random_state=7).fit(X)
+    b = OCMB(orderer="random", random_state=7).fit(X)
+    assert np.array_equal(a.adjacency_, b.adjacency_) and a.n_ci_tests_ == b.n_ci_tests_
+    assert np.array_equal(scale_free_dag(30, 2, random_state=1), scale_free_dag(30, 2, random_state=1))
+
+
+# --- bad input ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 5, np.nan, X), "NaN"),
+    (lambda X: np.column_stack([X, np.ones(len(X))]), "constant"),
+    (lambda X: X[:10], "more samples than variables"),
+    (lambda X: X[:, 0], "2-D"),
+])
+def test_bad_data(hub_data, make, match):
+    _, X, _ = hub_data
+    with pytest.raises(ValueError, match=match):
+        OCMB().fit(make(X))
+
+
+@pytest.mark.parametrize("kwargs, err", [
+    ({"orderer": "nope"}, ValueError), ({"orderer": 3}, TypeError), ({"ci_test": "kci"}, ValueError),
+    ({"max_parents": 0}, ValueError), ({"alpha": 1.5}, ValueError), ({"symmetry": "x"}, ValueError),
+    ({"max_cond_size": -1}, ValueError), ({"orderer": [0, 1, 1]}, ValueError),
+    ({"orderer": lambda Z: np.arange(3)}, ValueError),
+])
+def test_bad_params(hub_data, kwargs, err):
+    _, X, _ = hub_data
+    with pytest.raises(err):
+        OCMB(**kwargs).fit(X)
+
+
+def test_wrong_ordering_and_oracle_without_truth(hub_data):
+    A, X, _ = hub_data
+    with pytest.raises(ValueError, match="permutation"):
+        OCMB(orderer=np.arange(X.shape[1])[::-1][:-1]).fit(X)
+    with pytest.raises(ValueError, match="true_adj"):
+        OCMB(orderer="oracle").fit(X)
+    with pytest.raises(TypeError):
+        OCMB().fit("not an array")
+
+
+# --- simulators, bundled networks, metrics ------------------------------------------------------------
+
+
+def test_scale_free_dag_is_hub_dominated_dag():
+    A = scale_free_dag(60, 2, random_state=0)
+    assert nx.is_directed_acyclic_graph(nx.from_numpy_array(A, create_using=nx.DiGraph))
+    assert A.sum() == 2 * (60 - 2)  # BA: m edges per node after the first m
+    assert A.sum(1).max() >= 8  # a hub with many children
+
+
+def test_bundled_networks_read_offline():
+    net = load_bundled_bn("ecoli70")
+    assert len(net.nodes) == 46 and net.adjacency.sum() == 70 and net.weights_from_file
+    assert np.array_equal(net.weights != 0, net.adjacency == 1)
+    X = net.sample(200, random_state=0)
+    assert X.shape == (200, 46) and np.all(np.isfinite(X))
+    alarm = load_bundled_bn("alarm", random_state=0)
+    assert len(alarm.nodes) == 37 and alarm.adjacency.sum() == 46 and not alarm.weights_from_file
+    topological_order(alarm.adjacency)  # a DAG
+    with pytest.raises(ValueError, match="available"):
+        load_bundled_bn("nonexistent")
+
+
+def test_graph_metrics():
+    T = np.zeros((3, 3), int)
+    T[0, 1] = T[1, 2] = 1
+    assert graph_metrics(T, T) == {"precision": 1.0, "recall": 1.0, "f1": 1.0, "skeleton_f1": 1.0,
+                                   "shd": 0.0, "n_edges": 2.0}
+    E = T.T.copy()  # both reversed
+    m = graph_metrics(T, E)
+    assert m["precision"] == 0 and m["skeleton_f1"] == 1 and m["shd"] == 2
+    U = T + T.T  # undirected CPDAG edges get the benefit of the doubt
+    assert graph_metrics(T, U)["precision"] == 1.0
+    E2 = T.copy()
+    E2[0, 2] = 1  # one extra edge
+    assert graph_metrics(T, E2)["shd"] == 1 and math.isclose(graph_metrics(T, E2)["precision"], 2 / 3)
+
+
+# --- reproduction -------------------------------------------------------------------------------------
+
+
+def test_reproduce_quick_is_well_formed():
+    from icml26.harness import Budget, Claim
+    from icml26.decisions.ocmb.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, seed=0)
+    assert len(out.claims) >= 6 and all(isinstance(c, Claim) for c in out.claims)
+    assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(math.isfinite(v) for v in out.metrics.values())
+    assert {"accuracy", "scaling"} <= set(out.figures)
+    assert {"hub_graph", "benchmark", "scaling"} <= set(out.tables)
+    # the construction's guarantee, robust at any budget
+    bound = next(c for c in out.claims if "bounded" in c.statement)
+    assert bound.holds
