@@ -16,13 +16,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import cross_val_predict
 from torch import Tensor, nn
 
 from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.testbeds.digits import digits_tensors, flip_labels, shuffled_indices
 
 from .mimic import GradMimic
 
@@ -47,19 +47,11 @@ SIZES = {
 
 
 def _data(seed: int, noise: float):
-    X, y = load_digits(return_X_y=True)
-    X = torch.tensor(X / 16.0, dtype=torch.float32)
-    y = torch.tensor(y, dtype=torch.long)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    X, y = digits_tensors()
+    perm = shuffled_indices(len(y), seed)
     n_pool = int(round(0.6 * len(y)))  # 1078
     pool, ref, test = perm[:n_pool], perm[n_pool:n_pool + 400], perm[n_pool + 400:]
-    g = torch.Generator().manual_seed(seed + 1)
-    y_noisy = y[pool].clone()
-    flip = torch.randperm(n_pool, generator=g)[: int(round(noise * n_pool))]
-    # symmetric noise: a uniformly chosen *different* class
-    y_noisy[flip] = (y_noisy[flip] + torch.randint(1, 10, (len(flip),), generator=g)) % 10
-    is_noisy = torch.zeros(n_pool, dtype=torch.bool)
-    is_noisy[flip] = True
+    y_noisy, is_noisy = flip_labels(y[pool], noise, 10, seed + 1)
     return (X[pool], y_noisy, is_noisy), (X[ref], y[ref]), (X[test], y[test])
 
 

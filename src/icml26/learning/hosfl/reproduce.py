@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import torch
 from matplotlib.figure import Figure
-from sklearn.datasets import load_digits
 from torch import Tensor, nn
 
 from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.testbeds.digits import digits_tensors, shuffled_indices
 
 from .hosfl import FOSFL, HOSFL, ZOFL, FrozenClientSFL, SplitModel
 
@@ -44,10 +44,8 @@ SIZES = {
 
 
 def _data(seed: int, clients: int):
-    X, y = load_digits(return_X_y=True)
-    X = torch.tensor(X / 16.0, dtype=torch.float32)
-    y = torch.tensor(y, dtype=torch.long)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    X, y = digits_tensors()
+    perm = shuffled_indices(len(y), seed)
     n_tr = int(round(0.7 * len(y)))
     tr, te = perm[:n_tr], perm[n_tr:]
     shards = list(tr.tensor_split(clients))  # IID: a random partition
