@@ -1,0 +1,212 @@
+"""A tiny LLaDA/MDLM-style masked diffusion LM, its training recipe, and its on-disk cache.
+
+Model: a bidirectional pre-LN Transformer encoder over ``vocab_size`` tokens plus one extra ``[MASK]`` id
+(``mask_token_id == vocab_size`` unless given), learned absolute positions, HF-style output ``.logits`` (B, L, V+1)
+with the ``[MASK]`` column at -inf. Optional prefix KV cache (Fast-dLLM style): ``forward(ids, use_cache=True)``
+returns ``past_key_values`` (per layer ``(k, v)`` of shape (B, H, L, d_head)); ``forward(suffix_ids,
+past_key_values=prefix)`` attends to the cached prefix and numbers positions after it. The prefix does not see
+the suffix (that is the cache's approximation; decoders refresh it once per block).
+
+Training (LLaDA arXiv 2502.09992 / MDLM arXiv 2406.07524): the prompt is never masked; per sequence draw
+t ~ U(1e-3, 1) and mask each response token with probability t;  loss = sum_masked CE / (t * L_resp), averaged
+over the batch. AdamW, linear warmup then cosine decay.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..cache import cached_dir
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MaskedLMOutput:
+    """HF-style output: ``logits`` (B, L, V) and, with ``use_cache=True``, ``past_key_values``."""
+
+    logits: torch.Tensor
+    past_key_values: tuple[tuple[torch.Tensor, torch.Tensor], ...] | None = None
+
+
+@dataclass(frozen=True)
+class TinyDLMConfig:
+    vocab_size: int
+    max_len: int
+    d_model: int = 128
+    n_layers: int = 3
+    n_heads: int = 4
+    d_ff: int = 256
+    mask_token_id: int | None = None
+
+
+# main class
+
+class _Block(nn.Module):
+    def __init__(self, d: int, h: int, d_ff: int) -> None:
+        super().__init__()
+        self.h = h
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Linear(d_ff, d))
+
+    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None):
+        B, L, D = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(B, L, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
+        kv = (k, v)
+        if past is not None:  # the queries also see the cached prefix; the prefix is not updated
+            k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+        a = F.scaled_dot_product_attention(q, k, v)  # bidirectional: no causal mask
+        x = x + self.proj(a.transpose(1, 2).reshape(B, L, D))
+        return x + self.mlp(self.ln2(x)), kv
+
+
+class TinyMaskedDiffusionLM(nn.Module):
+    """Bidirectional Transformer denoiser ``p_theta(x_0 | x_t)`` for masked diffusion LMs [A15, B01]."""
+
+    def __init__(self, vocab_size: int, max_len: int, d_model: int = 128, n_layers: int = 3, n_heads: int = 4,
+                 d_ff: int = 256, mask_token_id: int | None = None) -> None:
+        super().__init__()
+        if vocab_size < 2 or max_len < 2 or d_model % n_heads:
+            raise ValueError(f"need vocab_size >= 2, max_len >= 2 and d_model divisible by n_heads; got "
+                             f"vocab_size={vocab_size}, max_len={max_len}, d_model={d_model}, n_heads={n_heads}")
+        n_tok = vocab_size + 1 if mask_token_id is None else vocab_size
+        mask_token_id = vocab_size if mask_token_id is None else mask_token_id
+        if not 0 <= mask_token_id < n_tok:
+            raise ValueError(f"mask_token_id {mask_token_id} is outside the vocabulary [0, {n_tok})")
+        self.config = TinyDLMConfig(n_tok, max_len, d_model, n_layers, n_heads, d_ff, mask_token_id)
+        self.mask_token_id, self.max_len = mask_token_id, max_len
+        self.tok = nn.Embedding(n_tok, d_model)
+        self.pos = nn.Embedding(max_len, d_model)
+        self.blocks = nn.ModuleList(_Block(d_model, n_heads, d_ff) for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_tok)
+        never = torch.zeros(n_tok)
+        never[mask_token_id] = float("-inf")  # [MASK] is never a prediction
+        self.register_buffer("never", never, persistent=False)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def forward(self, input_ids: torch.Tensor, past_key_values=None, use_cache: bool = False) -> MaskedLMOutput:
+        B, L = input_ids.shape
+        off = 0 if past_key_values is None else past_key_values[0][0].shape[2]
+        if off + L > self.max_len:
+            raise ValueError(f"sequence length {off + L} exceeds the model context max_len={self.max_len}")
+        x = self.tok(input_ids) + self.pos(torch.arange(off, off + L, device=input_ids.device))
+        cache = []
+        for i, blk in enumerate(self.blocks):
+            past = None if past_key_values is None else past_key_values[i]
+            x, kv = blk(x, past)
+            if use_cache:
+                cache.append(kv if past is None else (torch.cat([past[0], kv[0]], 2), torch.cat([past[1], kv[1]], 2)))
+        logits = self.head(self.ln_f(x)) + self.never
+        return MaskedLMOutput(logits=logits, past_key_values=tuple(cache) if use_cache else None)
+
+
+# training
+
+@dataclass(frozen=True)
+class DLMTrainConfig:
+    """A trained testbed model: the task, the architecture and a fixed-step recipe (cache key = all fields)."""
+
+    task: str = "t1c"  # "t1" (phrase grammar), "t1c" (translation), "sudoku"
+    task_seed: int = 0
+    d_model: int = 64
+    n_layers: int = 3
+    n_heads: int = 4
+    d_ff: int = 128
+    steps: int = 1500  # ~0.055 CPU-s per step: about 80 s on one idle core
+    batch_size: int = 64
+    lr: float = 2e-3
+    warmup: int = 50
+    weight_decay: float = 0.01
+    pool_size: int = 20000
+    seed: int = 0
+    version: int = 1
+
+
+def make_task(name: str, seed: int = 0) -> Any:
+    """The task object for ``name`` in {"t1", "t1c", "sudoku"} (grammar seed ``seed``)."""
+    from .tasks import PhraseGrammar, PhraseGrammarConfig, SudokuTask, TranslationConfig, TranslationTask
+
+    if name == "t1":
+        return PhraseGrammar(PhraseGrammarConfig(seed=seed))
+    if name == "t1c":
+        return TranslationTask(TranslationConfig(grammar=PhraseGrammarConfig(seed=seed)))
+    if name == "sudoku":
+        return SudokuTask()
+    raise ValueError(f"unknown task {name!r}; choose one of 't1', 't1c', 'sudoku'")
+
+
+def mdlm_loss(model: nn.Module, seqs: torch.Tensor, prompt_length: int, mask_token_id: int,
+              generator: torch.Generator | None = None) -> torch.Tensor:
+    """LLaDA/MDLM loss: mask response tokens w.p. t ~ U(1e-3, 1); sum_masked CE / (t * L_resp), batch mean."""
+    B, L = seqs.shape
+    R = L - prompt_length
+    t = torch.rand(B, 1, generator=generator) * (1 - 1e-3) + 1e-3
+    m = torch.rand(B, R, generator=generator) < t
+    x = seqs.clone()
+    x[:, prompt_length:][m] = mask_token_id
+    logits = model(x).logits[:, prompt_length:]
+    ce = F.cross_entropy(logits.reshape(B * R, -1), seqs[:, prompt_length:].reshape(-1), reduction="none").view(B, R)
+    return ((ce * m).sum(1) / (t[:, 0] * R)).mean()
+
+
+def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMaskedDiffusionLM:
+    """Train a :class:`TinyMaskedDiffusionLM` on ``cfg.task`` for ``cfg.steps`` steps (seeded, no cache)."""
+    task = make_task(cfg.task, cfg.task_seed)
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    prompts, resp = task.sample(cfg.pool_size, seed=cfg.seed + 1000)
+    seqs = torch.cat([prompts, resp], 1)
+    model = TinyMaskedDiffusionLM(task.vocab_size, seqs.shape[1], cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 *
+                                              (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(min(threads, 2))
+    t0 = time.perf_counter()
+    try:
+        model.train()
+        for step in range(cfg.steps):
+            idx = torch.randint(0, len(seqs), (cfg.batch_size,), generator=gen)
+            loss = mdlm_loss(model, seqs[idx], task.prompt_length, task.mask_token_id, gen)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            if step % 250 == 0 or step == cfg.steps - 1:
+                log.info("dlm %s step %d loss %.4f (%.1fs)", cfg.task, step, loss.item(), time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return model.eval()
+
+
+def load_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMaskedDiffusionLM:
+    """The trained model for ``cfg``, from the on-disk cache (trained once per config; see ``testbeds.cache``)."""
+    task = make_task(cfg.task, cfg.task_seed)
+
+    def build(folder: Path) -> None:
+        torch.save(train_masked_diffusion_lm(cfg).state_dict(), folder / "model.pt")
+
+    folder = cached_dir("masked_diffusion_lm", asdict(cfg), build)
+    model = TinyMaskedDiffusionLM(task.vocab_size, task.prompt_length + task.response_length,
+                                  cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff)
+    model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+    return model.eval()
