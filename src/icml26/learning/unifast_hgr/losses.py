@@ -211,9 +211,11 @@ class _InvSqrtm(torch.autograd.Function):
 
 
 def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3) -> Tensor:
-    """Batch canonical correlations: singular values of T = Sigma_ff^-1/2 Sigma_fg Sigma_gg^-1/2 (descending).
+    """Batch canonical correlations: the top r = min(K_f, K_g, m - 1) singular values of
+    T = Sigma_ff^-1/2 Sigma_fg Sigma_gg^-1/2, descending (the rest are 0: centred data has rank <= m - 1).
 
-    Sigma_ff = f0^T f0/(m-1) + ridge I (likewise g); O(m K^2 + K^3) time, O(K^2) memory.
+    Sigma_ff = f0^T f0/(m-1) + ridge I (likewise g); sigma_k = sqrt(eig_k(T^T T)) as in Andrew et al.'s DCCA
+    code. O(m K^2 + K^3) time, O(K^2) memory.
     """
     _check_pair(f, g, same_dim=False)
     if not isinstance(ridge, (int, float)) or isinstance(ridge, bool) or not ridge > 0:
@@ -226,11 +228,14 @@ def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3) -> Tens
     sgg = g0.T @ g0 / (m - 1) + ridge * eye_g
     sfg = f0.T @ g0 / (m - 1)
     t = _InvSqrtm.apply(sff, ridge) @ sfg @ _InvSqrtm.apply(sgg, ridge)
-    return torch.linalg.svdvals(t)  # svdvals has stable gradients
+    r = min(f.shape[1], g.shape[1], m - 1)
+    eig = torch.linalg.eigvalsh(t.T @ t).flip(0)[:r]  # eigvalsh has stable gradients at repeated values
+    return eig.clamp_min(torch.finfo(eig.dtype).eps).sqrt()
 
 
 def whitened_hgr(f: Tensor, g: Tensor, *, k: int | None = None, ridge: float = 1e-3) -> Tensor:
-    """Whitened HGR / DCCA score (Andrew et al., 2013): the sum of the top-k batch canonical correlations."""
+    """Whitened HGR / DCCA score (Andrew et al., 2013): the sum of the top-k batch canonical correlations
+    (k=None: all of them, i.e. the trace norm of T)."""
     if k is not None:
         _check_positive_int("k", k)
     return canonical_correlations(f, g, ridge=ridge)[:k].sum()
