@@ -1,0 +1,322 @@
+"""Tests for [B16] WNE: the NE identity, the wrapper's normalization, the architectural NE blocks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from icml26.harness import Budget, Outcome
+from icml26.learning.wne import (AffineConv2d, AffineResidual, DnCNN, NormEquivariantWrapper, ScaleEquivariantWrapper,
+                                 SortPool, TinyDenoisingTransformer, make_dncnn, ne_defect, time_forward)
+from icml26.learning.wne.data import patch_pool, psnr
+from icml26.learning.wne.reproduce import SIZES, Sizes, train
+
+torch.set_num_threads(2)
+AB = [(0.1, -5.0), (0.37, 2.5), (1.0, 0.0), (3.0, -1.2), (10.0, 5.0)]
+
+
+def randomize_biases(model: nn.Module) -> nn.Module:
+    """Give every bias a nonzero value, so an ordinary net is neither SE nor NE."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def backbone(kind: str, channels: int) -> nn.Module:
+    torch.manual_seed(0)
+    if kind == "dncnn":
+        return randomize_biases(make_dncnn(4, 8, "ordinary", channels=channels, residual=False))
+    return randomize_biases(TinyDenoisingTransformer(channels, dim=16, depth=2, heads=2, residual=False))
+
+
+def image(channels: int, dtype: torch.dtype = torch.float32, n: int = 2, size: int = 16) -> torch.Tensor:
+    return torch.randn(n, channels, size, size, generator=torch.Generator().manual_seed(3)).to(dtype)
+
+
+# --- the NE identity f(a y + b) = a f(y) + b
+
+
+@pytest.mark.parametrize("kind", ["dncnn", "transformer"])
+@pytest.mark.parametrize("pred_mode", ["direct", "residual"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_wrapper_is_ne_float32(kind, pred_mode, channels):
+    model = NormEquivariantWrapper(backbone(kind, channels), pred_mode)
+    x = image(channels)
+    for a, b in AB:
+        assert ne_defect(model, x, a, b) < 1e-5
+
+
+@pytest.mark.parametrize("kind", ["dncnn", "transformer"])
+@pytest.mark.parametrize("pred_mode", ["direct", "residual"])
+def test_wrapper_is_ne_float64(kind, pred_mode):
+    model = NormEquivariantWrapper(backbone(kind, 3), pred_mode).double()
+    x = image(3, torch.float64)
+    for a, b in AB:
+        assert ne_defect(model, x, a, b) < 1e-10
+
+
+@pytest.mark.parametrize("kind", ["dncnn", "transformer"])
+def test_unwrapped_backbone_is_not_ne(kind):
+    model = backbone(kind, 1).double()
+    x = image(1, torch.float64)
+    assert max(ne_defect(model, x, a, b) for a, b in AB) > 1e-2
+
+
+def test_ne_defect_is_zero_at_identity_and_for_identity_map():
+    x = image(1, torch.float64)
+    assert ne_defect(nn.Identity(), x, 7.0, -3.0) < 1e-15
+    assert ne_defect(backbone("dncnn", 1).double(), x, 1.0, 0.0) == 0.0
+
+
+def test_backbone_sees_mean0_std1():
+    seen = []
+    bb = backbone("transformer", 3)
+    bb.register_forward_hook(lambda mod, inp, out: seen.append(inp[0].detach()))
+    x = 4.0 * image(3, n=5) + torch.arange(5.0).view(5, 1, 1, 1)
+    NormEquivariantWrapper(bb, "residual")(x)
+    (z,) = seen
+    assert torch.allclose(z.mean(dim=(1, 2, 3)), torch.zeros(5), atol=1e-6)
+    assert torch.allclose(z.std(dim=(1, 2, 3)), torch.ones(5), atol=1e-6)
+
+
+def test_reduce_dims_normalizes_per_channel():
+    seen = []
+    bb = nn.Identity()
+    bb.register_forward_hook(lambda mod, inp, out: seen.append(inp[0]))
+    x = image(3, torch.float64) * torch.tensor([1.0, 5.0, 0.2], dtype=torch.float64).view(1, 3, 1, 1)
+    NormEquivariantWrapper(bb, reduce_dims=(2, 3))(x)
+    assert torch.allclose(seen[0].std(dim=(2, 3)), torch.ones(2, 3, dtype=torch.float64))
+
+
+def test_theorem_wrapping_an_ne_function_changes_nothing():
+    # f NE  =>  f(y) = sigma f(y~) + mu: the wrapper with g = f reproduces f exactly.
+    torch.manual_seed(0)
+    f = make_dncnn(4, 8, "norm_equiv").double()
+    x = image(1, torch.float64)
+    with torch.no_grad():
+        assert torch.allclose(NormEquivariantWrapper(f, "direct")(x), f(x), atol=1e-12)
+
+
+def test_direct_with_residual_backbone_equals_residual_mode():
+    torch.manual_seed(0)
+    inner = randomize_biases(make_dncnn(3, 8, "ordinary", residual=False)).double()
+    outer = DnCNN(1, 3, 8, mode="ordinary", residual=True).double()
+    outer.load_state_dict(inner.state_dict())
+    x = image(1, torch.float64)
+    with torch.no_grad():
+        a = NormEquivariantWrapper(inner, "residual")(x)
+        b = NormEquivariantWrapper(outer, "direct")(x)
+    assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_scale_equivariant_wrapper_is_se_but_not_ne():
+    model = ScaleEquivariantWrapper(backbone("dncnn", 1), "residual").double()
+    x = image(1, torch.float64)
+    assert ne_defect(model, x, 3.0, 0.0) < 1e-12
+    assert ne_defect(model, x, 1.0, 2.0) > 1e-3
+
+
+# --- constant input
+
+
+@pytest.mark.parametrize("pred_mode", ["direct", "residual"])
+def test_constant_input_is_returned_unchanged(pred_mode):
+    model = NormEquivariantWrapper(backbone("dncnn", 1), pred_mode)
+    x = image(1, n=3)
+    x[1] = 0.7  # one constant sample in the batch
+    with torch.no_grad():
+        out = model(x)
+        alone = model(x[[0, 2]])
+    assert torch.equal(out[1], x[1])
+    assert torch.isfinite(out).all()
+    assert torch.allclose(out[[0, 2]], alone, atol=1e-6)  # other samples unaffected
+
+
+def test_min_std_threshold():
+    model = NormEquivariantWrapper(backbone("dncnn", 1), min_std=1e-3)
+    x = 0.5 + 1e-5 * image(1)
+    with torch.no_grad():
+        assert torch.equal(model(x), x)
+
+
+def test_architectural_ne_net_maps_constants_to_constants():
+    torch.manual_seed(0)
+    f = make_dncnn(4, 8, "norm_equiv").double()
+    c = torch.full((1, 1, 12, 12), -2.5, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.allclose(f(c), c, atol=1e-12)
+
+
+# --- architectural NE blocks
+
+
+def test_affine_conv_kernels_sum_to_one():
+    torch.manual_seed(0)
+    conv = AffineConv2d(6, 10, 3).double()
+    with torch.no_grad():
+        conv.weight.mul_(7.0).add_(0.3)  # any unconstrained weight
+    sums = conv.kernel.sum(dim=(1, 2, 3))
+    assert torch.allclose(sums, torch.ones(10, dtype=torch.float64), atol=1e-12)
+    # still after a gradient step
+    opt = torch.optim.SGD(conv.parameters(), lr=1e-3)
+    conv(torch.randn(2, 6, 8, 8, dtype=torch.float64)).pow(2).sum().backward()
+    opt.step()
+    assert torch.allclose(conv.kernel.sum(dim=(1, 2, 3)), torch.ones(10, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(AffineConv2d(3, 4, 3).kernel.sum(dim=(1, 2, 3)), torch.ones(4), atol=1e-5)  # float32
+
+
+def test_affine_conv_is_ne_and_keeps_size():
+    torch.manual_seed(0)
+    conv = AffineConv2d(3, 4, 5).double()
+    x = image(3, torch.float64, size=11)
+    assert conv(x).shape == (2, 4, 11, 11)
+    for a, b in AB:
+        assert ne_defect(conv, x, a, b) < 1e-12
+
+
+def test_sortpool_commutes_with_affine_maps_and_sorts_pairs():
+    x = image(6, torch.float64)
+    pool = SortPool()
+    for a, b in AB:
+        assert torch.allclose(pool(a * x + b), a * pool(x) + b, atol=1e-12)
+    expect = x.unflatten(1, (3, 2)).sort(dim=2).values.flatten(1, 2)  # peer: torch.sort on pairs
+    assert torch.allclose(pool(x), expect, atol=1e-12)
+    assert not torch.allclose(pool(-x), -pool(x))  # a < 0 is not covered: min and max swap
+
+
+def test_affine_residual_is_convex_mix():
+    r = AffineResidual(0.25)
+    x, y = torch.ones(1, 1, 2, 2), torch.zeros(1, 1, 2, 2)
+    assert torch.allclose(r(x, y), torch.full_like(x, 0.25))
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_architectural_ne_dncnn_is_ne(channels):
+    torch.manual_seed(0)
+    f = make_dncnn(4, 8, "norm_equiv", channels=channels)
+    x = image(channels)
+    for a, b in AB:
+        assert ne_defect(f, x, a, b) < 1e-5
+        assert ne_defect(f.double(), x.double(), a, b) < 1e-10
+        f.float()
+
+
+def test_bias_free_dncnn_is_se_not_ne():
+    torch.manual_seed(0)
+    f = make_dncnn(4, 8, "bias_free").double()
+    x = image(1, torch.float64)
+    assert ne_defect(f, x, 4.0, 0.0) < 1e-12
+    assert ne_defect(f, x, 1.0, 1.0) > 1e-3
+
+
+def test_ordinary_dncnn_parameter_count():
+    f = make_dncnn(6, 24, "ordinary")
+    # 1->24, 4 x 24->24, 24->1 convs, 3x3 with bias
+    expect = (9 * 24 + 24) + 4 * (9 * 24 * 24 + 24) + (9 * 24 + 1)
+    assert sum(p.numel() for p in f.parameters()) == expect
+    assert sum(p.numel() for p in NormEquivariantWrapper(f).parameters()) == expect  # parameter-free wrapper
+
+
+# --- input validation
+
+
+def test_validation_errors():
+    bb = backbone("dncnn", 1)
+    with pytest.raises(ValueError, match="pred_mode"):
+        NormEquivariantWrapper(bb, "noise")
+    with pytest.raises(TypeError, match="nn.Module"):
+        NormEquivariantWrapper(lambda x: x)
+    with pytest.raises(ValueError, match="min_std"):
+        NormEquivariantWrapper(bb, min_std=-1.0)
+    with pytest.raises(ValueError, match="batch axis"):
+        NormEquivariantWrapper(bb, reduce_dims=(0, 1))(image(1))
+    w = NormEquivariantWrapper(bb)
+    x = image(1)
+    x[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        w(x)
+    with pytest.raises(TypeError, match="floating"):
+        w(torch.ones(2, 1, 4, 4, dtype=torch.int64))
+    with pytest.raises(TypeError, match="Tensor"):
+        w(np.ones((2, 1, 4, 4)))
+    with pytest.raises(ValueError, match="shaped like"):
+        NormEquivariantWrapper(nn.Conv2d(1, 2, 1))(image(1))
+    with pytest.raises(ValueError, match="a must be > 0"):
+        ne_defect(w, image(1), -1.0, 0.0)
+    with pytest.raises(ValueError, match="finite"):
+        ne_defect(w, image(1), 1.0, math.inf)
+
+
+def test_block_and_model_validation():
+    with pytest.raises(ValueError, match="even number of channels"):
+        SortPool()(torch.ones(1, 3, 2, 2))
+    with pytest.raises(ValueError, match="odd"):
+        AffineConv2d(1, 2, 4)
+    with pytest.raises(ValueError, match="zero padding"):
+        AffineConv2d(1, 2, 3, padding_mode="zeros")
+    with pytest.raises(ValueError, match="mode"):
+        make_dncnn(mode="fancy")
+    with pytest.raises(ValueError, match="even width"):
+        make_dncnn(4, 7, "norm_equiv")
+    with pytest.raises(ValueError, match="depth"):
+        make_dncnn(1, 8)
+    with pytest.raises(ValueError, match="multiples of patch"):
+        TinyDenoisingTransformer()(torch.ones(1, 1, 10, 12))
+    with pytest.raises(ValueError, match=r"\(N, 1, H, W\)"):
+        make_dncnn()(torch.ones(1, 3, 8, 8))
+    with pytest.raises(ValueError, match="divisible"):
+        TinyDenoisingTransformer(dim=10, heads=3)
+
+
+# --- determinism and experiment pieces
+
+
+def test_determinism():
+    def run():
+        torch.manual_seed(5)
+        m = NormEquivariantWrapper(TinyDenoisingTransformer(dim=16, residual=False), "residual")
+        pool = patch_pool(("coins", "moon"), 32, 16, np.random.default_rng(0))
+        sz = Sizes(steps=3, models=("wne",), sigmas_test=(25,), noise_seeds=1, time_size=16, time_iters=1,
+                   time_warmup=0, overhead_bound=0.1, batch=4, patch=16)
+        losses = train(m, pool, sz, seed=0)
+        with torch.no_grad():
+            return losses, m(pool[:2]), pool
+    (l1, o1, p1), (l2, o2, p2) = run(), run()
+    assert l1 == l2 and torch.equal(o1, o2) and torch.equal(p1, p2)
+
+
+def test_psnr_closed_form():
+    clean = torch.zeros(2, 1, 4, 4)
+    est = torch.full_like(clean, 0.1)  # MSE = 0.01 -> 20 dB
+    assert torch.allclose(psnr(est, clean), torch.full((2,), 20.0))
+
+
+def test_time_forward_shapes():
+    bb = backbone("dncnn", 1)
+    t = time_forward({"a": bb, "b": NormEquivariantWrapper(bb)}, image(1, n=1), n_iter=3, warmup=1)
+    assert set(t) == {"a", "b"} and all(len(v) == 3 and min(v) > 0 for v in t.values())
+    with pytest.raises(ValueError):
+        time_forward(bb, image(1), n_iter=0)
+
+
+def test_sizes_defined_for_every_budget():
+    assert all(b in SIZES for b in Budget)
+
+
+def test_quick_reproduction_is_well_formed():
+    from icml26.learning.wne.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, seed=0)
+    assert isinstance(out, Outcome)
+    assert len(out.claims) >= 5
+    assert all(math.isfinite(c.measured) and c.holds is not None for c in out.claims)
+    assert all(math.isfinite(v) for v in out.metrics.values())
+    assert "psnr_vs_sigma" in out.figures and out.tables["psnr_vs_sigma"]
+    assert out.metrics["ne_defect_wne"] < 1e-5 < out.metrics["ne_defect_ordinary"]
