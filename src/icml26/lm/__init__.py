@@ -1,0 +1,1 @@
+"""Autoregressive-LM inference and memory methods."""

@@ -1,0 +1,309 @@
+"""[A19] Reproduction: geometric early exit on the tiny code LM, against confidence exits and static truncation.
+
+On validation windows of the standard-library code corpus (disjoint calibration / evaluation windows, picked by
+the seed) the testbed Llama is run once at full depth; every exit rule is scored from that trajectory:
+
+- two-phase structure: per-layer medians of s_l and c_l, early half vs late half, one dominant drop in log s;
+- efficiency: each rule calibrated on the calibration windows (agreement >= 0.98, and separately FLOPs saved
+  >= 20%), then scored on the evaluation windows: FLOPs saved, top-1 accuracy, agreement; static truncation at
+  the same mean depth (mixing the two neighbouring truncation depths), an oracle exit, step-only / cosine-only;
+- decision overhead per layer at vocabulary sizes 512..32768 (random LM heads on the model's hidden size): the
+  geometric test vs the max-probability and entropy tests, timed interleaved in one run;
+- greedy generation with real early exit (CALM-style K/V propagation) vs full-depth greedy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from icml26.harness import Budget, Claim, Outcome, interleaved_times, seed_everything
+from icml26.testbeds.causal_lm import TOY_4L, TOY_8L, encode_split, load_causal_lm
+
+from .adapters import get_adapter
+from .calibrate import calibrate_on_trajectory, default_grid, evaluate_exit
+from .criteria import (ConfidenceExitCriterion, EntropyExitCriterion, GeometricExitCriterion, StaticExit,
+                       oracle_exit_layers)
+from .geometry import collect_trajectory, two_phase_profile
+from .wrapper import GeometricEarlyExitLM
+
+
+@dataclass(frozen=True)
+class Sizes:
+    model: str              # testbed config: "toy-4L" or "toy-8L"
+    val_bytes: int          # characters of the validation split encoded
+    seq_len: int            # tokens per window
+    n_calib: int            # calibration windows
+    n_eval: int             # evaluation windows
+    vocab_sizes: tuple      # vocabularies for the overhead measurement
+    overhead_rows: int      # tokens per decision call (a decoding batch)
+    timing_iters: int
+    gen_prompts: int
+    gen_prompt_len: int
+    gen_new_tokens: int
+
+
+SIZES = {
+    Budget.QUICK: Sizes("toy-4L", 400_000, 128, 24, 40, (512, 2048, 8192, 32768), 16, 10, 2, 32, 12),
+    Budget.STANDARD: Sizes("toy-4L", 1_500_000, 128, 80, 160, (512, 2048, 8192, 32768), 32, 40, 4, 32, 24),
+    Budget.FULL: Sizes("toy-8L", 4_000_000, 128, 160, 400, (512, 2048, 8192, 32768, 131072), 64, 60, 8, 64, 48),
+}
+MODELS = {"toy-4L": TOY_4L, "toy-8L": TOY_8L}
+TARGET_AGREEMENT = 0.98   # the paper's ">98% of full-depth accuracy", used as the calibration target
+TARGET_SAVED = 0.20       # the spec's "at >= 20% FLOPs saved" operating point
+INNER = 5                 # decisions per timed call (the first after a large head runs cache-cold)
+
+
+# helper functions
+
+def _windows(tokens: torch.Tensor, seq_len: int, n: int, gen: torch.Generator) -> torch.Tensor:
+    """``n`` non-overlapping windows of ``seq_len + 1`` tokens at random (seeded) offsets."""
+    total = (len(tokens) - 1) // (seq_len + 1)
+    if total < n:
+        raise ValueError(f"validation split too short: {total} windows of {seq_len + 1} tokens, need {n}")
+    idx = torch.randperm(total, generator=gen)[:n]
+    return tokens[: total * (seq_len + 1)].view(total, seq_len + 1)[idx]
+
+
+def _static_at(depth: float, static: list[dict], key: str) -> float:
+    """Static truncation at a fractional mean depth: exit at floor/ceil in the right mix (same expected FLOPs)."""
+    lo = min(int(math.floor(depth)), len(static))
+    frac = depth - lo
+    a = static[lo - 1][key]
+    return a if frac < 1e-12 else (1 - frac) * a + frac * static[lo][key]
+
+
+def _overhead(adapter, sizes: Sizes, gen: torch.Generator) -> dict[str, dict[int, float]]:
+    """Median seconds per layer decision for N tokens, per rule and vocabulary size (random heads)."""
+    d = adapter.head.weight.shape[1]
+    norm = adapter.final_norm
+    h0, h1, h2 = (torch.randn(sizes.overhead_rows, d, generator=gen) for _ in range(3))
+    delta_prev = h1 - h0
+    rules = {"geometric": GeometricExitCriterion(0.1, 0.5), "max_prob": ConfidenceExitCriterion(0.9),
+             "entropy": EntropyExitCriterion(0.5)}
+    fns = {}
+    for v in sizes.vocab_sizes:
+        head = nn.Linear(d, v, bias=False)
+        nn.init.normal_(head.weight, std=d ** -0.5, generator=gen)
+        lens = (lambda h, head=head: head(norm(h)))
+        for name, rule in rules.items():
+            fns[(name, v)] = (lambda rule=rule, lens=lens: [rule.layer_test(h1, h2, delta_prev, lens) for _ in range(INNER)])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # one thread: on a shared machine, multi-thread matmuls add waits unrelated to V
+    try:
+        with torch.no_grad():
+            times = interleaved_times({f"{k[0]}@{k[1]}": f for k, f in fns.items()}, n_iter=sizes.timing_iters, warmup=3)
+    finally:
+        torch.set_num_threads(threads)
+    return {name: {v: float(np.median(times[f"{name}@{v}"])) / INNER for v in sizes.vocab_sizes} for name in rules}
+
+
+# figures
+
+def _fig_two_phase(prof: dict, L: int):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.4))
+    ax1, ax2 = fig.subplots(1, 2)
+    layers = np.arange(1, L + 1)
+    ax1.fill_between(layers, prof["q25_step"], prof["q75_step"], alpha=0.25)
+    ax1.plot(layers, prof["median_step"], "o-")
+    ax1.set_yscale("log"); ax1.set_xlabel("layer l"); ax1.set_ylabel("s_l = |Δ_l| / |h_{l-1}|")
+    ax2.fill_between(layers[1:], prof["q25_cos"][1:], prof["q75_cos"][1:], alpha=0.25, color="C1")
+    ax2.plot(layers[1:], prof["median_cos"][1:], "o-", color="C1")
+    ax2.set_xlabel("layer l"); ax2.set_ylabel("c_l = cos(Δ_l, Δ_{l-1})")
+    for ax in (ax1, ax2):
+        ax.axvline(prof["transition_layer"] - 0.5, ls="--", color="gray")
+        ax.set_xticks(layers)
+    fig.suptitle(f"[A19] trajectory geometry (median, IQR); transition before layer {prof['transition_layer']}")
+    fig.tight_layout()
+    return fig
+
+
+def _fig_tradeoff(curves: dict[str, list[tuple[float, float]]], points: dict[str, tuple[float, float]]):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.5, 4))
+    ax = fig.subplots()
+    for i, (name, pts) in enumerate(curves.items()):
+        pts = sorted(pts)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if name == "static" else ".", ms=5, label=name, color=f"C{i}")
+    for name, (x, y) in points.items():
+        ax.plot([x], [y], "*", ms=12, label=name)
+    ax.set_xlabel("block FLOPs saved"); ax.set_ylabel("top-1 accuracy (eval windows)")
+    ax.legend(fontsize=7); ax.set_title("[A19] accuracy vs FLOPs saved (every grid rule)")
+    fig.tight_layout()
+    return fig
+
+
+def _fig_overhead(over: dict[str, dict[int, float]], rows: int):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 3.6))
+    ax = fig.subplots()
+    for name, per_v in over.items():
+        vs = sorted(per_v)
+        ax.plot(vs, [per_v[v] * 1e6 / rows for v in vs], "o-", label=name)
+    ax.set_xscale("log"); ax.set_yscale("log")
+    ax.set_xlabel("vocabulary size V"); ax.set_ylabel("µs per token per layer")
+    ax.legend(); ax.set_title("[A19] per-layer exit-decision overhead")
+    fig.tight_layout()
+    return fig
+
+
+# main function
+
+def reproduce(budget: Budget, seed: int) -> Outcome:
+    sizes: Sizes = budget.pick(SIZES)
+    seed_everything(seed)
+    gen = torch.Generator().manual_seed(seed)
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    model, tok = load_causal_lm(MODELS[sizes.model])
+    adapter = get_adapter(model)
+    L = adapter.num_layers
+
+    tokens = encode_split(tok, "val", sizes.val_bytes)
+    win = _windows(tokens, sizes.seq_len, sizes.n_calib + sizes.n_eval, gen)
+    calib, evalw = win[: sizes.n_calib], win[sizes.n_calib:]
+    tr_cal = collect_trajectory(model, calib[:, :-1])
+    tr_ev = collect_trajectory(model, evalw[:, :-1])
+    targets = evalw[:, 1:]
+
+    # two-phase structure (evaluation windows)
+    prof = two_phase_profile(tr_ev.step, tr_ev.cos)
+    half = L // 2
+    s_early, s_late = float(tr_ev.step[:half].median()), float(tr_ev.step[half:].median())
+    c_early = float(tr_ev.cos[1:half].nanmedian()) if half >= 2 else float("nan")
+    c_late = float(tr_ev.cos[max(half, 1):].nanmedian())
+
+    # static truncation at every depth, full depth, oracle
+    static = []
+    for layer in range(1, L + 1):
+        e = evaluate_exit(tr_ev, StaticExit(layer), targets)
+        static.append({"layer": layer, "flops_saved": e.flops_saved, "accuracy": e.accuracy, "agreement": e.agreement})
+    acc_full = static[-1]["accuracy"]
+    oracle = evaluate_exit(tr_ev, oracle_exit_layers(tr_ev.layer_argmax), targets)
+
+    # calibrated operating points
+    families = {"geometric": (GeometricExitCriterion, None), "step-only": (GeometricExitCriterion, "step"),
+                "cosine-only": (GeometricExitCriterion, "cos"), "max-prob": (ConfidenceExitCriterion, None),
+                "entropy": (EntropyExitCriterion, None), "static": (StaticExit, None)}
+    rows, chosen = [], {}
+    for target_name, kw in (("agreement>=0.98", {"target_agreement": TARGET_AGREEMENT}),
+                            ("saved>=0.20", {"target_flops_saved": TARGET_SAVED})):
+        for name, (cls, abl) in families.items():
+            cal = calibrate_on_trajectory(tr_cal, cls, ablation=abl, **kw)
+            e = evaluate_exit(tr_ev, cal.criterion, targets)
+            depth = e.flops_fraction * L
+            rows.append({"target": target_name, "rule": name, "criterion": repr(cal.criterion),
+                         "calib_agreement": cal.evaluation.agreement, "calib_flops_saved": cal.evaluation.flops_saved,
+                         "flops_saved": e.flops_saved,
+                         "agreement": e.agreement, "accuracy": e.accuracy, "accuracy_retained": e.accuracy / acc_full,
+                         "static_accuracy_equal_flops": _static_at(depth, static, "accuracy"),
+                         "static_agreement_equal_flops": _static_at(depth, static, "agreement")})
+            chosen[(target_name, name)] = (cal.criterion, rows[-1])
+    rows.append({"target": "-", "rule": "oracle", "criterion": "earliest layer after which the argmax never changes",
+                 "calib_agreement": 1.0, "calib_flops_saved": float("nan"), "flops_saved": oracle.flops_saved, "agreement": oracle.agreement,
+                 "accuracy": oracle.accuracy, "accuracy_retained": oracle.accuracy / acc_full,
+                 "static_accuracy_equal_flops": _static_at(oracle.flops_fraction * L, static, "accuracy"),
+                 "static_agreement_equal_flops": _static_at(oracle.flops_fraction * L, static, "agreement")})
+
+    # every grid rule on the evaluation windows (trade-off curves)
+    curves = {}
+    for name, cls in (("geometric", GeometricExitCriterion), ("max-prob", ConfidenceExitCriterion),
+                      ("entropy", EntropyExitCriterion), ("static", StaticExit)):
+        curves[name] = [(e.flops_saved, e.accuracy) for e in
+                        (evaluate_exit(tr_ev, c, targets) for c in default_grid(tr_cal, cls))]
+
+    # decision overhead vs vocabulary size
+    over = _overhead(adapter, sizes, gen)
+    v_lo, v_hi = min(sizes.vocab_sizes), max(sizes.vocab_sizes)
+    growth = {name: per_v[v_hi] / per_v[v_lo] for name, per_v in over.items()}
+    v_model = adapter.vocab_size
+    over_rows = [{"vocab": v, **{f"{n}_us_per_token": over[n][v] * 1e6 / sizes.overhead_rows for n in over},
+                  "max_prob_over_geometric": over["max_prob"][v] / over["geometric"][v]} for v in sizes.vocab_sizes]
+
+    # generation with real early exit (geometric rule calibrated at 0.98 agreement) vs full-depth greedy
+    prompts = evalw[: sizes.gen_prompts, : sizes.gen_prompt_len]
+    full = GeometricEarlyExitLM(model).generate(prompts, sizes.gen_new_tokens)
+    gen_rows = []
+    for name in ("geometric", "max-prob"):
+        g = GeometricEarlyExitLM(model, chosen[("agreement>=0.98", name)][0]).generate(prompts, sizes.gen_new_tokens)
+        new = slice(sizes.gen_prompt_len, None)
+        gen_rows.append({"rule": name, "flops_saved": 1 - g.flops_fraction,
+                         "token_match_vs_full_depth": float((g.sequences[:, new] == full.sequences[:, new]).double().mean()),
+                         "mean_exit_layer": float(g.exit_layers.double().mean())})
+
+    g98 = chosen[("agreement>=0.98", "geometric")][1]
+    g20 = chosen[("saved>=0.20", "geometric")][1]
+    p98 = chosen[("agreement>=0.98", "max-prob")][1]
+    metrics = {
+        "num_layers": L, "accuracy_full_depth": acc_full, "eval_positions": float(targets.numel()),
+        "transition_layer": prof["transition_layer"], "transition_sharpness": prof["sharpness"],
+        "median_step_early": s_early, "median_step_late": s_late, "median_cos_early": c_early, "median_cos_late": c_late,
+        "geo98_flops_saved": g98["flops_saved"], "geo98_accuracy_retained": g98["accuracy_retained"],
+        "geo98_agreement": g98["agreement"], "geo98_static_accuracy_equal_flops": g98["static_accuracy_equal_flops"],
+        "geo20_flops_saved": g20["flops_saved"], "geo20_accuracy_retained": g20["accuracy_retained"],
+        "maxprob98_flops_saved": p98["flops_saved"], "maxprob98_accuracy_retained": p98["accuracy_retained"],
+        "oracle_flops_saved": oracle.flops_saved,
+        "overhead_growth_geometric": growth["geometric"], "overhead_growth_max_prob": growth["max_prob"],
+        "overhead_growth_entropy": growth["entropy"],
+        "overhead_ratio_max_prob_over_geometric_at_model_vocab": over["max_prob"][v_lo] / over["geometric"][v_lo],
+        "gen_geometric_flops_saved": gen_rows[0]["flops_saved"],
+        "gen_geometric_token_match": gen_rows[0]["token_match_vs_full_depth"],
+    }
+    metrics = {k: float(v) for k, v in metrics.items()}
+    scale = f"{sizes.model} ({L} layers, hidden {adapter.head.weight.shape[1]}, V={v_model})"
+    claims = [
+        Claim("Early layers take large steps, late layers small ones (two-phase trajectory)",
+              measured=s_late, op="<", reference=s_early, baseline=f"median s_l over layers 1..{half}",
+              metric=f"median s_l over layers {half + 1}..{L}", note=f"{scale}; evaluation windows"),
+        Claim("Late-layer updates are aligned (cosine between consecutive updates rises)",
+              measured=c_late, op=">", reference=c_early, baseline=f"median c_l over layers 2..{half}",
+              metric=f"median c_l over layers {max(half + 1, 2)}..{L}",
+              note="c_1 is undefined; with L=4 the early half is layer 2 alone"),
+        Claim("The transition is sharp: one dominant drop in log step size",
+              measured=prof["sharpness"], op=">=", reference=0.5, baseline="one layer carries half of the decrease",
+              metric="largest one-layer drop of log median s / sum of all drops",
+              note="'dominant' = more than half of the total decrease (our definition); few layers make this coarse"),
+        Claim("Geometric exit saves 30-35% of FLOPs at >98% agreement", measured=g98["flops_saved"], op=">=",
+              reference=0.30, baseline="paper's lower end", metric="block FLOPs saved (eval), thresholds calibrated for "
+              "agreement >= 0.98 on separate windows", paper="30-35% (LLaMA-2-7B/13B)",
+              note="intermediate layers of a tiny model decode poorly through the final head (logit-lens gap)"),
+        Claim("...while retaining > 98% of full-depth accuracy", measured=g98["accuracy_retained"], op=">=",
+              reference=0.98, baseline="98% of full-depth top-1 accuracy", metric="accuracy / full-depth accuracy",
+              paper=">98%"),
+        Claim("Geometric exit beats static truncation at equal FLOPs (98% agreement point)",
+              measured=g98["accuracy"], op=">", reference=g98["static_accuracy_equal_flops"],
+              baseline="static truncation at the same mean depth", metric="top-1 accuracy (eval)",
+              note="equal when calibration keeps every token at full depth"),
+        Claim("At >= 20% FLOPs saved, accuracy stays >= 95% of full depth", measured=g20["accuracy_retained"],
+              op=">=", reference=0.95, baseline="95% of full-depth accuracy", metric=
+              f"accuracy / full depth at the calibrated >=20%-saved point (saved {g20['flops_saved']:.3f} on eval)"),
+        Claim("...and beats static truncation at equal FLOPs there", measured=g20["accuracy"], op=">",
+              reference=g20["static_accuracy_equal_flops"], baseline="static truncation at the same mean depth",
+              metric="top-1 accuracy (eval)"),
+        Claim("Decision overhead is independent of V; the confidence exit's grows with V",
+              measured=growth["geometric"], op="<", reference=growth["max_prob"],
+              baseline=f"max-prob exit's overhead growth, V {v_lo} -> {v_hi}",
+              metric=f"geometric overhead growth, V {v_lo} -> {v_hi}",
+              note=f"random heads on hidden size {adapter.head.weight.shape[1]}, {sizes.overhead_rows} tokens per call, "
+                   "interleaved timing"),
+        Claim("The geometric test is cheaper per layer than the confidence test at the model's own vocabulary",
+              measured=over["geometric"][v_lo], op="<", reference=over["max_prob"][v_lo],
+              baseline=f"max-prob test at V={v_lo}", metric=f"geometric test, seconds per call at V={v_lo}"),
+    ]
+    tables = {"operating_points": rows, "static_truncation": static, "overhead": over_rows, "generation": gen_rows,
+              "two_phase": [{"layer": l + 1, "median_step": float(prof["median_step"][l]),
+                             "median_cos": float(prof["median_cos"][l])} for l in range(L)]}
+    figures = {"two_phase": _fig_two_phase(prof, L),
+               "tradeoff": _fig_tradeoff(curves, {"oracle": (oracle.flops_saved, oracle.accuracy),
+                                                  "geometric @0.98": (g98["flops_saved"], g98["accuracy"]),
+                                                  "geometric @20%": (g20["flops_saved"], g20["accuracy"])}),
+               "overhead": _fig_overhead(over, sizes.overhead_rows)}
+    return Outcome(metrics=metrics, claims=claims, tables=tables, figures=figures,
+                   notes=f"{scale}; {int(targets.numel())} evaluation positions, {calib[:, :-1].numel()} calibration")
