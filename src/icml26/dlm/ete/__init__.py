@@ -4,9 +4,8 @@ from .ete import (
     ExploreThenExploitDecoder,
     bits_to_rounds_report,
     check_ete_invariants,
-    complete_blocks,
     spaced_top_k,
 )
 
-__all__ = ["ExploreThenExploitDecoder", "bits_to_rounds_report", "check_ete_invariants", "complete_blocks",
+__all__ = ["ExploreThenExploitDecoder", "bits_to_rounds_report", "check_ete_invariants",
            "spaced_top_k"]

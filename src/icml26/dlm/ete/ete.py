@@ -101,31 +101,12 @@ def bits_to_rounds_report(result: DecodeResult, budget: float | None = None) -> 
             "info_rate": total / R.clamp_min(1).double()}
 
 
-def complete_blocks(result: DecodeResult, block_length: int) -> DecodeResult:
-    """The result with the fixed blocks that cross-block commits finished before they started appended.
-
-    The testbed's ``decode`` records a block when decoding enters it; if cross-block commits fill the last
-    block(s) before that, the loop ends first and ``result.blocks`` stops short of the response end. Every
-    position past the last recorded block must then be a ``COMMIT_CROSS`` commit (checked).
-    """
-    G = result.tokens.shape[1]
-    blocks = []
-    for b, bl in enumerate(result.blocks):
-        end = bl[-1][1] if bl else 0
-        if end < G and not (result.commit_kind[b, end:] == COMMIT_CROSS).all():
-            raise ValueError(f"sequence {b}: positions {end}..{G - 1} lie outside every block but were not "
-                             "committed cross-block; the result is not from a fixed-block decoder")
-        starts = range(end, G, block_length)
-        blocks.append(list(bl) + [(s, min(s + block_length, G)) for s in starts])
-    return replace(result, blocks=blocks)
-
-
 def check_ete_invariants(result: DecodeResult, mask_token_id: int, decoder: "ExploreThenExploitDecoder") -> None:
     """[B01] The framework's invariants (>= 1 commit per round, committed tokens never change, blocks contiguous
-    and covering the response, with cross-block-finished blocks completed) plus: the bits-to-rounds inequality
+    and covering the response) plus: the bits-to-rounds inequality
     R >= ceil(sum_r I_r / max_r I_r); threshold commits have p >= tau (surprisal <= log 1/tau); cross-block
     commits have p >= tau_cross; no confidence-only fallback when exploration is on. Raises ``AssertionError``."""
-    check_invariants(complete_blocks(result, decoder.block_length), mask_token_id)
+    check_invariants(result, mask_token_id)
     rep = bits_to_rounds_report(result)
     assert bool(rep["holds"].all()), "bits-to-rounds inequality violated"
     kind, p = result.commit_kind, result.commit_prob
@@ -176,11 +157,6 @@ class ExploreThenExploitDecoder(FixedBlockDecoder):
             raise ValueError(f"explore_candidates needs explore_k=1 (one explored position scored per round), "
                              f"got explore_k={explore_k}")
         self.min_commits = _check_int(min_commits, "min_commits", 1)
-
-    def decode(self, model: Any, prompt_ids: torch.Tensor, gen_length: int, **kwargs: Any) -> DecodeResult:
-        """``decode(model, prompt_ids, gen_length, self, **kwargs)`` with the blocks finished by cross-block
-        commits appended to ``result.blocks`` (see :func:`complete_blocks`)."""
-        return complete_blocks(super().decode(model, prompt_ids, gen_length, **kwargs), self.block_length)
 
     # --- exploit: in-block threshold (+ the confidence-only fallback) and cross-block threshold
     def _exploit(self, view: RoundView) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -255,5 +231,5 @@ class ExploreThenExploitDecoder(FixedBlockDecoder):
         return Selection(commit | picked, tokens=tokens, kind=kind)
 
 
-__all__ = ["ExploreThenExploitDecoder", "bits_to_rounds_report", "check_ete_invariants", "complete_blocks",
+__all__ = ["ExploreThenExploitDecoder", "bits_to_rounds_report", "check_ete_invariants",
            "spaced_top_k"]

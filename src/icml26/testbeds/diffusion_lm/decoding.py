@@ -206,6 +206,12 @@ class MaskedDiffusionDecoder:
     def select(self, view: RoundView) -> Selection:
         raise NotImplementedError
 
+    def tail_blocks(self, start: int, gen_length: int) -> list[tuple[int, int]]:
+        """Blocks for ``[start, gen_length)`` when commits outside the current block (cross-block commits)
+        filled that tail before decoding reached it: no forward pass is left to partition it with, so by
+        default it is one block."""
+        return [(start, gen_length)] if start < gen_length else []
+
     def decode(self, model: Any, prompt_ids: torch.Tensor, gen_length: int, **kwargs: Any) -> DecodeResult:
         return decode(model, prompt_ids, gen_length, self, **kwargs)
 
@@ -223,6 +229,9 @@ class FixedBlockDecoder(MaskedDiffusionDecoder):
 
     def partition(self, view: RoundView) -> torch.Tensor:
         return (view.block_start + self.block_length).clamp_max(view.gen_length)
+
+    def tail_blocks(self, start: int, gen_length: int) -> list[tuple[int, int]]:
+        return [(a, min(a + self.block_length, gen_length)) for a in range(start, gen_length, self.block_length)]
 
 
 class ConfidenceThresholdDecoder(FixedBlockDecoder):
@@ -459,6 +468,8 @@ def decode(model: Any, prompt_ids: torch.Tensor | Sequence[Sequence[int]], gen_l
         c_kind[b_idx, p_idx] = kind[r_idx, p_idx]
         rounds[rows] += 1
         block_round[rows] += 1
+    for bl in blocks:  # blocks that cross-block commits finished before decoding entered them
+        bl.extend(decoder.tail_blocks(bl[-1][1] if bl else 0, G))
     return DecodeResult(x.cpu(), P, rounds, nfe, c_round, c_prob, c_ent, c_kind, blocks,
                         time.perf_counter() - t0, use_cache, extra)
 
