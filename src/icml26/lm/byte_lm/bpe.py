@@ -1,0 +1,273 @@
+"""Byte-level BPE as a set of byte strings with ordered merges: canonicity and pair validity [B11].
+
+A token sequence t is *canonical* when encode(decode(t)) = t. For byte-level BPE without a regex pre-tokenizer
+canonicity factorises over adjacent pairs (Hayase et al. 2025, [B11]):
+
+    t canonical  <=>  every pair (t_i, t_{i+1}) is valid,   valid(a, b)  <=>  encode(decode(a) || decode(b)) = [a, b].
+
+The validity table is computed from the merge list, not by encoding all V^2 pairs. Encoding decode(a)||decode(b)
+runs BPE's merges in rank order (ties left-first). Until a merge crosses the a|b boundary each side evolves as it
+would alone, so the rightmost symbol of the left side walks down a's *right spine* a = r_0 > r_1 > ... (r_{i+1} is
+the right child of r_i in a's merge tree) and the leftmost symbol of the right side walks down b's *left spine*
+l_0 = b > l_1 > ... . Symbol r_i is present during ranks (rank(r_i), rank(r_{i-1})) and l_j during
+(rank(l_j), rank(l_{j-1})] (a tie with a merge inside b goes to the crossing pair, which lies further left).
+The pair is invalid iff some merge m = (r_i, l_j) has its rank inside both windows.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["ByteBPE", "bytes_to_unicode", "is_valid_pair", "is_canonical", "validity_table"]
+
+NO_MERGE = -1          # rank of a single-byte token: present from the start
+NEVER = np.iinfo(np.int64).max
+
+
+# helper functions
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable-character map used by byte-level BPE vocabularies."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def _as_bytes(text: bytes | bytearray | str, what: str = "text") -> bytes:
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text)
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    raise TypeError(f"{what} must be bytes (or a str, encoded as UTF-8), got {type(text).__name__}")
+
+
+# main class
+
+@dataclass(eq=False)
+class ByteBPE:
+    """The byte-level view of a Hugging Face BPE tokenizer (pure BPE, byte-level pre-tokenizer without regex).
+
+    Attributes:
+        token_bytes: bytes of each token id (``None`` for special/added tokens such as ``<eos>``).
+        eos_id: the end-of-sequence token id.
+        order: byte-token ids sorted lexicographically by their bytes (tokens sharing a prefix are contiguous).
+        byte_at: ``byte_at[k, d]`` = byte ``d`` of token ``order[k]``, or -1 past its end (shape [n, max_len + 1]).
+        valid: ``valid[a, b]`` for a, b in 0..V-1, plus a start row ``valid[V]`` (tokens allowed first).
+    """
+
+    tokenizer: object
+    token_bytes: list = field(init=False)
+    eos_id: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        backend = getattr(self.tokenizer, "backend_tokenizer", self.tokenizer)
+        if not hasattr(backend, "to_str") or not hasattr(backend, "model"):
+            raise TypeError("tokenizer must be a Hugging Face fast tokenizer (PreTrainedTokenizerFast) or a "
+                            f"tokenizers.Tokenizer, got {type(self.tokenizer).__name__}")
+        spec = json.loads(backend.to_str())
+        _check_pure_byte_bpe(spec)
+        self._bpe_model = backend.model
+        vocab: dict[str, int] = spec["model"]["vocab"]
+        added = {t["id"]: t["content"] for t in spec.get("added_tokens", [])}
+        self.vocab_size = max(list(vocab.values()) + list(added) + [-1]) + 1
+        u2b = {c: b for b, c in bytes_to_unicode().items()}
+        self.token_bytes = [None] * self.vocab_size
+        for s, i in vocab.items():
+            if i in added:
+                continue
+            try:
+                self.token_bytes[i] = bytes(u2b[c] for c in s)
+            except KeyError:
+                raise ValueError(f"token {s!r} (id {i}) is not written in the byte-level alphabet: the tokenizer is "
+                                 "not byte-level BPE") from None
+        self.token_id = {b: i for i, b in enumerate(self.token_bytes) if b is not None}
+        missing = [b for b in range(256) if bytes([b]) not in self.token_id]
+        if missing:
+            raise ValueError(f"{len(missing)} of the 256 single bytes have no token (e.g. {missing[0]}): the tokenizer "
+                             "is not byte-level BPE")
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        if eos is None:
+            eos = next((i for i, c in added.items() if c in ("<eos>", "</s>", "<|endoftext|>")), None)
+        if eos is None:
+            raise ValueError("the tokenizer has no end-of-sequence token; set tokenizer.eos_token")
+        self.eos_id = int(eos)
+        # merges: rank -> (left id, right id, new id)
+        merges = []
+        for rank, m in enumerate(spec["model"]["merges"]):
+            a, b = m.split(" ") if isinstance(m, str) else m
+            merges.append((vocab[a], vocab[b], vocab[a + b]))
+        self.merges = merges
+        # sorted vocabulary for prefix ranges
+        byte_ids = [i for i, b in enumerate(self.token_bytes) if b is not None]
+        byte_ids.sort(key=lambda i: self.token_bytes[i])
+        self.order = np.array(byte_ids, dtype=np.int64)
+        self.sorted_bytes = [self.token_bytes[i] for i in byte_ids]
+        self.max_len = max(len(b) for b in self.sorted_bytes)
+        self.byte_at = np.full((len(byte_ids), self.max_len + 1), -1, dtype=np.int64)
+        for k, b in enumerate(self.sorted_bytes):
+            self.byte_at[k, : len(b)] = np.frombuffer(b, dtype=np.uint8)
+        self.start_row = self.vocab_size
+        self.valid = self._validity_from_merges()
+
+    # encoding
+
+    def encode(self, text: bytes | str) -> list[int]:
+        """Canonical BPE encoding of arbitrary bytes (not only UTF-8) via the tokenizer's own BPE model."""
+        data = _as_bytes(text)
+        if not data:
+            return []
+        b2u = bytes_to_unicode()
+        return [t.id for t in self._bpe_model.tokenize("".join(b2u[b] for b in data))]
+
+    def decode(self, ids: Sequence[int]) -> bytes:
+        try:
+            return b"".join(self.token_bytes[i] for i in ids)
+        except (TypeError, IndexError):
+            raise ValueError("ids must be byte-token ids of this tokenizer (no special tokens)") from None
+
+    def prefix_range(self, q: bytes, lo: int = 0, hi: int | None = None) -> tuple[int, int]:
+        """Positions [lo, hi) in ``order`` of the tokens whose bytes start with ``q``."""
+        hi = len(self.sorted_bytes) if hi is None else hi
+        if not q:
+            return lo, hi
+        lo = bisect_left(self.sorted_bytes, q, lo, hi)
+        j = len(q)
+        while j and q[j - 1] == 255:
+            j -= 1
+        hi = bisect_left(self.sorted_bytes, q[: j - 1] + bytes([q[j - 1] + 1]), lo, hi) if j else hi
+        return lo, hi
+
+    # validity
+
+    def _validity_from_merges(self) -> np.ndarray:
+        V = self.vocab_size
+        rank = np.full(V, NO_MERGE, dtype=np.int64)
+        children: dict[int, tuple[int, int]] = {}
+        for r, (a, b, c) in enumerate(self.merges):
+            if rank[c] == NO_MERGE and c not in children:  # first (lowest-rank) merge producing c wins
+                rank[c] = r
+                children[c] = (a, b)
+        by_left: dict[int, list[tuple[int, int]]] = {}
+        for r, (a, b, _) in enumerate(self.merges):
+            by_left.setdefault(a, []).append((r, b))
+        left_windows: dict[int, list[int]] = {}   # merge rank -> left tokens whose right spine admits it
+        right_spans: dict[int, list[tuple[int, int, int]]] = {}  # symbol -> (lo, hi, token) on left spines
+        byte_tokens = [i for i, b in enumerate(self.token_bytes) if b is not None]
+        for t in byte_tokens:
+            node, upper = t, NEVER
+            while True:  # right spine of t
+                for r, y in by_left.get(node, ()):
+                    if rank[node] < r < upper:
+                        left_windows.setdefault(r, []).append(t)
+                if node not in children:
+                    break
+                upper, node = rank[node], children[node][1]
+            node, upper = t, NEVER
+            while True:  # left spine of t
+                right_spans.setdefault(node, []).append((int(rank[node]), int(upper), t))
+                if node not in children:
+                    break
+                upper, node = rank[node], children[node][0]
+        invalid = np.zeros((V, V), dtype=bool)
+        for r, lefts in left_windows.items():
+            y = self.merges[r][1]
+            rights = [t for lo, hi, t in right_spans.get(y, ()) if lo < r <= hi]
+            if rights:
+                invalid[np.ix_(lefts, rights)] = True
+        reachable = np.zeros(V, dtype=bool)
+        for t in byte_tokens:
+            reachable[t] = self.encode(self.token_bytes[t]) == [t]
+        self.reachable = reachable
+        valid = np.zeros((V + 1, V), dtype=bool)
+        valid[:V] = ~invalid & reachable[:, None] & reachable[None, :]
+        valid[V] = reachable
+        return valid
+
+    def row(self, ids: Sequence[int]) -> int:
+        """Row of ``valid`` for the token that follows ``ids`` (the start row for an empty sequence)."""
+        return ids[-1] if len(ids) else self.start_row
+
+    def is_canonical(self, ids: Sequence[int]) -> bool:
+        """Pairwise test: every token reachable and every adjacent pair valid."""
+        ids = list(ids)
+        if not ids:
+            return True
+        if any(i < 0 or i >= self.vocab_size or self.token_bytes[i] is None for i in ids):
+            return False
+        return bool(self.valid[self.start_row, ids[0]] and all(self.valid[a, b] for a, b in zip(ids, ids[1:])))
+
+
+def _check_pure_byte_bpe(spec: dict) -> None:
+    """Raise ValueError unless the tokenizer is BPE over bytes with no regex pre-tokenizer and no normalizer."""
+    model = spec.get("model") or {}
+    pre = spec.get("pre_tokenizer") or {}
+    fix = ("Supported: byte-level BPE with pre_tokenizers.ByteLevel(use_regex=False), no normalizer "
+           "(e.g. icml26.testbeds.causal_lm.load_tokenizer()).")
+    if model.get("type") != "BPE":
+        raise ValueError(f"tokenizer model is {model.get('type')!r}, not byte-level BPE. {fix}")
+    if pre.get("type") != "ByteLevel":
+        raise ValueError(f"pre-tokenizer is {pre.get('type')!r}, not ByteLevel. {fix}")
+    if pre.get("use_regex", True):
+        raise ValueError("the ByteLevel pre-tokenizer splits text with a regex; canonicity then factorises over "
+                         f"pre-tokens, which this version does not handle. {fix}")
+    if pre.get("add_prefix_space"):
+        raise ValueError(f"add_prefix_space=True changes the bytes encoded. {fix}")
+    if spec.get("normalizer") is not None:
+        raise ValueError(f"the tokenizer has a normalizer ({spec['normalizer'].get('type')}). {fix}")
+    if model.get("dropout") or model.get("ignore_merges") or model.get("continuing_subword_prefix") \
+            or model.get("end_of_word_suffix") or model.get("byte_fallback"):
+        raise ValueError(f"BPE options dropout/ignore_merges/subword prefixes/byte_fallback are not supported. {fix}")
+
+
+# plain functions (the definitions, by encoding)
+
+def is_valid_pair(tokenizer, a: int, b: int) -> bool:
+    """valid(a, b) <=> encode(decode(a) || decode(b)) = [a, b]  (the definition; [B11])."""
+    bpe = tokenizer if isinstance(tokenizer, ByteBPE) else ByteBPE(tokenizer)
+    for i in (a, b):
+        if not isinstance(i, (int, np.integer)) or not 0 <= i < bpe.vocab_size or bpe.token_bytes[i] is None:
+            raise ValueError(f"token id {i!r} is not a byte token of this tokenizer")
+    return bpe.encode(bpe.token_bytes[a] + bpe.token_bytes[b]) == [a, b]
+
+
+def is_canonical(tokenizer, ids: Sequence[int]) -> bool:
+    """t is canonical <=> encode(decode(t)) = t  (the definition; [B11])."""
+    bpe = tokenizer if isinstance(tokenizer, ByteBPE) else ByteBPE(tokenizer)
+    ids = [int(i) for i in ids]
+    if any(not 0 <= i < bpe.vocab_size or bpe.token_bytes[i] is None for i in ids):
+        return False
+    return bpe.encode(bpe.decode(ids)) == ids
+
+
+def validity_table(tokenizer, method: str = "merges") -> np.ndarray:
+    """[V, V] boolean table of valid pairs, from the merge list (fast) or by encoding every pair (reference)."""
+    bpe = tokenizer if isinstance(tokenizer, ByteBPE) else ByteBPE(tokenizer)
+    V = bpe.vocab_size
+    if method == "merges":
+        return bpe.valid[:V].copy()
+    if method != "encode":
+        raise ValueError(f"unknown method {method!r}; use 'merges' or 'encode'")
+    backend = getattr(bpe.tokenizer, "backend_tokenizer", bpe.tokenizer)
+    ids = [i for i in range(V) if bpe.token_bytes[i] is not None]
+    b2u = bytes_to_unicode()
+    strs = ["".join(b2u[c] for c in bpe.token_bytes[i]) for i in ids]
+    out = np.zeros((V, V), dtype=bool)
+    model = backend.model  # the pre-tokenizer only maps bytes to this alphabet, so call the BPE model directly
+    for ia, a in enumerate(ids):
+        for ib, b in enumerate(ids):
+            toks = model.tokenize(strs[ia] + strs[ib])
+            out[a, b] = len(toks) == 2 and toks[0].id == a and toks[1].id == b
+    return out
