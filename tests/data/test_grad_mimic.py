@@ -19,13 +19,6 @@ from icml26.data.grad_mimic import (
 from icml26.harness import Budget
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one thread avoids spinning on a shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _pair(seed=0, d=5, h=7, c=3):

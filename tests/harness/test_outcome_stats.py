@@ -66,3 +66,17 @@ def test_aggregate_band():
     assert inside["verdict"] == "holds"
     edge = aggregate_claims([[_c(1.2, (1.3, 1.7), "in")], [_c(1.6, (1.3, 1.7), "in")]])[0]
     assert edge["verdict"] == "inconclusive"
+
+
+def test_limit_threads_caps_and_restores():
+    import torch
+
+    from icml26.harness import limit_threads
+
+    before = torch.get_num_threads()
+    with limit_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="positive int"):
+        with limit_threads(0):
+            pass

@@ -23,13 +23,6 @@ from icml26.learning.hosfl import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one thread avoids spinning on a shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _split(seed=0, d_in=8, h=3, dtype=torch.float32):

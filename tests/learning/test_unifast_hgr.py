@@ -29,13 +29,6 @@ from icml26.learning.unifast_hgr import (
 D = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread avoids OpenMP barrier stalls on a shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def pair(m: int = 24, K: int = 10, seed: int = 0, noise: float = 1.0, dtype=D):

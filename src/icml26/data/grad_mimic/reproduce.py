@@ -21,7 +21,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import cross_val_predict
 from torch import Tensor, nn
 
-from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
 from icml26.testbeds.digits import digits_tensors, flip_labels, shuffled_indices
 
 from .mimic import GradMimic
@@ -100,12 +100,8 @@ def _epochs_to(accs: list[float], target: float) -> float:
 
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: one thread is fastest and avoids spinning on a shared machine
-    try:
+    with limit_threads(1):  # tiny models: one thread is fastest and avoids spinning on a shared machine
         return _reproduce(budget.pick(SIZES), seed)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _reproduce(sz: Sizes, seed: int) -> Outcome:

@@ -27,8 +27,6 @@ With ``explore_k=0`` and ``cross_block_window=0`` ETE is exactly Fast-dLLM's ``C
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from typing import Any
 
 import torch
 

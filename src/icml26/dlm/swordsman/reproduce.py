@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
 from icml26.testbeds.diffusion_lm import (
     ConfidenceThresholdDecoder,
     DLMTrainConfig,
@@ -123,10 +123,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     sizes = budget.pick(SIZES)
     seed_everything(seed)
     rng = np.random.default_rng(seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(min(threads, 2))
     metrics, claims, tables, figures = {}, [], {}, {}
-    try:
+    with limit_threads(2):
         for name in sizes.settings:
             task, model, prompts, valid_fn, gold_fn = _setting(name, sizes.n_prompts, seed)
             rows, results = [], {}
@@ -181,8 +179,6 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                 metric="rounds(LLaDA) / rounds(Swordsman)", paper="8.8x wall-clock on LLaDA-8B (GSM8K)",
                 note="rounds, not wall-clock: KV-cache speed-ups are invisible at L<=40 on CPU"))
             figures[f"{name}_pareto"] = _figure(rows, name)
-    finally:
-        torch.set_num_threads(threads)
     return Outcome(metrics=metrics, claims=claims, tables=tables, figures=figures)
 
 

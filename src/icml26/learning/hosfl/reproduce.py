@@ -14,7 +14,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
-from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
 from icml26.testbeds.digits import digits_tensors, shuffled_indices
 
 from .hosfl import FOSFL, HOSFL, ZOFL, FrozenClientSFL, SplitModel
@@ -81,12 +81,8 @@ def _make(method: str, sz: Sizes, init_seed: int, seed: int):
 
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: one thread is fastest and avoids spinning on a shared machine
-    try:
+    with limit_threads(1):  # tiny models: one thread is fastest and avoids spinning on a shared machine
         return _reproduce(budget.pick(SIZES), seed)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _reproduce(sz: Sizes, seed: int) -> Outcome:

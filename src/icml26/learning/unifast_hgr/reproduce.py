@@ -22,10 +22,9 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_limits
 from torch import Tensor, nn
 
-from icml26.harness import Budget, Claim, Outcome, interleaved_times, median_ratio, seed_everything
+from icml26.harness import Budget, Claim, Outcome, interleaved_times, limit_threads, median_ratio, seed_everything
 
 from .benchmark import benchmark_loss_scaling, loglog_slope
 from .losses import DCCALoss, InfoNCELoss, OptFastHGRLoss, SoftHGRLoss, UniFastHGRLoss
@@ -246,15 +245,10 @@ def _quality(sz: Sizes, seed: int) -> tuple[dict[str, float], list[dict], Figure
 def reproduce(budget: Budget, seed: int) -> Outcome:
     sz = Budget.parse(budget).pick(SIZES)
     seed_everything(seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(sz.threads)
-    try:
-        with threadpool_limits(sz.threads):  # numpy / scikit-learn BLAS too
-            res, metrics, scaling_rows, fig_cost = _scaling(sz, seed)
-            ratio, ratio_wall, ratio_K = _ratio(sz, res, seed)
-            q_metrics, quality_rows, fig_quality = _quality(sz, seed)
-    finally:
-        torch.set_num_threads(threads)
+    with limit_threads(sz.threads):  # torch and numpy / scikit-learn BLAS
+        res, metrics, scaling_rows, fig_cost = _scaling(sz, seed)
+        ratio, ratio_wall, ratio_K = _ratio(sz, res, seed)
+        q_metrics, quality_rows, fig_quality = _quality(sz, seed)
     metrics.update(q_metrics)
     metrics["dcca_over_unifast_time"], metrics["ratio_K"] = ratio, float(ratio_K)
     metrics["dcca_over_unifast_wall_time"] = ratio_wall

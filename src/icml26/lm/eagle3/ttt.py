@@ -158,7 +158,7 @@ class Eagle3Trainer:
         aux_layers = self.draft.config.aux_layers
         if self.mode == "online":
             return capture_aux_hidden_states(self.target, ids, aux_layers)
-        aux, last = self._offline[i] if self.cache_dir is None else torch.load(self._offline[i])
+        aux, last = self._offline[i] if self.cache_dir is None else torch.load(self._offline[i], weights_only=True)
         with torch.no_grad():
             return aux, self.target.get_output_embeddings()(last)
 

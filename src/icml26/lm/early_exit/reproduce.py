@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from icml26.harness import Budget, Claim, Outcome, interleaved_times, seed_everything
+from icml26.harness import Budget, Claim, Outcome, interleaved_times, limit_threads, seed_everything
 from icml26.testbeds.causal_lm import TOY_4L, TOY_8L, encode_split, load_causal_lm
 
 from .adapters import get_adapter
@@ -92,13 +92,9 @@ def _overhead(adapter, sizes: Sizes, gen: torch.Generator) -> dict[str, dict[int
         lens = (lambda h, head=head: head(norm(h)))
         for name, rule in rules.items():
             fns[(name, v)] = (lambda rule=rule, lens=lens: [rule.layer_test(h1, h2, delta_prev, lens) for _ in range(INNER)])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)   # one thread: on a shared machine, multi-thread matmuls add waits unrelated to V
-    try:
-        with torch.no_grad():
-            times = interleaved_times({f"{k[0]}@{k[1]}": f for k, f in fns.items()}, n_iter=sizes.timing_iters, warmup=3)
-    finally:
-        torch.set_num_threads(threads)
+    # one thread: on a shared machine, multi-thread matmuls add waits unrelated to V
+    with limit_threads(1), torch.no_grad():
+        times = interleaved_times({f"{k[0]}@{k[1]}": f for k, f in fns.items()}, n_iter=sizes.timing_iters, warmup=3)
     return {name: {v: float(np.median(times[f"{name}@{v}"])) / INNER for v in sizes.vocab_sizes} for name in rules}
 
 
@@ -161,7 +157,6 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     sizes: Sizes = budget.pick(SIZES)
     seed_everything(seed)
     gen = torch.Generator().manual_seed(seed)
-    torch.set_num_threads(min(2, torch.get_num_threads()))
     model, tok = load_causal_lm(MODELS[sizes.model])
     adapter = get_adapter(model)
     L = adapter.num_layers

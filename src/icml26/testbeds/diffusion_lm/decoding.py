@@ -29,7 +29,6 @@ cache changes wall-clock and, slightly, the logits (the prefix does not see late
 from __future__ import annotations
 
 import inspect
-import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence

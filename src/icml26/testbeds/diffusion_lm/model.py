@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...harness.threads import limit_threads
 from ..cache import cached_dir
 
 log = logging.getLogger(__name__)
@@ -178,10 +179,8 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMas
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 *
                                               (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(min(threads, 2))
     t0 = time.perf_counter()
-    try:
+    with limit_threads(2):
         model.train()
         for step in range(cfg.steps):
             idx = torch.randint(0, len(seqs), (cfg.batch_size,), generator=gen)
@@ -193,8 +192,6 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMas
             sched.step()
             if step % 250 == 0 or step == cfg.steps - 1:
                 log.info("dlm %s step %d loss %.4f (%.1fs)", cfg.task, step, loss.item(), time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(threads)
     return model.eval()
 
 
