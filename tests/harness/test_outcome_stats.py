@@ -6,24 +6,24 @@ from icml26.harness import Budget, Claim, Outcome, aggregate_claims, summarize
 
 
 def test_claim_verdict_is_computed_from_numbers():
-    assert Claim("a < b", measured=1.0, op="<", reference=2.0).verdict == "holds"
-    assert Claim("a < b", measured=3.0, op="<", reference=2.0).verdict == "does not hold"
-    assert Claim("band", measured=1.5, op="in", reference=(1.3, 1.7)).verdict == "holds"
-    assert Claim("band", measured=1.0, op="in", reference=(1.3, 1.7)).verdict == "does not hold"
-    assert Claim("nan", measured=float("nan"), op=">", reference=0.0).verdict == "inconclusive"
+    assert Claim("a < b", measured=1.0, op="<", reference=2.0, kind="check").verdict == "holds"
+    assert Claim("a < b", measured=3.0, op="<", reference=2.0, kind="check").verdict == "does not hold"
+    assert Claim("band", measured=1.5, op="in", reference=(1.3, 1.7), kind="check").verdict == "holds"
+    assert Claim("band", measured=1.0, op="in", reference=(1.3, 1.7), kind="check").verdict == "does not hold"
+    assert Claim("nan", measured=float("nan"), op=">", reference=0.0, kind="check").verdict == "inconclusive"
 
 
 def test_claim_validation():
     with pytest.raises(ValueError, match="comparison"):
-        Claim("x", measured=1.0, op="~", reference=1.0)  # type: ignore[arg-type]
+        Claim("x", measured=1.0, op="~", reference=1.0, kind="check")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="lo, hi"):
-        Claim("x", measured=1.0, op="in", reference=1.0)
+        Claim("x", measured=1.0, op="in", reference=1.0, kind="check")
     with pytest.raises(TypeError):
         Outcome(claims=["not a claim"])  # type: ignore[list-item]
 
 
 def test_claim_roundtrip():
-    c = Claim("s", measured=0.5, op=">=", reference=0.25, baseline="b", paper="1.6x", note="n")
+    c = Claim("s", measured=0.5, op=">=", reference=0.25, baseline="b", paper="1.6x", note="n", falsifier="f")
     d = c.to_dict()
     assert Claim.from_dict(d).to_dict() == d
 
@@ -47,7 +47,7 @@ def test_summarize_interval():
 
 
 def _c(m, r, op="<"):
-    return Claim("s", measured=m, op=op, reference=r).to_dict()
+    return Claim("s", measured=m, op=op, reference=r, falsifier="the comparison fails").to_dict()
 
 
 def test_aggregate_holds_on_means_and_goes_inconclusive_when_seeds_disagree():
@@ -80,3 +80,48 @@ def test_limit_threads_caps_and_restores():
     with pytest.raises(ValueError, match="positive int"):
         with limit_threads(0):
             pass
+
+
+def test_claim_needs_a_falsifier_and_a_known_kind():
+    with pytest.raises(ValueError, match="falsifier"):
+        Claim("x", measured=1.0, op="<", reference=2.0)
+    with pytest.raises(ValueError, match="kind"):
+        Claim("x", measured=1.0, op="<", reference=2.0, falsifier="f", kind="fact")  # type: ignore[arg-type]
+    assert Claim("x", measured=0.0, op="<=", reference=0.0, kind="check").verdict == "holds"
+
+
+def test_nan_seed_makes_a_claim_inconclusive_and_shows_n_finite():
+    rows = aggregate_claims([[_c(5.0, 4.0, ">")], [_c(float("nan"), 4.0, ">")], [_c(float("nan"), 4.0, ">")]])
+    assert rows[0]["verdict"] == "inconclusive"
+    assert rows[0]["n_finite"] == 1 and rows[0]["n_seeds"] == 3
+    one_nan_ref = aggregate_claims([[_c(5.0, 4.0, ">")], [_c(5.0, float("nan"), ">")]])[0]
+    assert one_nan_ref["verdict"] == "inconclusive" and one_nan_ref["n_finite"] == 1
+
+
+def test_exact_tie_on_every_seed_is_no_evidence_for_a_claim_but_passes_a_check():
+    tie = aggregate_claims([[_c(1.0, 1.0, "<=")], [_c(2.0, 2.0, "<=")]])[0]
+    assert tie["verdict"] == "inconclusive"
+    check = Claim("s", measured=1.0, op="<=", reference=1.0, kind="check").to_dict()
+    assert aggregate_claims([[check], [check]])[0]["verdict"] == "holds"
+
+
+def test_paired_instances_make_a_noisy_single_seed_inconclusive():
+    clear = Claim("s", measured=1.0, op="<", reference=2.0, falsifier="f", paired=[-1.0, -0.9, -1.1, -1.0])
+    assert clear.verdict == "holds" and clear.paired_ci[1] < 0
+    noisy = Claim("s", measured=1.0, op="<", reference=2.0, falsifier="f", paired=[-3.0, 2.0, -2.5, 0.5])
+    assert noisy.verdict == "inconclusive"
+    assert Claim.from_dict(noisy.to_dict()).verdict == "inconclusive"
+
+
+def test_outcome_refuses_two_claims_with_one_statement():
+    c = Claim("same", measured=1.0, op="<", reference=2.0, falsifier="f")
+    with pytest.raises(ValueError, match="statement"):
+        Outcome(claims=[c, c])
+
+
+def test_duplicate_seeds_are_refused():
+    from icml26.harness.runner import _seed_list
+
+    with pytest.raises(ValueError, match="more than once"):
+        _seed_list([0, 0])
+    assert _seed_list([2, 0]) == [2, 0]

@@ -24,7 +24,7 @@ FAKE = textwrap.dedent('''
         fig, ax = plt.subplots()
         ax.plot([0, 1], [seed, seed + 1])
         m = 1.0 + 0.01 * seed
-        return Outcome(metrics={"m": m}, claims=[Claim("m below 2", measured=m, op="<", reference=2.0, baseline="two")],
+        return Outcome(metrics={"m": m}, claims=[Claim("m below 2", measured=m, op="<", reference=2.0, baseline="two", falsifier="m at or above 2")],
                        tables={"t": [{"seed": seed, "m": m}]}, figures={"line plot": fig})
 ''')
 BROKEN = "def reproduce(budget, seed):\n    raise RuntimeError('boom')\n"

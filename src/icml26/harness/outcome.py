@@ -4,6 +4,17 @@ A :class:`Claim` pairs a statement from the abstract with a number measured in t
 decides it. The verdict is *computed* from the measurement (``measured <op> reference``) and is never stored
 as a constant. The reference is normally a baseline measured in the same run (ULA's W2, plain greedy's
 time); for bands such as "slope ~ 1.5" it is an interval ``(lo, hi)``.
+
+Two kinds (``kind``):
+
+- ``"claim"``: an empirical statement from the abstract that this run could refute. It must say, in
+  ``falsifier``, what outcome would have made it not hold. Only claims count in verdict summaries.
+- ``"check"``: a property true by construction or by a theorem (exactness, identity with a baseline when
+  switched off, byte accounting). Checks are reported and tested, but never counted as evidence for a claim.
+
+A claim measured over many instances (prompts, graphs, test points) may carry ``paired``: the per-instance
+differences ``measured_i - reference_i``. On a single seed the verdict is then ``inconclusive`` when the 95%
+t-interval of their mean contains 0, so one lucky average over a handful of instances cannot decide a claim.
 """
 
 from __future__ import annotations
@@ -15,6 +26,8 @@ from typing import Any, Literal
 
 Op = Literal["<", "<=", ">", ">=", "in"]
 Verdict = Literal["holds", "does not hold", "inconclusive"]
+Kind = Literal["claim", "check"]
+KINDS = ("claim", "check")
 
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -46,6 +59,11 @@ class Claim:
         metric: what ``measured`` is (e.g. ``"W2 of SRK-LMC"``).
         paper: the paper's own figure, if it states one (text, e.g. ``"1.6x"``).
         note: why it may not hold at our scale, or how it was measured.
+        falsifier: the outcome that would have refuted it (required for ``kind="claim"``), e.g.
+            ``"SRK-LMC's W2 at or above ULA's at equal gradient evaluations"``.
+        kind: ``"claim"`` (refutable, counted) or ``"check"`` (true by construction; reported separately).
+        paired: optional per-instance differences ``measured_i - reference_i`` over the run's instances; a
+            single-seed verdict is inconclusive when their 95% interval contains 0.
     """
 
     statement: str
@@ -56,8 +74,18 @@ class Claim:
     metric: str = ""
     paper: str | None = None
     note: str = ""
+    falsifier: str = ""
+    kind: Kind = "claim"
+    paired: list[float] | None = None
 
     def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown kind {self.kind!r}; use 'claim' (refutable) or 'check' (true by construction)")
+        if self.kind == "claim" and not str(self.falsifier).strip():
+            raise ValueError(f"claim {self.statement!r} needs falsifier=...: the outcome that would have made it not hold "
+                             "(if no outcome could, it is a check: pass kind='check')")
+        if self.paired is not None:
+            self.paired = [float(x) for x in self.paired]
         if self.op not in ("<", "<=", ">", ">=", "in"):
             raise ValueError(f"unknown comparison {self.op!r}; use one of <, <=, >, >=, in")
         if self.op == "in":
@@ -69,9 +97,24 @@ class Claim:
         self.measured = float(self.measured)
 
     @property
+    def paired_ci(self) -> tuple[float, float] | None:
+        """95% t-interval of the mean per-instance difference, or None without ``paired`` (or < 2 finite)."""
+        if not self.paired:
+            return None
+        from .stats import summarize
+
+        s = summarize(self.paired)
+        return (s.lo, s.hi) if s.n >= 2 else None
+
+    @property
     def holds(self) -> bool | None:
-        """Computed verdict: True / False, or None when the measurement is not a finite number."""
-        return compare(self.measured, self.op, self.reference)
+        """Computed verdict: True / False, or None when the measurement is not a finite number or the
+        per-instance paired interval (when given) contains 0."""
+        h = compare(self.measured, self.op, self.reference)
+        ci = self.paired_ci
+        if h is not None and self.op != "in" and ci is not None and ci[0] <= 0.0 <= ci[1]:
+            return None
+        return h
 
     @property
     def verdict(self) -> Verdict:
@@ -83,7 +126,9 @@ class Claim:
         return {
             "statement": self.statement, "measured": _num(self.measured), "op": self.op,
             "reference": ref, "baseline": self.baseline, "metric": self.metric,
-            "paper": self.paper, "note": self.note, "verdict": self.verdict,
+            "paper": self.paper, "note": self.note, "verdict": self.verdict, "kind": self.kind,
+            "falsifier": self.falsifier, "paired": [_num(x) for x in self.paired] if self.paired else None,
+            "paired_ci": [_num(x) for x in self.paired_ci] if self.paired_ci else None,
         }
 
     @classmethod
@@ -93,7 +138,9 @@ class Claim:
         measured = d["measured"] if d["measured"] is not None else float("nan")
         return cls(statement=d["statement"], measured=measured, op=d["op"], reference=ref,
                    baseline=d.get("baseline", ""), metric=d.get("metric", ""), paper=d.get("paper"),
-                   note=d.get("note", ""))
+                   note=d.get("note", ""), falsifier=d.get("falsifier", "") or "(not stated)",
+                   kind=d.get("kind", "claim"),
+                   paired=[float("nan") if x is None else x for x in d["paired"]] if d.get("paired") else None)
 
 
 @dataclass
@@ -116,6 +163,17 @@ class Outcome:
         for c in self.claims:
             if not isinstance(c, Claim):
                 raise TypeError(f"Outcome.claims must hold Claim objects, got {type(c).__name__}")
+        seen: set[str] = set()
+        for c in self.claims:
+            if c.statement in seen:
+                raise ValueError(f"two claims share the statement {c.statement!r}; seeds are matched by statement, "
+                                 "so make each statement unique")
+            seen.add(c.statement)
+
+    @property
+    def checks(self) -> list[Claim]:
+        """The entries of ``claims`` that are checks (true by construction), not refutable claims."""
+        return [c for c in self.claims if c.kind == "check"]
 
 
 def _num(x: Any) -> Any:

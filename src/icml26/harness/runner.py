@@ -103,7 +103,9 @@ def run_reproductions(
     seed_list = _seed_list(seeds)
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    entries = [get_paper(p) for p in papers]
+    entries = list({e.id: e for e in (get_paper(p) for p in papers)}.values())  # an id given twice runs once
+    if len(entries) < len(papers):
+        log.warning("duplicate paper ids given; each paper runs once per seed")
     missing = [p.id for p in entries if not p.implemented]
     if missing:
         raise ValueError(f"not implemented yet (planned): {', '.join(missing)}")
@@ -212,6 +214,10 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     out = [int(s) for s in seeds]
     if not out:
         raise ValueError("give at least one seed")
+    dup = sorted({s for s in out if out.count(s) > 1})
+    if dup:
+        raise ValueError(f"seeds {dup} are given more than once; each seed must be distinct, or the interval "
+                         "over seeds would count one run twice")
     return out
 
 

@@ -1,10 +1,9 @@
 """Aggregating seeds: mean, 95% interval, and a claim's verdict over seeds.
 
-Rule (documented in the README): a claim's verdict over seeds is its comparison applied to the *mean*
-measurement and the *mean* reference. With two or more seeds it is downgraded to ``inconclusive`` when the
-95% t-interval of the paired difference (measured - reference) contains 0 — i.e. the seeds cannot tell the
-two sides apart. For a band claim (``op="in"``) it is inconclusive when the interval of the measurement
-crosses an edge of the band.
+Rule (documented in the README and in :func:`aggregate_claims`): a claim's verdict over seeds is its
+comparison applied to the *mean* measurement and the *mean* reference, downgraded to ``inconclusive`` when any
+seed is not finite, when the 95% t-interval of the paired difference (measured - reference) contains 0, or,
+for a band claim (``op="in"``), when the interval of the measurement crosses an edge of the band.
 """
 
 from __future__ import annotations
@@ -44,37 +43,73 @@ def summarize(values: Sequence[float], level: float = 0.95) -> Summary:
 
 
 def aggregate_claims(per_seed: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Aggregate claim dicts (``Claim.to_dict``) from several seeds, matched by position and statement."""
+    """Aggregate claim dicts (``Claim.to_dict``) from several seeds, matched by statement.
+
+    Rules, in order:
+
+    1. A claim with any non-finite seed (measured, or a reference that is not a band) is ``inconclusive``;
+       ``n_finite``/``n_seeds`` say how many seeds were usable. One finite seed never decides for three.
+    2. One seed: that seed's own verdict (which already honours a per-instance ``paired`` interval).
+    3. Two or more: the comparison on the means, downgraded to ``inconclusive`` when the 95% t-interval of the
+       paired difference (measured - reference) contains 0, or, for a band, when the measurement's interval
+       crosses an edge. A *claim* (not a check) whose measured value equals its reference exactly on every seed
+       is ``inconclusive``: the comparison cannot separate the two sides, so it is no evidence either way.
+    """
     if not per_seed:
         return []
     out = []
-    for i, first in enumerate(per_seed[0]):
-        group = [claims[i] for claims in per_seed if i < len(claims) and claims[i]["statement"] == first["statement"]]
+    for first in per_seed[0]:
+        group = [c for claims in per_seed for c in claims if c["statement"] == first["statement"]]
         meas = [_f(c["measured"]) for c in group]
+        band = first["op"] == "in"
+        refs = [_f(c["reference"]) for c in group] if not band else []
+        finite = [math.isfinite(m) and (band or math.isfinite(r)) for m, r in zip(meas, refs or meas)]
         ms = summarize(meas)
         row = dict(first)
+        row["kind"] = first.get("kind", "claim")
         row["measured"] = ms.mean
         row["measured_ci"] = [ms.lo, ms.hi]
-        row["n_seeds"] = ms.n
+        row["n_seeds"] = len(group)
+        row["n_finite"] = int(sum(finite))
         row["seed_verdicts"] = [c["verdict"] for c in group]
-        if first["op"] == "in":
+        row["seed_measured"] = [c["measured"] for c in group]
+        h: bool | None
+        if band:
             lo, hi = first["reference"]
+            row["reference"] = [lo, hi]
             h = compare(ms.mean, "in", (lo, hi))
             if h is not None and ms.n >= 2 and (ms.lo < lo <= ms.hi or ms.lo <= hi < ms.hi):
                 h = None
-            row["reference"] = [lo, hi]
         else:
-            refs = [_f(c["reference"]) for c in group]
             rs = summarize(refs)
             row["reference"] = rs.mean
             row["reference_ci"] = [rs.lo, rs.hi]
             h = compare(ms.mean, first["op"], rs.mean)
-            if h is not None and ms.n >= 2:
-                ds = summarize([m - r for m, r in zip(meas, refs)])
-                if ds.n >= 2 and ds.lo <= 0.0 <= ds.hi and not (ds.lo == ds.hi == 0.0):
+            diffs = [m - r for m, r in zip(meas, refs)]
+            if h is not None and len(group) >= 2:
+                ds = summarize(diffs)
+                row["difference_ci"] = [ds.lo, ds.hi]
+                if ds.lo == ds.hi == 0.0:
+                    if row["kind"] == "claim":
+                        h = None
+                elif ds.lo <= 0.0 <= ds.hi:
                     h = None
-        row["verdict"] = "inconclusive" if h is None else ("holds" if h else "does not hold")
+        if not all(finite):
+            h = None
+        if len(group) == 1:
+            row["verdict"] = group[0]["verdict"] if all(finite) else "inconclusive"
+        else:
+            row["verdict"] = "inconclusive" if h is None else ("holds" if h else "does not hold")
         out.append(row)
+    return out
+
+
+def verdict_counts(claims: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """``{"claims": {verdict: n}, "checks": {verdict: n}}``: claims and checks are counted separately."""
+    out: dict[str, dict[str, int]] = {"claims": {}, "checks": {}}
+    for c in claims:
+        bucket = out["checks" if c.get("kind") == "check" else "claims"]
+        bucket[c["verdict"]] = bucket.get(c["verdict"], 0) + 1
     return out
 
 
@@ -92,4 +127,4 @@ def _f(x: Any) -> float:
         return float("nan")
 
 
-__all__ = ["Summary", "summarize", "aggregate_claims", "aggregate_metrics", "Claim"]
+__all__ = ["Summary", "summarize", "aggregate_claims", "aggregate_metrics", "verdict_counts", "Claim"]
