@@ -8,7 +8,13 @@
    g gradients per unit time: ULA at h = 1/g, SRK-LMC at 2/g, SRK-LD at 3/g; W2 of each stationary law to pi.
 3. W2 at equal gradient evaluations, non-log-concave mixture pi = prod (N(a,1) + N(-a,1))/2, a = 2. Chains start
    at exact draws from pi and run for time T; W2 of the pooled 1-D coordinates against exact quantiles
-   (W2 in R^d = sqrt(d) W2_1D). The noise floor is W2 of the same number of exact draws.
+   (W2 in R^d = sqrt(d) W2_1D). The noise floor is W2 of the same number of exact draws. The claims use the W2
+   of each coordinate separately: the d coordinates are independent replicates, so their paired differences
+   give a per-run interval.
+
+Claims (refutable): strong order 1.5; SRK-LMC below ULA (Gaussian) and below SRK-LD and ULA (mixture) in W2 at
+equal gradient evaluations. Checks (true by construction or theorem): 2 vs 3 gradients per step; SRK-LMC below
+SRK-LD on the Gaussian (same map there, smaller step); ULA's strong order 1; the no-dZ control's order 1.
 """
 
 from __future__ import annotations
@@ -102,24 +108,33 @@ def gaussian_w2() -> dict[str, np.ndarray]:
 
 # 3. non-log-concave mixture, Monte Carlo
 
-def mixture_w2(sz: Sizes, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], float, dict[str, float]]:
-    """W2_1D of the chain law at time T per method and budget, the Monte Carlo floor, gradient calls per step."""
+def mixture_w2(sz: Sizes, rng: np.random.Generator
+               ) -> tuple[dict[str, np.ndarray], float, dict[str, float], dict[str, np.ndarray]]:
+    """W2 of the chain law at time T per method and budget.
+
+    Returns the pooled W2_1D (all chains x coordinates against exact quantiles), its Monte Carlo floor, gradient
+    calls per step, and at the headline budget the W2_1D of each coordinate separately (shape ``(d,)``). The
+    target is a product and the potential separable, so the d coordinates are d independent replicates of the
+    same 1-D chain: their spread is the Monte Carlo uncertainty of one run.
+    """
     target = SymmetricMixture(MIX_A, sz.mix_d)
     n = sz.mix_chains * sz.mix_d
     q = target.ppf((np.arange(n) + 0.5) / n)                  # exact quantiles, shared by every estimate
-    ppf = lambda u: q  # noqa: E731
-    floor = w2_1d(target.sample(sz.mix_chains, rng).ravel(), ppf)
+    q1 = target.ppf((np.arange(sz.mix_chains) + 0.5) / sz.mix_chains)
+    floor = w2_1d(target.sample(sz.mix_chains, rng).ravel(), lambda u: q)
     w2 = {m: np.zeros(len(MIX_BUDGETS)) for m in METHODS}
-    per_step = {}
+    per_coord, per_step = {}, {}
     for i, g in enumerate(MIX_BUDGETS):
         for m in METHODS:
             h = TABLEAUS[m].n_grad / g
             n_steps = int(round(sz.mix_T / h))
             x0 = target.sample(sz.mix_chains, rng)
             xs, calls = sample(target.grad_U, x0, h, n_steps, m, rng=rng, thin=n_steps)
-            w2[m][i] = w2_1d(xs[-1].ravel(), ppf)
+            w2[m][i] = w2_1d(xs[-1].ravel(), lambda u: q)
+            if g == MIX_HEADLINE:
+                per_coord[m] = np.array([w2_1d(xs[-1][:, j], lambda u: q1) for j in range(sz.mix_d)])
             per_step[m] = calls / n_steps
-    return w2, floor, per_step
+    return w2, floor, per_step, per_coord
 
 
 # figures
@@ -169,41 +184,66 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     hs = 2.0 ** -np.array(sz.strong_levels, dtype=float)
     slopes = {m: _slope(hs[-4:], e[-4:]) for m, e in errs.items()}
     gauss = gaussian_w2()
-    mix, floor, per_step = mixture_w2(sz, rng_mix)
+    mix, floor, per_step, coord = mixture_w2(sz, rng_mix)
     ig, im = GAUSS_BUDGETS.index(GAUSS_HEADLINE), MIX_BUDGETS.index(MIX_HEADLINE)
 
     metrics = {f"strong_slope_{m}": s for m, s in slopes.items()}
     metrics |= {f"grads_per_step_{m}": v for m, v in per_step.items()}
     metrics |= {f"gauss_w2_{m}_g{g:g}": float(gauss[m][i]) for m in METHODS for i, g in enumerate(GAUSS_BUDGETS)}
     metrics |= {f"mix_w2_{m}_g{g:.3g}": float(mix[m][i]) for m in METHODS for i, g in enumerate(MIX_BUDGETS)}
+    metrics |= {f"mix_w2_coord_mean_{m}": float(coord[m].mean()) for m in METHODS}
     metrics["mix_w2_floor"] = floor
 
-    gauss_note = ("Closed-form stationary law (no Monte Carlo). On a Gaussian both SRK schemes are the same linear "
-                  "map, so SRK-LMC's edge here comes only from taking 1.5x more steps for the same gradients.")
-    mix_note = (f"T={sz.mix_T:g}, {sz.mix_chains * sz.mix_d} pooled samples started at exact draws from pi; "
-                f"W2 per coordinate vs exact quantiles; Monte Carlo floor {floor:.2g}.")
+    gauss_note = ("Closed-form stationary law (no Monte Carlo, identical for every seed). d=100, "
+                  "H=diag(linspace(1,10)); ULA at h=1/g, SRK-LMC at h=2/g.")
+    same_map = ("On a quadratic U both SRK schemes are the same linear map (tested), and the stationary bias "
+                "grows with h, so SRK-LMC's lower W2 at equal gradients follows from taking 1.5x more, smaller "
+                "steps: it cannot fail, hence a check. The real 2-vs-3-gradient comparison is on the mixture.")
+    mix_note = (f"T={sz.mix_T:g}, {sz.mix_chains} chains x {sz.mix_d} coordinates started at exact draws of pi. "
+                f"Measured: mean over the {sz.mix_d} coordinates of each coordinate's W2_1D against exact "
+                f"quantiles; paired = per-coordinate differences (independent replicates of one 1-D chain). "
+                f"Pooled W2 and the Monte Carlo floor ({floor:.2g}) are in the mixture_w2 table.")
     band_note = ("Least-squares slope of log RMS error vs log h over the 4 finest h; reference SRK-LD at "
                  f"h_f=2^-{sz.strong_fine_log2} on the same Brownian path. Band = nearest half-integer order.")
+    g_lbl, m_lbl = f"{GAUSS_HEADLINE:g} grads/unit time", f"{MIX_HEADLINE:.3g} grads/unit time"
     claims = [
+        # claims: refutable by this run
+        Claim("SRK-LMC has strong order 1.5", slopes["srk_lmc"], "in", (1.25, 1.75), baseline="order 1.5 band",
+              metric="empirical strong-order slope, SRK-LMC", paper="1.5", note=band_note,
+              falsifier="fitted slope of SRK-LMC's RMS strong error outside [1.25, 1.75] (e.g. ~1, as the "
+                        "no-dZ control gives)"),
+        Claim("Gaussian target: SRK-LMC has lower W2 than ULA at equal gradient evaluations",
+              gauss["srk_lmc"][ig], "<", gauss["ula"][ig], baseline=f"ULA at {g_lbl}",
+              metric=f"stationary W2, SRK-LMC at {g_lbl}", note=gauss_note,
+              falsifier="SRK-LMC's stationary W2 at or above ULA's at equal gradient evaluations (its h is 2x "
+                        "ULA's)"),
+        Claim("Non-log-concave target: SRK-LMC has lower W2 than SRK-LD at equal gradient evaluations",
+              coord["srk_lmc"].mean(), "<", coord["srk_ld"].mean(), baseline=f"SRK-LD at {m_lbl}",
+              metric="W2 per coordinate, SRK-LMC (mean over coordinates)", note=mix_note,
+              paired=list(coord["srk_lmc"] - coord["srk_ld"]),
+              falsifier="SRK-LMC's W2 at or above SRK-LD's at equal gradient evaluations, or their "
+                        "per-coordinate difference not separable from 0"),
+        Claim("Non-log-concave target: SRK-LMC has lower W2 than ULA at equal gradient evaluations",
+              coord["srk_lmc"].mean(), "<", coord["ula"].mean(), baseline=f"ULA at {m_lbl}",
+              metric="W2 per coordinate, SRK-LMC (mean over coordinates)", note=mix_note,
+              paired=list(coord["srk_lmc"] - coord["ula"]),
+              falsifier="SRK-LMC's W2 at or above ULA's at equal gradient evaluations, or their per-coordinate "
+                        "difference not separable from 0"),
+        # checks: true by construction or by a theorem; reported, not counted
         Claim("SRK-LMC needs two gradient evaluations per iteration, SRK-LD (Li et al. 2019) three",
               per_step["srk_lmc"], "<", per_step["srk_ld"], baseline="SRK-LD, counted in the same run",
-              metric="grad_U calls per step (counting wrapper)", paper="2 vs 3"),
+              metric="grad_U calls per step (counting wrapper)", paper="2 vs 3", kind="check",
+              note="By construction of the tableaux; counted by a wrapper around grad_U."),
         Claim("Gaussian target: SRK-LMC has lower W2 than SRK-LD at equal gradient evaluations",
-              gauss["srk_lmc"][ig], "<", gauss["srk_ld"][ig], baseline=f"SRK-LD at {GAUSS_HEADLINE:g} grads/unit time",
-              metric=f"stationary W2, SRK-LMC at {GAUSS_HEADLINE:g} grads/unit time", note=gauss_note),
-        Claim("Gaussian target: SRK-LD has lower W2 than ULA at equal gradient evaluations",
-              gauss["srk_ld"][ig], "<", gauss["ula"][ig], baseline=f"ULA at {GAUSS_HEADLINE:g} grads/unit time",
-              metric="stationary W2, SRK-LD", note=gauss_note),
-        Claim("Non-log-concave target: SRK-LMC has lower W2 than SRK-LD at equal gradient evaluations",
-              mix["srk_lmc"][im], "<", mix["srk_ld"][im], baseline=f"SRK-LD at {MIX_HEADLINE:.3g} grads/unit time",
-              metric="W2 per coordinate, SRK-LMC", note=mix_note),
-        Claim("Non-log-concave target: SRK-LD has lower W2 than ULA at equal gradient evaluations",
-              mix["srk_ld"][im], "<", mix["ula"][im], baseline=f"ULA at {MIX_HEADLINE:.3g} grads/unit time",
-              metric="W2 per coordinate, SRK-LD", note=mix_note),
-        Claim("SRK-LMC has strong order 1.5", slopes["srk_lmc"], "in", (1.25, 1.75), baseline="order 1.5 band",
-              metric="empirical strong-order slope, SRK-LMC", paper="1.5", note=band_note),
+              gauss["srk_lmc"][ig], "<", gauss["srk_ld"][ig], baseline=f"SRK-LD at {g_lbl}",
+              metric=f"stationary W2, SRK-LMC at {g_lbl}", note=same_map, kind="check"),
         Claim("ULA (the baseline) has strong order 1 for additive noise", slopes["ula"], "in", (0.75, 1.25),
-              baseline="order 1 band", metric="empirical strong-order slope, ULA", note=band_note),
+              baseline="order 1 band", metric="empirical strong-order slope, ULA", kind="check",
+              note="Euler-Maruyama has strong order 1 for additive noise (theorem). " + band_note),
+        Claim("Control: SRK-LMC with dZ replaced by h dW / 2 falls back to strong order 1", slopes["no_levy"], "in",
+              (0.75, 1.25), baseline="order 1 band", metric="empirical strong-order slope, no-dZ control",
+              kind="check", note="Dropping the part of dZ independent of dW breaks the order-1.5 conditions "
+                                 "(theorem); shows the slope estimate can tell 1 from 1.5. " + band_note),
     ]
 
     tables = {

@@ -215,12 +215,15 @@ def step_fn(method: str) -> Callable[..., np.ndarray]:
 # driver
 
 class GradCounter:
-    """Wraps ``grad_U``, counts its calls and checks the shape and finiteness of what it returns."""
+    """Wraps ``grad_U``, counts its calls and checks the shape and finiteness of what it returns.
+
+    ``step`` is the index of the step being taken (set by :func:`sample`), so that an error can name it.
+    """
 
     def __init__(self, grad_U: GradU) -> None:
         if not callable(grad_U):
             raise TypeError(f"grad_U must be callable (n, d) -> (n, d), got {type(grad_U).__name__}")
-        self.grad_U, self.calls = grad_U, 0
+        self.grad_U, self.calls, self.step = grad_U, 0, None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         g = np.asarray(self.grad_U(x), dtype=float)
@@ -228,6 +231,12 @@ class GradCounter:
             raise ValueError(f"grad_U returned shape {g.shape} for input of shape {x.shape}; "
                              "it must map (n, d) -> (n, d)")
         self.calls += 1
+        if not np.all(np.isfinite(g)):
+            where = "" if self.step is None else f" at step {self.step}"
+            bad = int(np.sum(~np.all(np.isfinite(g), axis=-1))) if g.ndim == 2 else "some"
+            raise ValueError(f"grad_U returned NaN or inf{where} (gradient call {self.calls}, {bad} chain(s)); "
+                             "the chains left the region where U is smooth: use a smaller step size h or check "
+                             "grad_U")
         return g
 
 
@@ -243,7 +252,7 @@ def sample(grad_U: GradU, x0: np.ndarray, h: float, n_steps: int, method: str = 
         n_steps: number of steps.
         method: ``"srk_lmc"`` (2 gradients/step), ``"srk_ld"`` (3) or ``"ula"`` (1).
         rng: Generator or int seed for the increments (ignored when ``noise`` is given).
-        thin: keep every ``thin``-th state.
+        thin: keep every ``thin``-th state (``1 <= thin <= n_steps``).
         noise: optional pre-drawn ``(dW, dZ)`` of shape ``(n_steps, n_chains, d)`` (e.g. from
             :func:`brownian_increments` or :func:`aggregate_increments`).
 
@@ -251,12 +260,19 @@ def sample(grad_U: GradU, x0: np.ndarray, h: float, n_steps: int, method: str = 
         ``(samples, n_grad_evals)``: states after steps ``thin, 2 thin, ...`` with shape
         ``(n_steps // thin, n_chains, d)``, and the number of ``grad_U`` calls (each on the whole batch, so it is
         also the number of gradient evaluations per chain).
+
+    Raises:
+        ValueError: on bad arguments (before any work), and as soon as ``grad_U`` returns NaN/inf or an iterate
+            becomes NaN/inf, naming the step (the chain diverged: reduce ``h``).
     """
     tableau = _check_method(method)
     h = _check_h(h)
     for name, v in (("n_steps", n_steps), ("thin", thin)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if thin > n_steps:
+        raise ValueError(f"thin={thin} is larger than n_steps={n_steps}, so no state would be kept; "
+                         f"use thin <= n_steps (thin=n_steps keeps only the last state)")
     x = np.array(x0, dtype=float)
     if x.ndim != 2 or x.size == 0:
         raise ValueError(f"x0 must have shape (n_chains, d), got {x.shape}; use x0[None, :] for one chain")
@@ -266,6 +282,8 @@ def sample(grad_U: GradU, x0: np.ndarray, h: float, n_steps: int, method: str = 
         dWs, dZs = (np.asarray(v, dtype=float) for v in noise)
         if dWs.shape != (n_steps,) + x.shape or dZs.shape != dWs.shape:
             raise ValueError(f"noise must be (dW, dZ) of shape {(n_steps,) + x.shape}, got {dWs.shape} and {dZs.shape}")
+        if not (np.all(np.isfinite(dWs)) and np.all(np.isfinite(dZs))):
+            raise ValueError("noise (dW, dZ) contains NaN or inf; draw it with brownian_increments")
     else:
         gen = _as_rng(rng)
     grad = GradCounter(grad_U)
@@ -276,7 +294,12 @@ def sample(grad_U: GradU, x0: np.ndarray, h: float, n_steps: int, method: str = 
             dW, dZ = dWs[n], dZs[n]
         else:
             dW, dZ = (v[0] for v in brownian_increments(gen, 1, x.shape, h))
+        grad.step = n + 1
         x = step(x, grad, h, dW, dZ)
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"{method} diverged at step {n + 1} of {n_steps} (h={h:g}): "
+                             f"{int(np.sum(~np.all(np.isfinite(x), axis=1)))} chain(s) hold NaN or inf; "
+                             "use a smaller step size h")
         if (n + 1) % thin == 0:
             out[(n + 1) // thin - 1] = x
     return out, grad.calls
