@@ -292,9 +292,14 @@ def test_reproduce_quick_is_well_formed():
 
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
-    assert len(out.claims) == 6
+    claims = [c for c in out.claims if c.kind == "claim"]
+    assert len(claims) == 4 and len(out.checks) == 5
     for c in out.claims:
-        assert math.isfinite(c.measured) and c.verdict in ("holds", "does not hold")
+        assert math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
+    assert all(c.falsifier.strip() for c in claims)
+    # checks hold by construction or by a theorem: lazy == greedy before any cap, min(1, cN) is the KL
+    # projection, the trigger bounds smoothness and projection frequency, the query model has slope -1/2
+    assert all(c.verdict == "holds" for c in out.checks), [(c.statement, c.measured) for c in out.checks]
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert set(out.figures) == {"training_error", "smoothness", "query_model"}
     assert out.tables["runs"] and out.tables["query_model"]
