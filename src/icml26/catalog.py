@@ -1,18 +1,18 @@
 """The catalogue of the 38 ICML 2026 papers (ids A01-A19, B01-B19; see ``abstracts.md``).
 
 Whether a paper is implemented is *computed*: it is implemented when its folder
-``icml26/<area>/<slug>/`` has a ``reproduce.py``. Unimplemented papers are listed as planned.
+``icml26/<area>/<slug>/`` has a ``reproduce.py``. Unimplemented papers are listed as planned. The check reads
+the file system only (no paper package, no torch is imported), so ``icml26 list`` starts fast.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
+from importlib.resources.abc import Traversable
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,13 @@ class Paper:
         return f"tests/{self.area}/test_{self.slug}.py"
 
     @property
+    def folder(self) -> Traversable:
+        """The paper's package folder inside the installed ``icml26`` (it may not exist: planned papers)."""
+        return resources.files("icml26").joinpath(self.area, self.slug)
+
+    @property
     def implemented(self) -> bool:
-        try:
-            return importlib.util.find_spec(self.module + ".reproduce") is not None
-        except ModuleNotFoundError:
-            return False
+        return self.folder.joinpath("reproduce.py").is_file()
 
     @property
     def status(self) -> str:
@@ -54,11 +56,16 @@ class Paper:
     @property
     def readme(self) -> str:
         """The paper folder's README (empty when planned)."""
-        spec = importlib.util.find_spec(self.module) if self.implemented else None
-        if spec is None or not spec.submodule_search_locations:
-            return ""
-        p = Path(list(spec.submodule_search_locations)[0]) / "README.md"
-        return p.read_text() if p.exists() else ""
+        p = self.folder.joinpath("README.md")
+        return p.read_text() if self.implemented and p.is_file() else ""
+
+    def testbeds(self, budget: str = "standard") -> tuple[str, ...]:
+        """Names of the trained testbeds its reproduction loads at ``budget`` (see ``testbeds.registry``)."""
+        from .testbeds.registry import BUDGETS, NEEDS
+
+        if budget not in BUDGETS:
+            raise ValueError(f"unknown budget {budget!r}; choose one of: {', '.join(BUDGETS)}")
+        return NEEDS.get(self.id, {}).get(budget, ())
 
 
 _P = Paper

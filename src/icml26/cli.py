@@ -1,55 +1,198 @@
-"""``icml26 list | show | reproduce | report`` (typer + rich)."""
+"""``icml26 list | show | prepare | reproduce | report`` (typer + rich).
+
+Start-up stays light: ``list``, ``show`` and every input error import neither torch nor any paper (whether a
+paper is implemented is read from the files on disk, see :mod:`icml26.catalog`). The runner, the report, the
+statistics and the testbeds are imported inside the commands that use them.
+
+Output: results on stdout; progress, log lines and errors on stderr. One line per job start and end, also
+when stderr is not a terminal (then a heartbeat line every 10 s while jobs run). Testbed builds log what they
+train and how far they are (logger ``icml26.testbeds``, shown at INFO by default); ``-v`` shows INFO logs of
+everything. Hugging Face's progress bars and advisory/deprecation warnings are silenced unless ``-v``.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
+import os
+import sys
+import threading
+import time
+import warnings
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
-from .catalog import PAPERS, get_paper, implemented
-from .harness.budget import Budget
-from .harness.report import build_report, claim_reference, fmt
-from .harness.runner import BACKENDS, run_reproductions, summarize_records
-from .harness.store import ResultStore, check_writable
+from . import __version__
+from .catalog import PAPERS, Paper, get_paper, implemented
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Working implementations of ICML 2026 papers, with reproductions that check their claims.")
-console = Console(width=None if Console().is_terminal else 140)  # wide tables when piped to a file or CI log
-err = Console(stderr=True)
+console = Console(width=None if Console().is_terminal else 160)  # wide tables when piped to a file or CI log
+err = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 160)
 VERDICT_STYLE = {"holds": "green", "does not hold": "red", "inconclusive": "yellow"}
+BUDGETS = ("quick", "standard", "full")  # = icml26.harness.Budget (not imported here: it pulls in scipy)
+HEARTBEAT_S = 10.0
+log = logging.getLogger("icml26.cli")
 
 
 def fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}")
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False)
     raise typer.Exit(code=2)
 
 
+def warn(msg: str) -> None:
+    err.print(f"[bold yellow]warning:[/] {escape(msg)}", highlight=False)
+
+
+# logging and third-party noise
+
+class _ConsoleHandler(logging.Handler):
+    """Log records as plain lines on the stderr console (printed above a live progress bar, not through it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            err.print(self.format(record), markup=False, highlight=False, soft_wrap=True)
+        except Exception:  # noqa: BLE001 - logging must never break a command
+            self.handleError(record)
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """INFO lines from ``icml26.testbeds`` (testbed builds) always; INFO from everything with ``verbose``."""
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if isinstance(h, _ConsoleHandler)]:
+        root.removeHandler(h)
+    h = _ConsoleHandler()
+    h.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    root.addHandler(h)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("icml26").setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("icml26.testbeds").setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    quiet_third_party(verbose)
+
+
+def quiet_third_party(verbose: bool = False) -> None:
+    """Silence Hugging Face's loading bars and advisory/deprecation warnings, here and in job processes.
+
+    Environment variables are read when ``transformers``/``huggingface_hub`` are imported, which happens
+    later (in this process or in a spawned job), so they cover both; ``setdefault`` leaves a user's own
+    settings alone. With ``verbose`` only the progress bars stay off.
+    """
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if verbose:
+        return
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
+    for cat in (FutureWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=cat)
+    if "transformers" in sys.modules:  # already imported: the environment came too late for it
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"icml26 {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="INFO logs of everything (default: testbed builds only)."),
+) -> None:
+    """Working implementations of ICML 2026 papers, with reproductions that check their claims."""
+    setup_logging(verbose)
+
+
+# input checks (no heavy imports)
+
+def out_path(out: str) -> Path:
+    """``--out`` as a Path; an empty value is refused (``Path("")`` would silently mean the current folder)."""
+    if not out or not out.strip():
+        fail("--out is empty; give a folder, e.g. --out runs")
+    return Path(out)
+
+
+def parse_budget(budget: str) -> str:
+    b = str(budget).strip().lower()
+    if b not in BUDGETS:
+        fail(f"unknown budget {budget!r}; choose one of: {', '.join(BUDGETS)}")
+    return b
+
+
+def resolve_papers(paper_ids: Optional[List[str]], all_: bool, *, default_all: bool = False) -> list[Paper]:
+    """Catalogue entries for the ids (case-insensitive, slugs too), each once, implemented ones only."""
+    if all_ and paper_ids:
+        fail("give paper ids or --all, not both")
+    if not paper_ids:
+        if all_ or default_all:
+            return implemented()
+        fail("give paper ids (e.g. `icml26 reproduce A03`) or --all")
+    papers: list[Paper] = []
+    for i in paper_ids or []:
+        try:
+            p = get_paper(i)
+        except (ValueError, TypeError) as e:
+            fail(str(e))
+        if p in papers:
+            warn(f"{p.id} is given more than once; it runs once")
+            continue
+        papers.append(p)
+    planned = [p.id for p in papers if not p.implemented]
+    if planned:
+        fail(f"{', '.join(planned)} {'is' if len(planned) == 1 else 'are'} planned, not implemented yet; "
+             f"implemented: {', '.join(p.id for p in implemented())}")
+    return papers
+
+
+# commands
+
 @app.command("list")
-def list_papers(out: Path = typer.Option(Path("runs"), help="Output folder to read last verdicts from.")) -> None:
-    """A table of the 38 papers: id, area, method, status, last verdict."""
-    last = {pid: summarize_records(recs)[pid] for pid, recs in ResultStore(out).latest_batches().items()}
+def list_papers(out: str = typer.Option("runs", help="Output folder to read last verdicts from.")) -> None:
+    """A table of the 38 papers: id, area, method, status, last verdict (claims and checks counted apart)."""
+    root = out_path(out)
+    last: dict[str, dict[str, Any]] = {}
+    if (root / "records").is_dir():  # reading records needs the statistics (scipy); skip when there are none
+        from .harness.runner import summarize_records
+        from .harness.store import ResultStore
+
+        last = {pid: summarize_records(recs)[pid] for pid, recs in ResultStore(root).latest_batches().items()}
     t = Table(title=f"icml26 — {len(implemented())} of {len(PAPERS)} papers implemented")
     for col in ("id", "area", "method", "status", "last verdict"):
         t.add_column(col)
     for p in PAPERS:
-        s = last.get(p.id)
-        if s is None:
-            verdict = "—"
-        elif s["crashed"] and not s["claims"]:
-            verdict = "[red]crashed[/]"
-        else:
-            counts: dict[str, int] = {}
-            for c in s["claims"]:
-                counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-            verdict = ", ".join(f"[{VERDICT_STYLE[v]}]{n} {v}[/]" for v, n in counts.items()) + f" ({s['budget']})"
-        t.add_row(p.id, p.area, p.method, "[green]implemented[/]" if p.implemented else "[dim]planned[/]", verdict)
+        t.add_row(p.id, p.area, p.method, "[green]implemented[/]" if p.implemented else "[dim]planned[/]",
+                  last_verdict(last.get(p.id)))
     console.print(t)
+
+
+def last_verdict(s: dict[str, Any] | None) -> str:
+    """``claims: 3 holds, 1 inconclusive; checks: 2 holds (standard, 3 seeds)``; ``—`` when never run."""
+    if s is None:
+        return "—"
+    if s["crashed"] and not s["claims"]:
+        return "[red]crashed[/]"
+    from .harness.stats import verdict_counts
+
+    counts = verdict_counts(s["claims"])
+    parts = []
+    for kind in ("claims", "checks"):
+        if counts[kind]:
+            parts.append(f"{kind}: " + ", ".join(f"[{VERDICT_STYLE.get(v, 'white')}]{n} {v}[/]"
+                                                 for v, n in counts[kind].items()))
+    n = len(s["seeds"])
+    crashed = f", {len(s['crashed'])} crashed" if s["crashed"] else ""
+    return "; ".join(parts) + f" ({s['budget']}, {n} seed{'s' if n != 1 else ''}{crashed})"
 
 
 @app.command()
@@ -57,8 +200,10 @@ def show(paper_id: str = typer.Argument(..., help="Paper id, e.g. A03.")) -> Non
     """Abstract, claims, where the code is, how to use it and how to reproduce it."""
     try:
         p = get_paper(paper_id)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         fail(str(e))
+    from rich.markdown import Markdown
+
     console.rule(f"[bold]{p.id} — {p.method}")
     console.print(f"[bold]Reference:[/] {p.reference}\n[bold]Area:[/] {p.area}   [bold]Status:[/] {p.status}")
     console.print(f"\n[bold]Headline claim:[/] {p.claim}\n\n[bold]Abstract[/]\n{p.abstract}\n")
@@ -66,9 +211,33 @@ def show(paper_id: str = typer.Argument(..., help="Paper id, e.g. A03.")) -> Non
         console.print(f"[dim]Planned: will live in {p.code_path}, tested in {p.test_path}.[/]")
         return
     console.print(f"[bold]Code:[/] {p.code_path}  ([bold]tests:[/] {p.test_path})")
+    needs = p.testbeds("standard")
+    if needs:
+        console.print(f"[bold]Trained testbeds (standard budget):[/] {', '.join(needs)} "
+                      f"(built once; `icml26 prepare {p.id}` pays that up front)")
     console.print(f"[bold]Reproduce:[/] icml26 reproduce {p.id} --budget standard --seeds 3\n")
     if p.readme:
         console.print(Markdown(p.readme))
+
+
+@app.command()
+def prepare(
+    paper_ids: Optional[List[str]] = typer.Argument(None, help="Paper ids (default: every implemented paper)."),
+    budget: str = typer.Option("standard", help="The budget whose testbeds to build: quick, standard or full."),
+) -> None:
+    """Build (train once, then cache) every testbed the given papers' reproductions need at BUDGET."""
+    b = parse_budget(budget)
+    papers = resolve_papers(paper_ids, False, default_all=True)
+    from .testbeds.registry import testbeds_for
+
+    needed = testbeds_for([p.id for p in papers], b)
+    if not needed:
+        console.print(f"Nothing to build: {', '.join(p.id for p in papers)} need{'s' if len(papers) == 1 else ''} "
+                      f"no trained testbed at the {b} budget.")
+        return
+    built = build_testbeds(needed, {p.id: p.testbeds(b) for p in papers})
+    console.print(f"Ready: {', '.join(t.name for t in needed)} "
+                  f"({len(built)} built now, {len(needed) - len(built)} already cached).")
 
 
 @app.command()
@@ -80,79 +249,271 @@ def reproduce(
     jobs: Optional[int] = typer.Option(None, help="Parallel jobs (default: number of cores)."),
     backend: str = typer.Option("local", help="local (process pool) or ray."),
     ray_address: Optional[str] = typer.Option(None, help="Join this Ray cluster instead of starting a local Ray."),
-    out: Path = typer.Option(Path("runs"), help="Output folder for run records, figures and the report."),
+    out: str = typer.Option("runs", help="Output folder for run records, figures and the report."),
     report: bool = typer.Option(True, help="Build the HTML report afterwards."),
 ) -> None:
     """Run reproductions, print claim vs measurement, and write the report."""
+    b = parse_budget(budget)
+    root = out_path(out)
+    if seeds < 1:
+        fail(f"--seeds must be >= 1, got {seeds}")
+    if jobs is not None and jobs < 1:
+        fail(f"--jobs must be >= 1, got {jobs}")
+    if backend not in ("local", "ray"):
+        fail(f"unknown backend {backend!r}; choose one of: local, ray")
+    papers = resolve_papers(paper_ids, all_)
+    from .harness.store import check_writable
+
     try:
-        b = Budget.parse(budget)
-        if seeds < 1:
-            raise ValueError(f"--seeds must be >= 1, got {seeds}")
-        if jobs is not None and jobs < 1:
-            raise ValueError(f"--jobs must be >= 1, got {jobs}")
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-        if all_ and paper_ids:
-            raise ValueError("give paper ids or --all, not both")
-        if not all_ and not paper_ids:
-            raise ValueError("give paper ids (e.g. `icml26 reproduce A03`) or --all")
-        papers = implemented() if all_ else [get_paper(i) for i in paper_ids or []]
-        planned = [p.id for p in papers if not p.implemented]
-        if planned:
-            raise ValueError(f"{', '.join(planned)} {'is' if len(planned) == 1 else 'are'} planned, not implemented yet; "
-                             f"implemented: {', '.join(p.id for p in implemented())}")
-        check_writable(out)
+        check_writable(root)
     except ValueError as e:
         fail(str(e))
-    logging.basicConfig(level=logging.WARNING)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False) as progress:
-        task = progress.add_task(f"reproducing ({b.value})", total=None)
+    if backend == "local" or not ray_address:  # jobs on this machine share its testbed cache: fill it first
+        from .testbeds.registry import testbeds_for
 
-        def on_start(total: int) -> None:
-            progress.update(task, total=total)
-
-        def on_done(rec: dict) -> None:
-            mark = "ok" if rec["status"] == "ok" else "[red]crashed[/]"
-            progress.console.print(f"  {rec['paper']} seed {rec['seed']}: {mark} ({rec['wall_time']:.1f} s)")
-            progress.advance(task)
-
-        result = run_reproductions([p.id for p in papers], b, seeds, jobs=jobs, backend=backend, out=out,
-                                   ray_address=ray_address, on_start=on_start, on_done=on_done)
+        needed = testbeds_for([p.id for p in papers], b)
+        if needed:
+            build_testbeds(needed, {p.id: p.testbeds(b) for p in papers})
+    result = run_with_progress([p.id for p in papers], b, seeds, jobs, backend, root, ray_address)
     print_claims(result.summaries())
     if report:
-        console.print(f"\nReport: {build_report(out).resolve()}")
+        from .harness.report import build_report
+
+        console.print(f"\nReport: {build_report(root).resolve()}")
     if result.crashed:
         for r in result.crashed:
-            err.print(f"[red]{r['paper']} seed {r['seed']} crashed:[/]\n{r['error']}")
+            err.print(f"[red]{r['paper']} seed {r['seed']} crashed:[/]\n{escape(str(r['error']))}", highlight=False)
         raise typer.Exit(code=1)
 
 
 @app.command("report")
-def report_cmd(out: Path = typer.Option(Path("runs"), help="Output folder holding run records.")) -> None:
+def report_cmd(out: str = typer.Option("runs", help="Output folder holding run records.")) -> None:
     """Build the static HTML report from the run records in OUT."""
-    if not (out / "records").is_dir():
-        fail(f"no run records in {str(out)!r}; run `icml26 reproduce ... --out {out}` first")
+    root = out_path(out)
+    if not (root / "records").is_dir():
+        fail(f"no run records in {out!r}; run `icml26 reproduce ... --out {out}` first")
+    from .harness.report import build_report
+    from .harness.store import check_writable
+
     try:
-        check_writable(out)
+        check_writable(root)
     except ValueError as e:
         fail(str(e))
-    console.print(f"Report: {build_report(out).resolve()}")
+    console.print(f"Report: {build_report(root).resolve()}")
+
+
+# testbeds
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+def build_testbeds(needed: list, users: dict[str, tuple[str, ...]]) -> list:
+    """Build the testbeds in ``needed`` that are not cached, stating the one-time cost first, with a progress
+    bar (terminal) or log lines at least every 10 s (otherwise). Returns the testbeds built now."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .testbeds.cache import cache_root
+    from .testbeds.progress import listening
+
+    todo = [t for t in needed if not t.is_cached()]
+    t = Table(title="Trained testbeds", title_justify="left")
+    for col in ("testbed", "what", "needed by", "status"):
+        t.add_column(col)
+    for tb in needed:
+        by = ", ".join(pid for pid, names in users.items() if tb.name in names)
+        t.add_row(tb.name, tb.description, by,
+                  f"to build, ~{_duration(tb.est_cpu_s)} CPU" if tb in todo else "[green]cached[/]")
+    err.print(t)
+    if not todo:
+        return []
+    est = sum(tb.est_cpu_s for tb in todo)
+    err.print(f"One-time cost: {len(todo)} testbed{'s' if len(todo) > 1 else ''} to train, about {_duration(est)} "
+              f"of CPU on one idle core (more under load); cached afterwards under {cache_root()}.", highlight=False)
+    t0 = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, disable=not err.is_terminal) as progress:
+        bars: dict[str, Any] = {}
+
+        def on_step(name: str, done: int, total: int, message: str) -> None:
+            if name not in bars:
+                bars[name] = progress.add_task(message, total=total or None)
+            progress.update(bars[name], completed=done, total=total or None, description=message)
+
+        with listening(on_step):
+            for i, tb in enumerate(todo, 1):
+                err.print(f"[{i}/{len(todo)}] building {tb.name} ({tb.description})", highlight=False)
+                try:
+                    tb.build()
+                except Exception as e:  # noqa: BLE001 - say which testbed failed, then stop
+                    err.print(f"[bold red]error:[/] building testbed {tb.name} failed: {escape(f'{type(e).__name__}: {e}')}")
+                    raise typer.Exit(code=1) from None
+    err.print(f"Built {len(todo)} testbed{'s' if len(todo) > 1 else ''} in {_duration(time.perf_counter() - t0)}.")
+    return todo
+
+
+# running jobs
+
+def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None, backend: str, out: Path,
+                      ray_address: str | None) -> Any:
+    """Run the jobs with one line per job start and end (terminal or not), a bar on a terminal, and a heartbeat
+    line every 10 s when stderr is not a terminal.
+
+    Start lines follow the order in which the local runner hands jobs out (paper by paper, seeds in order, at
+    most ``jobs`` at once), which is the order its process pool starts them; Ray schedules on its own, so there
+    only the end lines are exact.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .harness.runner import run_reproductions
+
+    plan = [(pid, s) for pid in ids for s in range(seeds)]
+    width = max(1, min(jobs or os.cpu_count() or 1, len(plan)))
+    lock = threading.Lock()
+    state: dict[str, Any] = {"started": 0, "done": set(), "last": time.monotonic(), "t0": time.monotonic()}
+    stop = threading.Event()
+
+    def say(msg: str) -> None:
+        err.print(msg, highlight=False)
+        state["last"] = time.monotonic()
+
+    def start_more() -> None:
+        if backend != "local":
+            return
+        while state["started"] < min(len(plan), len(state["done"]) + width):
+            pid, s = plan[state["started"]]
+            state["started"] += 1
+            say(f"  start {pid} seed {s} ({state['started']}/{len(plan)})")
+
+    def heartbeat() -> None:
+        while not stop.wait(1.0):
+            with lock:
+                if time.monotonic() - state["last"] >= HEARTBEAT_S:
+                    running = [f"{p} seed {s}" for p, s in plan[:state["started"]] if (p, s) not in state["done"]]
+                    where = f"; running: {', '.join(running)}" if running else ""
+                    say(f"  ... {len(state['done'])}/{len(plan)} jobs done, "
+                        f"{time.monotonic() - state['t0']:.0f} s elapsed{where}")
+
+    err.print(f"Running {len(plan)} job{'s' if len(plan) != 1 else ''} ({', '.join(ids)} × {seeds} "
+              f"seed{'s' if seeds != 1 else ''}, {budget} budget), {width} at a time on {backend}.", highlight=False)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, disable=not err.is_terminal) as progress:
+        task = progress.add_task(f"reproducing ({budget})", total=len(plan))
+
+        def on_start(total: int) -> None:
+            with lock:
+                progress.update(task, total=total)
+                state["t0"] = time.monotonic()
+                start_more()
+
+        def on_done(rec: dict) -> None:
+            with lock:
+                state["done"].add((rec["paper"], rec["seed"]))
+                mark = "ok" if rec["status"] == "ok" else "[red]crashed[/]"
+                wall = rec.get("wall_time")
+                say(f"  done  {rec['paper']} seed {rec['seed']}: {mark} "
+                    f"({wall:.1f} s) ({len(state['done'])}/{len(plan)})" if wall is not None else
+                    f"  done  {rec['paper']} seed {rec['seed']}: {mark}")
+                progress.advance(task)
+                start_more()
+
+        beat = threading.Thread(target=heartbeat, daemon=True)
+        if not err.is_terminal:
+            beat.start()
+        try:
+            return run_reproductions(ids, budget, seeds, jobs=jobs, backend=backend, out=out, ray_address=ray_address,
+                                     on_start=on_start, on_done=on_done)
+        except ValueError as e:
+            fail(str(e))
+        finally:
+            stop.set()
+
+
+# the claims table
+
+def _n(x: Any) -> str:
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return "—" if x is None else str(x)
+    return f"{f:.4g}" if math.isfinite(f) else "—"
+
+
+def _finite(*xs: Any) -> bool:
+    try:
+        return all(x is not None and math.isfinite(float(x)) for x in xs)
+    except (TypeError, ValueError):
+        return False
+
+
+def measured_cell(c: dict[str, Any]) -> str:
+    """The measurement with its interval over seeds; ``n = 1`` (not a degenerate ``[x, x]``) for one seed, and
+    ``n_finite/n seeds finite`` when some seed gave no finite number."""
+    n = int(c.get("n_seeds", 1) or 1)
+    n_fin = int(c.get("n_finite", n) if c.get("n_finite") is not None else n)
+    s = _n(c.get("measured"))
+    ci = c.get("measured_ci") or []
+    if n_fin < n:
+        return f"{s} ({n_fin}/{n} seeds finite)"
+    if n >= 2 and len(ci) == 2 and _finite(*ci) and ci[0] != ci[1]:
+        s += f" [{_n(ci[0])}, {_n(ci[1])}]"
+    elif n >= 2:
+        s += " (equal on every seed)"
+    s += f", n = {n}"
+    pci = c.get("paired_ci")
+    if n == 1 and pci and len(pci) == 2 and _finite(*pci):
+        s += f"; per-instance Δ [{_n(pci[0])}, {_n(pci[1])}]"
+    return s
+
+
+def reference_cell(c: dict[str, Any]) -> str:
+    ref = c.get("reference")
+    if c.get("op") == "in" and isinstance(ref, (list, tuple)) and len(ref) == 2:
+        s = f"in [{_n(ref[0])}, {_n(ref[1])}]"
+    else:
+        s = f"{c.get('op', '?')} {_n(ref)}"
+        rci = c.get("reference_ci") or []
+        if len(rci) == 2 and _finite(*rci) and rci[0] != rci[1]:
+            s += f" [{_n(rci[0])}, {_n(rci[1])}]"
+    return s + (f" ({c['baseline']})" if c.get("baseline") else "")
+
+
+def _verdict(v: str) -> str:
+    return f"[{VERDICT_STYLE.get(v, 'white')}]{v}[/]"
 
 
 def print_claims(summaries: dict) -> None:
-    t = Table(title="Claims (verdicts computed from this run's measurements)", show_lines=True)
-    for col in ("paper", "claim", "paper's figure", "measured", "reference (baseline)", "verdict"):
-        t.add_column(col, overflow="fold")
+    """Claims (refutable, with their falsifiers) and checks (true by construction) in two tables, then the
+    verdict counts of each, counted apart."""
+    from .harness.stats import verdict_counts
+
+    claims = Table(title="Claims (verdicts computed from this run's measurements against same-run baselines)",
+                   show_lines=True)
+    for col in ("paper", "claim", "would not hold if", "paper's figure", "measured", "reference (baseline)", "verdict"):
+        claims.add_column(col, overflow="fold")
+    checks = Table(title="Checks (true by construction or by a theorem; reported, not counted as evidence)",
+                   show_lines=True)
+    for col in ("paper", "check", "measured", "reference", "verdict"):
+        checks.add_column(col, overflow="fold")
+    everything: list[dict[str, Any]] = []
     for pid, s in summaries.items():
         if s["crashed"]:
-            t.add_row(pid, f"crashed on seeds {s['crashed']}", "", "", "", "[red]crashed[/]")
+            claims.add_row(pid, f"crashed on seeds {s['crashed']}", "", "", "", "", "[red]crashed[/]")
         for c in s["claims"]:
-            ref = claim_reference(c) + (f" ({c['baseline']})" if c.get("baseline") else "")
-            v = c["verdict"]
-            t.add_row(pid, c["statement"], c.get("paper") or "—", fmt(c["measured"], c.get("measured_ci")), ref,
-                      f"[{VERDICT_STYLE[v]}]{v}[/]")
-    console.print(t)
+            everything.append(c)
+            if c.get("kind") == "check":
+                checks.add_row(pid, c["statement"], measured_cell(c), reference_cell(c), _verdict(c["verdict"]))
+            else:
+                claims.add_row(pid, c["statement"], c.get("falsifier") or "(not stated)", c.get("paper") or "—",
+                               measured_cell(c), reference_cell(c), _verdict(c["verdict"]))
+    console.print(claims)
+    if checks.row_count:
+        console.print(checks)
+    counts = verdict_counts(everything)
+    for kind in ("claims", "checks"):
+        total = sum(counts[kind].values())
+        detail = ", ".join(f"[{VERDICT_STYLE.get(v, 'white')}]{n} {v}[/]" for v, n in counts[kind].items()) or "none"
+        console.print(f"{kind.capitalize()}: {total} ({detail})")
 
 
 if __name__ == "__main__":  # pragma: no cover

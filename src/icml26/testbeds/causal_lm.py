@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 
 from .cache import cached_dir
 from .code_corpus import Split, corpus_texts
+from .progress import BuildProgress, build_phase
 
 log = logging.getLogger(__name__)
 EOS = "<eos>"
@@ -80,7 +80,8 @@ def train_tokenizer(cfg: TokenizerConfig = TokenizerConfig()):
     # crawl. Training on line pieces (newline kept at the start, so indentation merges are learned) is fast;
     # merges never span two lines, which costs little on code. Encoding still sees the raw text.
     pieces = (piece for text in corpus_texts("train", cfg.sample_bytes) for piece in re.split(r"(?=\n)", text) if piece)
-    tok.train_from_iterator(pieces, trainer=trainer)
+    with build_phase(log, f"tokenizer-{cfg.vocab_size}", f"training the byte-level BPE tokenizer (vocab {cfg.vocab_size})"):
+        tok.train_from_iterator(pieces, trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS)
 
 
@@ -119,25 +120,25 @@ def train_causal_lm(cfg: CausalLMConfig, tokenizer, out_dir: Path | None = None)
     model = build_model(cfg, len(tokenizer))
     model.config.eos_token_id = tokenizer.eos_token_id
     model.config.pad_token_id = tokenizer.eos_token_id
-    data = encode_split(tokenizer, "train", cfg.train_bytes)
+    with build_phase(log, cfg.name, f"tokenizing {cfg.train_bytes / 1e6:.0f} MB of training text for {cfg.name}"):
+        data = encode_split(tokenizer, "train", cfg.train_bytes)
     g = torch.Generator().manual_seed(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps))))
     model.train()
-    t0 = time.perf_counter()
     offsets = torch.arange(cfg.seq_len + 1)
-    for step in range(cfg.steps):
-        starts = torch.randint(0, len(data) - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
-        batch = data[starts[:, None] + offsets]
-        logits = model(input_ids=batch[:, :-1], use_cache=False).logits
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if step % 50 == 0 or step == cfg.steps - 1:
-            log.info("%s step %d/%d loss %.3f (%.0f s)", cfg.name, step, cfg.steps, loss.item(), time.perf_counter() - t0)
+    with BuildProgress(log, cfg.name, cfg.steps) as progress:
+        for step in range(cfg.steps):
+            starts = torch.randint(0, len(data) - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
+            batch = data[starts[:, None] + offsets]
+            logits = model(input_ids=batch[:, :-1], use_cache=False).logits
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            progress.update(step + 1, loss.detach())
     model.eval()
     if out_dir is not None:
         model.save_pretrained(out_dir, safe_serialization=True)

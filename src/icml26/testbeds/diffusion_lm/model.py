@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from torch import nn
 
 from ...harness.threads import limit_threads
 from ..cache import cached_dir
+from ..progress import BuildProgress
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +179,7 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMas
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 *
                                               (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
-    t0 = time.perf_counter()
-    with limit_threads(2):
+    with limit_threads(2), BuildProgress(log, dlm_name(cfg), cfg.steps) as progress:
         model.train()
         for step in range(cfg.steps):
             idx = torch.randint(0, len(seqs), (cfg.batch_size,), generator=gen)
@@ -190,9 +189,14 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMas
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            if step % 250 == 0 or step == cfg.steps - 1:
-                log.info("dlm %s step %d loss %.4f (%.1fs)", cfg.task, step, loss.item(), time.perf_counter() - t0)
+            progress.update(step + 1, loss.detach())
     return model.eval()
+
+
+def dlm_name(cfg: DLMTrainConfig) -> str:
+    """Short name of a trained testbed model in progress lines: ``dlm-<task>``, plus ``-custom`` when the recipe
+    differs from the default one."""
+    return f"dlm-{cfg.task}" + ("" if cfg == DLMTrainConfig(task=cfg.task) else "-custom")
 
 
 def load_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMaskedDiffusionLM:

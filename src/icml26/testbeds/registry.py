@@ -1,0 +1,136 @@
+"""Which trained testbeds each paper's reproduction needs, what each costs once, and how to build it.
+
+The single place that maps papers to trained testbed artefacts (``icml26 prepare`` builds them up front;
+``icml26 reproduce`` builds them before it starts its jobs, so the jobs find them cached). It is read from the
+reproductions' own ``load_causal_lm(...)`` / ``load_masked_diffusion_lm(...)`` calls and their per-budget
+sizes; ``tests/harness/test_cli_prepare.py`` checks it against those calls. Papers not listed need no trained
+testbed (their data are synthetic, bundled, or the standard library's source read directly).
+
+Importing this module is cheap: torch and the testbed modules load only when a testbed is checked or built.
+
+    >>> [t.name for t in testbeds_for(["B11"], "quick")]
+    ['toy-4L', 'toy-4L-v1024']
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+BUDGETS = ("quick", "standard", "full")
+
+
+@dataclass(frozen=True)
+class Testbed:
+    """A trained artefact shared by reproductions, cached on disk after its first build.
+
+    Attributes:
+        name: short name used in progress lines and in ``icml26 prepare`` (e.g. ``"toy-4L"``).
+        kind: ``"causal_lm"`` (a tiny Llama + its BPE tokenizer, ``testbeds.causal_lm``) or
+            ``"masked_diffusion_lm"`` (``testbeds.diffusion_lm``).
+        ref: the config: a ``CausalLMConfig`` constant's name in ``testbeds.causal_lm``, or the task of a
+            default ``DLMTrainConfig``.
+        description: what it is, in words.
+        est_cpu_s: approximate one-time build cost in CPU seconds on one core (measured as the time of a few
+            training steps scaled to the full step count, plus the tokenizer; see ``measure_step_cost``).
+    """
+
+    name: str
+    kind: str
+    ref: str
+    description: str
+    est_cpu_s: float
+
+    def config(self) -> Any:
+        if self.kind == "causal_lm":
+            from . import causal_lm
+
+            return getattr(causal_lm, self.ref)
+        from .diffusion_lm.model import DLMTrainConfig
+
+        return DLMTrainConfig(task=self.ref)
+
+    def cache_dirs(self) -> list[Path]:
+        """The cache folders this testbed's build fills (its tokenizer's too, for a causal LM)."""
+        from .cache import cache_root, config_hash
+
+        cfg = self.config()
+        if self.kind == "causal_lm":
+            return [cache_root() / "tokenizer" / config_hash(asdict(cfg.tokenizer)),
+                    cache_root() / "causal_lm" / config_hash(asdict(cfg))]
+        return [cache_root() / "masked_diffusion_lm" / config_hash(asdict(cfg))]
+
+    def is_cached(self) -> bool:
+        """Whether the artefact is already built (a completed cache folder; see ``testbeds.cache``)."""
+        return all((d / ".complete").exists() for d in self.cache_dirs())
+
+    def build(self) -> None:
+        """Build the artefact if it is not cached (a no-op when it is); progress goes to ``logging``."""
+        if self.kind == "causal_lm":
+            from .causal_lm import load_causal_lm
+
+            load_causal_lm(self.config())
+        else:
+            from .diffusion_lm.model import load_masked_diffusion_lm
+
+            load_masked_diffusion_lm(self.config())
+
+
+TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
+    Testbed("toy-4L", "causal_lm", "TOY_4L", "4-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 150.0),
+    Testbed("toy-8L", "causal_lm", "TOY_8L", "8-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 260.0),
+    Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 40.0),
+    Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 170.0),
+    Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 90.0),
+)}
+
+# paper id -> budget -> testbed names (read from each reproduce.py's loads and its per-budget sizes)
+_BOTH = ("standard", "full")
+NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "A15": {b: ("dlm-t1c",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
+    "A19": {"quick": ("toy-4L",), "standard": ("toy-4L",), "full": ("toy-8L",)},
+    "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full
+    "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("toy-4L", "toy-1L"), "full": ("toy-8L", "toy-1L")},
+    "B11": {b: ("toy-4L", "toy-4L-v1024") for b in BUDGETS},
+}
+
+
+def testbeds_for(paper_ids: Iterable[str], budget: str = "standard") -> list[Testbed]:
+    """The testbeds the given papers' reproductions load at ``budget``, each once, in first-use order."""
+    if budget not in BUDGETS:
+        raise ValueError(f"unknown budget {budget!r}; choose one of: {', '.join(BUDGETS)}")
+    names: list[str] = []
+    for pid in paper_ids:
+        for n in NEEDS.get(str(pid).upper(), {}).get(budget, ()):
+            if n not in names:
+                names.append(n)
+    return [TESTBEDS[n] for n in names]
+
+
+def measure_step_cost(testbed: Testbed, steps: int = 5) -> float:
+    """CPU seconds of ``steps`` training steps of ``testbed`` scaled to its full step count (for ``est_cpu_s``;
+    builds nothing, excludes the tokenizer). Run on an idle machine with ``OMP_NUM_THREADS=1``."""
+    import resource
+    from dataclasses import replace
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    cfg = testbed.config()
+    if testbed.kind == "causal_lm":
+        from .causal_lm import load_tokenizer, train_causal_lm
+
+        tok = load_tokenizer(cfg.tokenizer)
+        c0 = cpu()
+        train_causal_lm(replace(cfg, steps=steps, train_bytes=200_000), tok)
+    else:
+        from .diffusion_lm.model import train_masked_diffusion_lm
+
+        c0 = cpu()
+        train_masked_diffusion_lm(replace(cfg, steps=steps, pool_size=256))
+    return (cpu() - c0) / steps * cfg.steps
+
+
+__all__ = ["Testbed", "TESTBEDS", "NEEDS", "BUDGETS", "testbeds_for", "measure_step_cost"]
