@@ -3,6 +3,13 @@
 Artefacts live under ``$ICML26_CACHE`` (default ``~/.cache/icml26``) in ``<kind>/<hash of config>/``. They are
 built in a temporary folder and renamed into place (atomic), under a file lock so that two processes asking
 for the same artefact build it once.
+
+Integrity: when a build finishes, ``icml26_manifest.json`` (size and SHA-256 of every file) is written, then the
+``.complete`` marker, last. Every load checks the sizes (and, once per process, the hashes) against the manifest;
+a damaged artefact (a truncated ``model.safetensors``, a deleted file) is rebuilt, and :func:`load_cached` also
+rebuilds once when the loader itself fails on the files. When a damaged folder cannot be removed, the error
+names the folder to delete. Temporary build folders left behind by crashed builds are removed. Folders and files
+get the usual permissions (``0o777``/``0o666`` minus the umask), so a shared cache is readable by everyone.
 """
 
 from __future__ import annotations
@@ -10,17 +17,36 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MANIFEST = "icml26_manifest.json"
+COMPLETE = ".complete"
+CONFIG = "icml26_config.json"
+STALE_TMP_S = 3600.0  # a build folder untouched this long, whose build lock is free, is left from a crash
+_verified: dict[str, float] = {}  # folder -> manifest mtime whose hashes this process has checked
+
+
+class CacheError(RuntimeError):
+    """A cached artefact is damaged and could not be rebuilt; the message names the folder to delete."""
 
 
 def cache_root() -> Path:
     root = Path(os.environ.get("ICML26_CACHE") or Path.home() / ".cache" / "icml26")
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create the testbed cache folder {str(root)!r} ({e.strerror or e}); "
+                         "set ICML26_CACHE to a folder you can write") from None
     return root
 
 
@@ -41,27 +67,224 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# manifest
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*")
+                  if p.is_file() and p.name not in (MANIFEST, COMPLETE) and not p.name.startswith(f".{MANIFEST}."))
+
+
+def write_manifest(folder: Path) -> Path:
+    """Record size and SHA-256 of every file in ``folder`` (the manifest itself and the marker excepted)."""
+    entries = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _files(folder)}
+    path = folder / MANIFEST
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{MANIFEST}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps({"version": 1, "files": entries}, indent=1, sort_keys=True))
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)  # atomic: a concurrent reader sees no manifest or the whole one
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def manifest_problem(folder: Path, check_hashes: bool = True) -> str | None:
+    """Why the artefact in ``folder`` is damaged (``None`` when it matches its manifest)."""
+    try:
+        files = json.loads((folder / MANIFEST).read_text())["files"]
+        if not isinstance(files, dict):
+            raise TypeError("files is not an object")
+    except FileNotFoundError:
+        return "no manifest"
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"unreadable manifest ({e})"
+    for rel, want in files.items():
+        p = folder / rel
+        try:
+            size = p.stat().st_size
+        except OSError:
+            return f"{rel} is missing"
+        if size != want.get("size"):
+            return f"{rel} has {size} bytes, the manifest says {want.get('size')} (truncated or overwritten)"
+    if check_hashes:
+        for rel, want in files.items():
+            if _sha256(folder / rel) != want.get("sha256"):
+                return f"{rel} does not match its SHA-256 in the manifest"
+    return None
+
+
+def _status(final: Path) -> str | None:
+    """``None`` when ``final`` holds a complete, intact artefact; else why not. A complete folder built before
+    manifests existed is adopted (its manifest written now); the loader-failure path of :func:`load_cached`
+    still catches it if it is damaged."""
+    if not (final / COMPLETE).exists():
+        return "absent" if not final.exists() else "incomplete"
+    if not (final / MANIFEST).exists():
+        try:
+            write_manifest(final)
+            log.info("adopted cached artefact %s (manifest written)", final)
+        except OSError:
+            return None  # read-only shared cache: nothing to check against, use as is
+    try:
+        mtime = (final / MANIFEST).stat().st_mtime
+    except OSError:
+        return "no manifest"
+    check = _verified.get(str(final)) != mtime
+    why = manifest_problem(final, check_hashes=check)
+    if why is None and check:
+        _verified[str(final)] = mtime
+    return why
+
+
+def _remove(folder: Path, why: str) -> None:
+    """Move a damaged artefact out of the way and delete it; ``CacheError`` naming it when that fails."""
+    _verified.pop(str(folder), None)
+    trash = folder.parent / f".{folder.name}.tmp-damaged-{os.getpid()}-{int(time.time())}"
+    try:
+        os.replace(folder, trash)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise CacheError(f"the cached artefact {str(folder)!r} is damaged ({why}) and could not be removed "
+                         f"({e.strerror or e}); delete that folder and run again") from None
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _try_lock(path: Path) -> Any:
+    """The open, exclusively locked lock file, or ``None`` when someone else holds the lock."""
+    try:
+        fh = open(path, "a")
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+def clean_stale_builds(kind_dir: Path, own: str | None = None, max_age_s: float = STALE_TMP_S) -> list[Path]:
+    """Remove temporary build folders left in ``kind_dir`` by crashed builds; returns what was removed.
+
+    A build folder ``.<hash>.tmp*`` is removed when it belongs to ``own`` (whose lock the caller holds, so no
+    build of it is running), or when it is older than ``max_age_s`` and its build lock is free.
+    """
+    removed = []
+    if not kind_dir.is_dir():
+        return removed
+    now = time.time()
+    for p in kind_dir.glob(".*.tmp*"):
+        if not p.is_dir():
+            continue
+        name = p.name[1:].split(".tmp", 1)[0]
+        try:
+            age = now - p.stat().st_mtime
+        except OSError:
+            continue
+        if name == own:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+        elif age > max_age_s:
+            fh = _try_lock(kind_dir / f".{name}.lock")
+            if fh is None:
+                continue  # a build of that artefact is running now
+            try:
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+            finally:
+                fh.close()
+    for p in removed:
+        log.info("removed stale temporary build folder %s", p)
+    return removed
+
+
+# main entry points
+
 def cached_dir(kind: str, config: Any, build: Callable[[Path], None]) -> Path:
     """Return the folder holding the artefact for ``config``, building it with ``build(tmp_dir)`` if absent.
 
     ``build`` writes everything into the folder it is given; the folder is renamed into place only when
-    ``build`` returns, so a crash never leaves a half-written artefact behind.
+    ``build`` returns, so a crash never leaves a half-written artefact behind. A damaged artefact (files that
+    do not match the manifest written at build time) is rebuilt.
     """
     final = cache_root() / kind / config_hash(config)
-    if (final / ".complete").exists():
+    why = _status(final)
+    if why is None:
         return final
     with file_lock(cache_root() / kind / f".{final.name}.lock"):
-        if (final / ".complete").exists():  # built by another process while we waited
+        why = _status(final)
+        if why is None:  # built by another process while we waited
             return final
+        if why not in ("absent",):
+            log.warning("cached %s artefact %s is damaged (%s); rebuilding it", kind, final, why)
+            _remove(final, why)
+        clean_stale_builds(final.parent, own=final.name)
         tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp"))
         try:
+            os.chmod(tmp, 0o777 & ~_umask())
             build(tmp)
-            (tmp / "icml26_config.json").write_text(json.dumps(config, sort_keys=True, indent=1, default=str))
-            (tmp / ".complete").touch()
+            (tmp / CONFIG).write_text(json.dumps(config, sort_keys=True, indent=1, default=str))
+            write_manifest(tmp)
+            (tmp / COMPLETE).touch()  # last: a folder with the marker is complete and has its manifest
             if final.exists():
                 shutil.rmtree(final)
             os.replace(tmp, final)
+            _verified[str(final)] = (final / MANIFEST).stat().st_mtime
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def load_cached(kind: str, config: Any, build: Callable[[Path], None], load: Callable[[Path], T]) -> T:
+    """``load(cached_dir(kind, config, build))``, rebuilding once when ``load`` fails on the cached files.
+
+    A file that matches its manifest can still be unreadable (a folder from before manifests, a library that
+    changed format); then the folder is removed, rebuilt and loaded again. If that fails too, a ``CacheError``
+    names the folder.
+    """
+    folder = cached_dir(kind, config, build)
+    seen = _mtime(folder / MANIFEST)
+    try:
+        return load(folder)
+    except Exception as e:  # noqa: BLE001 - any loader failure on cached files means a bad artefact
+        why = f"{type(e).__name__}: {e}"
+        log.warning("loading cached %s artefact %s failed (%s); rebuilding it", kind, folder, why)
+    with file_lock(folder.parent / f".{folder.name}.lock"):
+        if _mtime(folder / MANIFEST) == seen:  # not rebuilt by another process meanwhile
+            _remove(folder, why)
+    folder = cached_dir(kind, config, build)
+    try:
+        return load(folder)
+    except Exception as e:  # noqa: BLE001
+        raise CacheError(f"the cached {kind} artefact {str(folder)!r} cannot be loaded even after a rebuild "
+                         f"({type(e).__name__}: {e}); delete that folder and report the error") from e
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _umask() -> int:
+    from ..harness.store import _umask as umask
+
+    return umask()
+
+
+__all__ = ["cache_root", "config_hash", "file_lock", "cached_dir", "load_cached", "write_manifest",
+           "manifest_problem", "clean_stale_builds", "CacheError"]

@@ -1,0 +1,134 @@
+"""The testbed cache: damaged artefacts are detected and rebuilt, crashed builds cleaned, files shareable."""
+
+import os
+import stat
+import time
+
+import pytest
+
+from icml26.testbeds import cache
+from icml26.testbeds.cache import CacheError, cached_dir, clean_stale_builds, load_cached
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICML26_CACHE", str(tmp_path / "cache"))
+    cache._verified.clear()
+    yield tmp_path / "cache"
+    cache._verified.clear()
+
+
+def counting_build(counter, payload=b"x" * 1000):
+    def build(d):
+        counter.append(1)
+        (d / "model.bin").write_bytes(payload)
+    return build
+
+
+def test_builds_once_and_writes_manifest_last():
+    calls = []
+    d = cached_dir("toy", {"a": 1}, counting_build(calls))
+    assert (d / cache.MANIFEST).exists() and (d / cache.COMPLETE).exists()
+    assert cached_dir("toy", {"a": 1}, counting_build(calls)) == d
+    assert len(calls) == 1
+
+
+def test_truncated_file_is_detected_and_rebuilt(caplog):
+    calls = []
+    d = cached_dir("toy", {"a": 2}, counting_build(calls))
+    with open(d / "model.bin", "r+b") as f:
+        f.truncate(10)
+    cache._verified.clear()
+    d2 = cached_dir("toy", {"a": 2}, counting_build(calls))
+    assert d2 == d and len(calls) == 2
+    assert (d / "model.bin").stat().st_size == 1000
+    assert any("damaged" in m and str(d) in m for m in caplog.messages)
+
+
+def test_same_size_corruption_is_caught_by_the_hash():
+    calls = []
+    d = cached_dir("toy", {"a": 3}, counting_build(calls))
+    (d / "model.bin").write_bytes(b"y" * 1000)
+    cache._verified.clear()  # a new process checks hashes
+    cached_dir("toy", {"a": 3}, counting_build(calls))
+    assert len(calls) == 2 and (d / "model.bin").read_bytes() == b"x" * 1000
+
+
+def test_truncated_safetensors_rebuilds_through_the_loader_path():
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+
+    calls = []
+
+    def build(d):
+        calls.append(1)
+        save_file({"w": torch.arange(1000, dtype=torch.float32)}, d / "model.safetensors")
+
+    def load(d):
+        return load_file(d / "model.safetensors")["w"].clone()  # not a view of the mapped file
+
+    w = load_cached("toy_st", {"b": 1}, build, load)
+    d = cached_dir("toy_st", {"b": 1}, build)
+    # damage the file AND its manifest (as a folder from before manifests would be): only the loader notices
+    with open(d / "model.safetensors", "r+b") as f:
+        f.truncate(100)
+    (d / cache.MANIFEST).unlink()
+    cache._verified.clear()
+    w2 = load_cached("toy_st", {"b": 1}, build, load)
+    assert len(calls) == 2 and torch.equal(w, w2)
+
+
+def test_loader_that_always_fails_names_the_folder():
+    def load(d):
+        raise OSError("unreadable")
+
+    with pytest.raises(CacheError, match="delete that folder") as e:
+        load_cached("toy_bad", {"c": 1}, counting_build([]), load)
+    assert "toy_bad" in str(e.value)
+
+
+def test_stale_build_folders_are_cleaned(isolated_cache):
+    kind = isolated_cache / "toy"
+    kind.mkdir(parents=True)
+    old = kind / ".deadbeef00000000.tmpabc"
+    fresh = kind / ".cafebabe00000000.tmpdef"
+    for p in (old, fresh):
+        p.mkdir()
+        (p / "half.bin").write_bytes(b"1")
+    past = time.time() - 2 * cache.STALE_TMP_S
+    os.utime(old, (past, past))
+    removed = clean_stale_builds(kind)
+    assert removed == [old] and not old.exists() and fresh.exists()  # a young one may be a running build
+    # a build of any artefact also clears its own leftovers, whatever their age
+    own = kind / f".{cache.config_hash({'d': 1})}.tmpxyz"
+    own.mkdir()
+    cached_dir("toy", {"d": 1}, counting_build([]))
+    assert not own.exists()
+
+
+def test_stale_folder_with_a_held_lock_is_kept(isolated_cache):
+    kind = isolated_cache / "toy"
+    kind.mkdir(parents=True)
+    p = kind / ".0123456789abcdef.tmpq"
+    p.mkdir()
+    past = time.time() - 2 * cache.STALE_TMP_S
+    os.utime(p, (past, past))
+    with cache.file_lock(kind / ".0123456789abcdef.lock"):
+        # flock is per open file description: a second open in this process does not get it either
+        assert clean_stale_builds(kind) == []
+    assert p.exists()
+
+
+def test_cache_files_and_folders_are_world_readable():
+    old = os.umask(0o022)
+    try:
+        from icml26.harness import store
+
+        store._umask.cache_clear()
+        d = cached_dir("toy", {"e": 1}, counting_build([]))
+        assert stat.S_IMODE(d.stat().st_mode) == 0o755
+        for p in d.iterdir():
+            assert stat.S_IMODE(p.stat().st_mode) == 0o644, p
+    finally:
+        os.umask(old)
+        store._umask.cache_clear()
