@@ -71,6 +71,59 @@ def test_last_linear_closed_form_matches_vmap():
     torch.testing.assert_close(m, closed)
 
 
+class _HeadFirst(nn.Module):
+    """The output layer is registered BEFORE the body: the last registered Linear is body[2], not the head."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(7, 3)
+        self.body = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 7), nn.Tanh())
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def test_last_linear_refuses_ambiguous_registration_order_and_takes_explicit_layer():
+    torch.manual_seed(0)
+    model = _HeadFirst().double()
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    x, y = torch.randn(6, 5, dtype=torch.float64), torch.randint(0, 3, (6,))
+    with pytest.raises(ValueError, match="ambiguous.*params=model"):
+        mimic_scores(model, ref, x, y, params="last_linear")
+    with pytest.raises(ValueError, match="ambiguous"):
+        GradMimic(model, ref, params="last_linear")
+    # the output layer given explicitly: the closed form of the head's score
+    m = mimic_scores(model, ref, x, y, params=model.head)
+    with torch.no_grad():
+        h = model.body(x)
+        closed = last_linear_mimic_scores(h, model(x), y, ref.head.weight - model.head.weight,
+                                          ref.head.bias - model.head.bias)
+    torch.testing.assert_close(m, closed)
+    torch.testing.assert_close(m, mimic_scores(model, ref, x, y, params=["head.weight", "head.bias"]))
+    assert GradMimic(model, ref, params=model.head).names == ["head.weight", "head.bias"]
+
+
+def test_last_linear_resolution_rules():
+    from icml26.data.grad_mimic.mimic import _select_params
+
+    seq = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Sequential(nn.Linear(7, 7), nn.Linear(7, 3)))
+    assert _select_params(seq, "last_linear") == ["2.1.weight", "2.1.bias"]  # end of the Sequential chain
+    one = nn.Sequential(nn.Conv1d(1, 2, 3), nn.Flatten(), nn.Linear(6, 3), nn.Softmax(-1))
+    assert _select_params(one, "last_linear") == ["2.weight", "2.bias"]      # the only Linear
+    tail = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3), nn.Dropout(0.1))
+    with pytest.raises(ValueError, match="ambiguous"):                      # ends in a non-Linear
+        _select_params(tail, "last_linear")
+    with pytest.raises(ValueError, match="no nn.Linear"):
+        _select_params(nn.Sequential(nn.Conv1d(1, 2, 3)), "last_linear")
+    with pytest.raises(ValueError, match="not a submodule"):
+        _select_params(seq, nn.Linear(7, 3))                                # a copy, not the model's layer
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        _select_params(seq, seq[1])                                         # Tanh has none
+
+
 def test_scale_invariance_sign_flip_and_zero_direction():
     model, ref, x, y = _pair(2)
     m = mimic_scores(model, ref, x, y)
@@ -211,8 +264,13 @@ def test_reproduce_quick_well_formed():
     from icml26.data.grad_mimic.reproduce import reproduce
 
     out = reproduce(Budget.QUICK, seed=0)
-    assert len(out.claims) == 4
+    assert len(out.claims) == 5 and not out.checks
     assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(c.falsifier.strip() for c in out.claims)
+    # the issue-9 baselines are measured in the same run
+    assert {"acc_reference", "acc_erm_pool_plus_clean"} <= set(out.metrics)
+    names = {r["method"] for r in out.tables["accuracy"]}
+    assert {"reference (clean 400)", "ERM on pool + clean ref set", "ERM"} <= names
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert "grad_mimic" in out.figures
     # robust by a wide margin at quick budget: mimic scores separate flipped labels

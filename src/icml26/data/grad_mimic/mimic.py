@@ -38,21 +38,53 @@ def _check_batch(x: Tensor, y: Tensor) -> None:
         raise ValueError("x contains NaN or inf; clean the inputs before scoring")
 
 
-def _select_params(model: nn.Module, params: str | Sequence[str]) -> list[str]:
+def _output_linear(model: nn.Module) -> str:
+    """Name of the model's output ``nn.Linear`` for ``params="last_linear"``, or a ValueError when that cannot be
+    told from the module tree. Registration order is not execution order (a head may be registered before the
+    body), so the last *registered* Linear is not trusted: the layer is taken only when it is the model's only
+    Linear, or the end of an ``nn.Sequential`` chain (whose registration order is its execution order)."""
+    linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise ValueError("params='last_linear' but the model has no nn.Linear; use params='all', the layer "
+                         "itself (params=model.head) or a list of parameter names")
+    if len(linears) == 1:
+        return linears[0]
+    name, mod = "", model
+    while isinstance(mod, nn.Sequential) and len(mod) > 0:
+        child, mod = list(mod.named_children())[-1]
+        name = f"{name}.{child}" if name else child
+    if isinstance(mod, nn.Linear):
+        return name
+    raise ValueError(
+        f"params='last_linear' is ambiguous: the model has {len(linears)} nn.Linear layers ({', '.join(linears)}) "
+        "and is not an nn.Sequential ending in one, so which of them produces the output cannot be told from "
+        "registration order. Pass the output layer explicitly: params=model.<head> (the module) or "
+        "params=['<head>.weight', '<head>.bias']")
+
+
+def _select_params(model: nn.Module, params: str | Sequence[str] | nn.Module) -> list[str]:
     """Names of the trainable parameters the score is computed on."""
     named = [n for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         raise ValueError("model has no trainable parameters; mimic scores need a parametric model")
+    if isinstance(params, nn.Module):
+        prefix = next((n for n, m in model.named_modules() if m is params), None)
+        if prefix is None:
+            raise ValueError(f"params is a {type(params).__name__} that is not a submodule of the model; pass the "
+                             "model's own layer (e.g. params=model.head), not a copy")
+        own = [f"{prefix}.{n}" if prefix else n for n, p in params.named_parameters(recurse=False) if p.requires_grad]
+        if not own:
+            raise ValueError(f"the layer {prefix or '(the model itself)'} has no trainable parameters of its own")
+        return own
     if params == "all":
         return named
     if params == "last_linear":
-        linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-        if not linears:
-            raise ValueError("params='last_linear' but the model has no nn.Linear; use params='all' or a list of names")
-        prefix = linears[-1] + "." if linears[-1] else ""
+        layer = _output_linear(model)
+        prefix = layer + "." if layer else ""
         return [n for n in named if n.startswith(prefix) and "." not in n[len(prefix):]]
     if isinstance(params, str):
-        raise ValueError(f"unknown params={params!r}; use 'all', 'last_linear' or a list of parameter names")
+        raise ValueError(f"unknown params={params!r}; use 'all', 'last_linear', a layer (nn.Module) of the model "
+                         "or a list of parameter names")
     missing = [n for n in params if n not in named]
     if missing or not params:
         raise ValueError(f"parameter names {missing or list(params)} not found among trainable parameters {named}")
@@ -60,7 +92,7 @@ def _select_params(model: nn.Module, params: str | Sequence[str]) -> list[str]:
 
 
 def per_sample_grads(model: nn.Module, x: Tensor, y: Tensor, loss_fn: LossFn = F.cross_entropy,
-                     params: str | Sequence[str] = "all") -> dict[str, Tensor]:
+                     params: str | Sequence[str] | nn.Module = "all") -> dict[str, Tensor]:
     """Per-sample gradients {name: Tensor[B, *param.shape]} of ``loss_fn(model(x_i), y_i)`` [A11].
 
     Vectorised with ``torch.func.vmap(grad(...))``: one batched call, no Python loop over samples. The model
@@ -91,12 +123,13 @@ def _direction(model: nn.Module, ref_model: nn.Module, names: list[str]) -> dict
 
 
 def mimic_scores(model: nn.Module, ref_model: nn.Module, x: Tensor, y: Tensor, loss_fn: LossFn = F.cross_entropy,
-                 params: str | Sequence[str] = "all") -> Tensor:
+                 params: str | Sequence[str] | nn.Module = "all") -> Tensor:
     """Mimic scores m_i = <-g_i, v> / ||v|| with v = theta_ref - theta, one per sample (Tensor[B]) [A11].
 
-    ``params``: ``"all"`` trainable parameters, ``"last_linear"`` (the last ``nn.Linear``; cheap and the
-    spec's default for large models) or a list of parameter names. When theta = theta_ref (v = 0) the scores
-    are 0, not NaN.
+    ``params``: ``"all"`` trainable parameters; a layer of the model (``params=model.head``: its own
+    parameters; the cheap choice for large models); ``"last_linear"`` (the output ``nn.Linear``, resolved only
+    when unambiguous: the model's only Linear or the end of an ``nn.Sequential``; otherwise a ValueError asks
+    for the layer); or a list of parameter names. When theta = theta_ref (v = 0) the scores are 0, not NaN.
     """
     names = _select_params(model, params)
     v = _direction(model, ref_model, names)
@@ -230,7 +263,8 @@ class GradMimic:
     """
 
     def __init__(self, model: nn.Module, ref_model: nn.Module, *, num_samples: int | None = None,
-                 temperature: float = 1.0, standardize: bool = True, params: str | Sequence[str] = "all",
+                 temperature: float = 1.0, standardize: bool = True,
+                 params: str | Sequence[str] | nn.Module = "all",
                  loss_fn: LossFn = F.cross_entropy) -> None:
         if not isinstance(model, nn.Module) or not isinstance(ref_model, nn.Module):
             raise TypeError("model and ref_model must be torch.nn.Module instances")
