@@ -17,11 +17,17 @@ import logging
 import math
 import os
 import platform
+import shlex
+import socket
+import subprocess
+import sys
 import time
 import traceback
 import uuid
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import lru_cache
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -29,7 +35,7 @@ from typing import Any, Callable, Iterable, Sequence
 from .budget import Budget
 from .outcome import Outcome, _num
 from .stats import aggregate_claims, aggregate_metrics
-from .store import ResultStore, atomic_write_bytes, check_writable
+from .store import ResultStore, atomic_write_bytes, check_writable, valid_records
 
 log = logging.getLogger(__name__)
 BACKENDS = ("local", "ray")
@@ -51,7 +57,7 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
     record: dict[str, Any] = {
         "run_id": run_id, "batch": job.batch, "paper": job.paper, "budget": job.budget, "seed": job.seed,
         "started": time.time(), "status": "ok", "error": None, "metrics": {}, "claims": [], "tables": {},
-        "figures": [], "wall_time": None, "env": _env(),
+        "figures": [], "wall_time": None, "env": {},
     }
     pngs: dict[str, bytes] = {}
     t0 = time.perf_counter()
@@ -69,6 +75,7 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
         for name, fig in outcome.figures.items():
             rel = f"figures/{job.paper}/{run_id}-{_safe(name)}.png"
             buf = io.BytesIO()
+            tidy_figure(fig)
             fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
             pngs[rel] = buf.getvalue()
             record["figures"].append({"name": name, "path": rel})
@@ -78,6 +85,10 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
         record["status"] = "error"
         record["error"] = traceback.format_exc()
         record["wall_time"] = time.perf_counter() - t0
+    try:
+        record["env"] = _env()  # after the run: it then knows the device torch used
+    except Exception:  # noqa: BLE001 - provenance is best effort, never a crash
+        pass
     return record, pngs
 
 
@@ -182,8 +193,10 @@ class BatchResult:
 
 
 def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per paper: its seeds, crashes, claims and metrics aggregated over seeds. A malformed record (not the shape
+    of a run record) is skipped with a warning, never a traceback."""
     by_paper: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
+    for r in valid_records(records):
         by_paper.setdefault(r["paper"], []).append(r)
     out = {}
     for paper, recs in by_paper.items():
@@ -221,19 +234,91 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     return out
 
 
-def _run_ray(todo: list[Job], collect: Callable, address: str | None, jobs: int) -> None:
+RAY_CONNECT_TIMEOUT_S = 10.0  # how long joining a Ray head may take before it is called unreachable
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # + empty SETTINGS
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``ray://host:port`` -> ``(host, port)``; ``ValueError`` otherwise."""
+    rest = address.strip()
+    if "://" in rest:
+        scheme, rest = rest.split("://", 1)
+        if scheme != "ray":
+            raise ValueError(f"--ray-address {address!r}: unknown scheme {scheme!r}; give host:port of the Ray head "
+                             "(e.g. 10.0.0.5:6379) or ray://host:10001 for Ray Client")
+    rest = rest.rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--ray-address {address!r} is not host:port; give the address printed by `ray start --head` "
+                         "(e.g. 10.0.0.5:6379), or leave it out to start a local Ray")
+    return host, int(port)
+
+
+def probe_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Fail fast, with a ``ValueError`` naming ``address``, when no Ray head answers there within ``timeout`` s.
+
+    ``ray.init(address=...)`` retries an unreachable head for minutes; this opens a TCP connection and checks
+    that the other side speaks gRPC (HTTP/2: it answers the client preface with a SETTINGS frame), as a Ray
+    head's GCS port and a Ray Client server do. ``"auto"`` and ``"local"`` are left to Ray.
+    """
+    if address in ("auto", "local"):
+        return
+    if not timeout > 0:
+        raise ValueError(f"the Ray connect timeout must be > 0 s, got {timeout}")
+    host, port = _split_address(address)
+    hint = "check the address (host:port printed by `ray start --head`), that the head is running and that the port is open"
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(_HTTP2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout("no answer")
+                sock.settimeout(left)
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except socket.timeout:
+        raise ValueError(f"cannot reach a Ray head at {address!r}: no answer within {timeout:g} s; {hint}") from None
+    except OSError as e:
+        raise ValueError(f"cannot reach a Ray head at {address!r} ({e.strerror or e}); {hint}") from None
+    if len(head) < 9 or head[3] != 0x04:  # byte 3 of an HTTP/2 frame header is its type; SETTINGS = 4
+        raise ValueError(f"something answers at {address!r} but it is not a Ray head (no gRPC handshake); give the "
+                         "GCS port of the head (default 6379) or ray://host:10001 for Ray Client")
+
+
+def _run_ray(todo: list[Job], collect: Callable, address: str | None, jobs: int,
+             connect_timeout: float | None = None) -> None:
+    """Run ``todo`` as Ray tasks. Joins ``address`` (probed first: an unreachable head is a ``ValueError`` within
+    ``connect_timeout`` s, default ``RAY_CONNECT_TIMEOUT_S`` or ``$ICML26_RAY_CONNECT_TIMEOUT``), else starts a local
+    Ray with ``jobs`` CPUs and shuts it down afterwards."""
     try:
         import ray
     except ImportError:
         raise ValueError("the ray backend needs Ray: pip install 'icml26[ray]'") from None
+    if connect_timeout is None:
+        raw = os.environ.get("ICML26_RAY_CONNECT_TIMEOUT", "")
+        try:
+            connect_timeout = float(raw) if raw.strip() else RAY_CONNECT_TIMEOUT_S
+        except ValueError:
+            raise ValueError(f"ICML26_RAY_CONNECT_TIMEOUT must be a number of seconds, got {raw!r}") from None
     started_here = not ray.is_initialized()
     if started_here:
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "ignore_reinit_error": True}
         if address:
+            probe_ray_address(address, connect_timeout)
             kwargs["address"] = address
         else:
             kwargs["num_cpus"] = jobs
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, TimeoutError, RuntimeError) as e:
+            where = f"the Ray head at {address!r}" if address else "a local Ray"
+            raise ValueError(f"could not start or join {where}: {e}") from None
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(run_job)
         pending = [remote.remote(job) for job in todo]
@@ -255,11 +340,123 @@ def _set_threads(n: int) -> None:
         pass
 
 
+_VERSIONED = ("icml26", "torch", "numpy", "scipy", "scikit-learn", "transformers", "matplotlib")
+
+
 def _env() -> dict[str, Any]:
+    """Provenance of one run, recorded in the worker that ran it: package versions, git commit of the code (when
+    it runs from a git checkout), the command line, the machine and the device torch used."""
+    from importlib import metadata
+
     from .. import __version__
 
-    return {"icml26": __version__, "python": platform.python_version(), "machine": platform.machine(),
-            "cpus": os.cpu_count()}
+    versions: dict[str, str | None] = {}
+    for dist in _VERSIONED:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    versions["icml26"] = __version__
+    return {"icml26": __version__, "python": platform.python_version(), "torch": versions["torch"],
+            "numpy": versions["numpy"], "versions": versions, "machine": platform.machine(), "cpus": os.cpu_count(),
+            "os": platform.platform(terse=True), "cpu_model": _cpu_model(), "device": _device(),
+            "git": _git_state(), "command": _command()}
+
+
+def _command() -> str | None:
+    """The command line that started this process (``icml26 reproduce ...``), program name without its folder;
+    ``None`` inside a Ray worker, whose own command line says nothing about the run."""
+    argv = list(sys.argv)
+    if not argv or not argv[0] or argv[0].endswith("default_worker.py"):
+        return None
+    prog = Path(argv[0]).name
+    if prog == "__main__.py":
+        prog = "python -m icml26"
+    return shlex.join([prog, *argv[1:]])
+
+
+@lru_cache(maxsize=1)
+def _git_state() -> dict[str, Any] | None:
+    """``{"commit": sha, "dirty": bool}`` of the checkout this package runs from, or ``None`` (installed wheel,
+    no git). Dirty means tracked files differ from the commit."""
+    here = Path(__file__).resolve().parent
+    root = next((d for d in (here, *here.parents) if (d / ".git").exists()), None)
+    if root is None:
+        return None
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": sha, "dirty": dirty} if sha else None
+
+
+@lru_cache(maxsize=1)
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _device() -> str:
+    """``cuda: <name>`` when the run had torch imported and a GPU visible, else ``cpu`` (torch is never imported
+    just to ask)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return f"cuda: {torch.cuda.get_device_name(0)}"
+    except Exception:  # noqa: BLE001
+        pass
+    return "cpu"
+
+
+def tidy_figure(fig: Any) -> None:
+    """Lay a figure out before it is saved: ``tight_layout`` (unless it uses constrained layout); x tick labels
+    that overlap are turned vertical; where tick labels still overlap only every k-th is shown."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            engine = fig.get_layout_engine()
+            constrained = engine is not None and "Constrained" in type(engine).__name__
+            relayout = (lambda: None) if constrained else fig.tight_layout
+            relayout()
+            renderer = fig.canvas.get_renderer()
+            fig.draw_without_rendering()
+            rotated = False
+            for ax in fig.axes:
+                if _overlapping(ax.get_xticklabels(), renderer, "x"):
+                    for t in ax.get_xticklabels():
+                        t.set_rotation(90)
+                        t.set_horizontalalignment("center")
+                    rotated = True
+            if rotated:
+                relayout()
+                fig.draw_without_rendering()
+            for ax in fig.axes:
+                for labels, axis in ((ax.get_xticklabels(), "x"), (ax.get_yticklabels(), "y")):
+                    step = 2
+                    while _overlapping(labels, renderer, axis) and step <= len(labels):
+                        for i, t in enumerate(labels):
+                            t.set_visible(i % step == 0)
+                        step += 1
+    except Exception as e:  # noqa: BLE001 - layout is cosmetic; never lose a figure over it
+        log.debug("could not tidy figure: %s", e)
+
+
+def _overlapping(labels: Sequence[Any], renderer: Any, axis: str) -> bool:
+    """Whether any two visible, non-empty tick labels overlap along ``axis``."""
+    boxes = [t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text().strip()]
+    if axis == "x":
+        spans = sorted((b.x0, b.x1) for b in boxes)
+    else:
+        spans = sorted((b.y0, b.y1) for b in boxes)
+    return any(a[1] > b[0] + 0.5 for a, b in zip(spans, spans[1:]))
 
 
 def _safe(name: str) -> str:
@@ -275,4 +472,5 @@ def _close(fig: Any) -> None:
         pass
 
 
-__all__ = ["Job", "run_job", "execute", "run_reproductions", "BatchResult", "summarize_records", "BACKENDS"]
+__all__ = ["Job", "run_job", "execute", "run_reproductions", "BatchResult", "summarize_records", "BACKENDS",
+           "probe_ray_address", "tidy_figure", "RAY_CONNECT_TIMEOUT_S"]

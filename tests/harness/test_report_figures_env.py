@@ -1,0 +1,40 @@
+"""Figures are laid out before saving (no overlapping tick labels) and records carry their provenance."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from icml26.harness.runner import _env, _overlapping, tidy_figure  # noqa: E402
+
+
+def test_crowded_tick_labels_no_longer_overlap():
+    fig, axes = plt.subplots(1, 2, figsize=(4, 2))
+    names = [f"configuration-{i}" for i in range(30)]
+    axes[0].bar(names, range(30))
+    axes[1].plot(range(30), range(30))
+    axes[1].set_yticks(range(0, 30, 1))
+    r = fig.canvas.get_renderer()
+    assert _overlapping(axes[0].get_xticklabels(), r, "x")  # the test would not mean anything otherwise
+    tidy_figure(fig)
+    r = fig.canvas.get_renderer()
+    for ax in axes:
+        assert not _overlapping(ax.get_xticklabels(), r, "x")
+        assert not _overlapping(ax.get_yticklabels(), r, "y")
+    plt.close(fig)
+
+
+def test_readable_figure_is_left_alone():
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot([0, 1, 2], [1, 0, 1])
+    tidy_figure(fig)
+    assert all(t.get_rotation() == 0 and t.get_visible() for t in ax.get_xticklabels())
+    plt.close(fig)
+
+
+def test_env_has_provenance():
+    env = _env()
+    for key in ("icml26", "python", "torch", "numpy", "machine", "cpus", "os", "device", "git", "command", "versions"):
+        assert key in env
+    assert env["device"] == "cpu" or env["device"].startswith("cuda")
+    assert env["command"] is None or "/" not in env["command"].split()[0]  # program name, not its folder
