@@ -165,7 +165,11 @@ class ContextualMNL(BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, offered: np.ndarray) -> "ContextualMNL":
-        """Fit on contexts ``X`` (T, d), choices ``y`` (T,) in {0 (no purchase), 1..n}, ``offered`` masks (T, n)."""
+        """Fit on contexts ``X`` (T, d), choices ``y`` (T,) in {0 (no purchase), 1..n}, ``offered`` masks (T, n).
+
+        Every item must have been offered at least once (ValueError otherwise): an item never offered has no
+        likelihood term, so its coefficients would be unidentified.
+        """
         X = check_matrix(X, "X")
         T, d = X.shape
         offered = np.asarray(offered)
@@ -181,6 +185,13 @@ class ContextualMNL(BaseEstimator):
         y = y.astype(int)
         if y.min() < 0 or y.max() > n:
             raise ValueError(f"choices must lie in 0..{n} (0 = no purchase), got range [{y.min()}, {y.max()}]")
+        never = np.nonzero(~S.any(axis=0))[0]
+        if never.size:
+            raise ValueError(f"item(s) {', '.join(str(i + 1) for i in never[:10])}"
+                             f"{' ...' if never.size > 10 else ''} (choice codes, 1..{n}) were never offered in "
+                             "the logged data, so their attraction cannot be estimated (it would stay at the "
+                             "starting value and a policy would offer them blindly); drop those columns from "
+                             "offered (and from the revenues) or log offers that include them")
         bought = y > 0
         if not np.all(S[np.nonzero(bought)[0], y[bought] - 1]):
             raise ValueError("some choices pick an item that was not in the offered set")
