@@ -98,6 +98,21 @@ def test_two_phase_profile_finds_planted_transition():
     assert prof["transition_layer"] == 3
     assert prof["sharpness"] > 0.9
     torch.testing.assert_close(prof["median_step"], s[:, 0])
+    # a planted transition that is not sharp: equal drops at every layer
+    smooth = two_phase_profile(torch.tensor([1.0, 0.5, 0.25, 0.125, 0.0625])[:, None].repeat(1, 9), c[:, :9])
+    assert smooth["sharpness"] < 0.5
+
+
+def test_two_phase_profile_ignores_layer_one():
+    # a huge s_1 (tiny embedding norm) must not become "the transition": statistics start at layer 2
+    s = torch.tensor([50.0, 1.0, 0.9, 0.05, 0.045, 0.04])[:, None].repeat(1, 20)
+    c = torch.tensor([math.nan, 0.0, 0.1, 0.6, 0.7, 0.8])[:, None].repeat(1, 20)
+    prof = two_phase_profile(s, c)
+    assert prof["transition_layer"] == 4 and prof["n_drops"] == 4
+    assert two_phase_profile(s, c, first_layer=1)["transition_layer"] == 2
+    # with only two drops left (L = 4), the larger always carries >= half: no sharpness statistic
+    four = two_phase_profile(s[:4], c[:4])
+    assert four["n_drops"] == 2 and math.isnan(four["sharpness"])
 
 
 # exit rules
@@ -156,6 +171,59 @@ def test_forward_decodes_each_token_at_its_exit_layer(model, ids):
     for b, t in [(0, 0), (1, 5), (2, 11)]:
         expect = ad.lens(hs[out.exit_layers[b, t], b, t])
         torch.testing.assert_close(out.logits[b, t], expect, rtol=1e-5, atol=1e-5)
+
+
+class _RowCounter:
+    """Counts the token-rows that pass through a module (forward hooks)."""
+
+    def __init__(self, modules):
+        self.calls = self.rows = 0
+        self.handles = [m.register_forward_hook(self._hook) for m in modules]
+
+    def _hook(self, mod, inp, out):
+        self.calls += 1
+        self.rows += inp[0].shape[:-1].numel()
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def test_forward_applies_the_head_once_per_token(model, ids):
+    base = GeometricEarlyExitLM(model)(ids)
+    ee = GeometricEarlyExitLM(model, _median_rule(base.trajectory))
+    head = _RowCounter([get_adapter(model).head])
+    try:
+        out = ee(ids)
+    finally:
+        head.remove()
+    assert (out.exit_layers < ee.num_layers).any()
+    assert head.calls == 1 and head.rows == ids.numel()
+
+
+def test_batched_generation_skips_exited_rows_and_counts_what_ran(model, ids):
+    traj = collect_trajectory(model, ids, with_lens=False)
+    ee = GeometricEarlyExitLM(model, _median_rule(traj, tau_cos=-1.0))
+    L, n = ee.num_layers, 6
+    blocks = _RowCounter(get_adapter(model).blocks)
+    try:
+        gen = ee.generate(ids, max_new_tokens=n)
+    finally:
+        blocks.remove()
+    dec = gen.exit_layers[:, 1:]
+    assert len(set(dec.flatten().tolist())) > 1                  # rows of one step exit at different layers
+    prefill = L * ids.numel()
+    assert blocks.rows - prefill == gen.block_rows == int(dec.sum())      # exited rows never run a block
+    assert gen.kv_rows == int((L - dec).sum())
+    kv = get_adapter(model).kv_cost()
+    e = gen.exit_layers.double()
+    expect = float((e.sum() + kv * (L - e).sum()) / (L * e.numel()))
+    assert gen.flops_fraction == pytest.approx(expect, rel=1e-12)
+    # skipping rows changes nothing else: each row decodes as it would alone
+    for b in range(ids.shape[0]):
+        alone = ee.generate(ids[b:b + 1], max_new_tokens=n)
+        assert torch.equal(alone.sequences[0], gen.sequences[b])
+        assert torch.equal(alone.exit_layers[0], gen.exit_layers[b])
 
 
 def test_disabled_generation_equals_hf_greedy(model, ids):
@@ -252,7 +320,21 @@ def test_bad_input_raises_clear_errors(ids):
     torch.manual_seed(0)
     nohid = _NoHidden(m.config).eval()
     with pytest.raises(ValueError, match="hidden states"):
-        GeometricEarlyExitLM(nohid)(ids)
+        collect_trajectory(nohid, ids)
+    inner = _llama()
+    backbone_forward = inner.model.forward
+
+    def no_hidden(*args, **kwargs):
+        kwargs.pop("output_hidden_states", None)
+        out = backbone_forward(*args, **kwargs)
+        out.hidden_states = None
+        return out
+
+    inner.model.forward = no_hidden
+    with pytest.raises(ValueError, match="hidden states"):
+        GeometricEarlyExitLM(inner)(ids)
+    with pytest.raises(ValueError, match="first_layer"):
+        two_phase_profile(torch.rand(4, 5), torch.rand(4, 5), first_layer=5)
     with pytest.raises(ValueError, match="tau_cos"):
         GeometricExitCriterion(0.1, 1.5)
     with pytest.raises(ValueError, match="tau_step"):
@@ -304,13 +386,27 @@ def test_quick_reproduction_is_well_formed():
 
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
-    assert len(out.claims) >= 8
+    claims = [c for c in out.claims if c.kind == "claim"]
+    assert len(claims) >= 8 and len(out.checks) >= 2
     for c in out.claims:
-        assert math.isfinite(c.measured), c.statement
-        assert c.verdict in ("holds", "does not hold")
+        assert c.verdict in ("holds", "does not hold", "inconclusive")
+        if c.kind == "claim":
+            assert c.falsifier.strip(), c.statement
+    by = {c.statement: c for c in out.claims}
+    sharp = by["The transition is sharp: one dominant drop in log step size"]
+    # 4 layers leave two drops after layer 1, so the sharpness statistic is undefined, never a free "holds"
+    assert out.metrics["num_layers"] == 4 and math.isnan(sharp.measured) and sharp.verdict == "inconclusive"
+    for c in out.claims:
+        if c is not sharp:
+            assert math.isfinite(c.measured), c.statement
+    # comparisons over many windows carry per-window paired differences
+    assert sum(c.paired is not None and len(c.paired) == 40 for c in claims) >= 7
     assert {"two_phase", "tradeoff", "overhead"} <= set(out.figures)
     assert out.metrics["accuracy_full_depth"] > 0.05          # far above chance (1/512)
     rows = {(r["target"], r["rule"]): r for r in out.tables["operating_points"]}
     assert rows[("agreement>=0.98", "static")]["flops_saved"] <= rows[("-", "oracle")]["flops_saved"] + 1e-9
     # the geometric test never touches the head: its overhead must not grow like the confidence test's
     assert out.metrics["overhead_growth_max_prob"] > 2.0
+    # generation counts what ran: block rows + K/V rows cover every decoded token at every layer
+    for g in out.tables["generation"]:
+        assert g["block_rows"] + g["kv_rows"] == 4 * 2 * (12 - 1)

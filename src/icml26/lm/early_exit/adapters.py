@@ -67,6 +67,11 @@ class CausalLMAdapter:
         raise NotImplementedError
 
     @property
+    def backbone(self) -> nn.Module:
+        """The model without its LM head (returns hidden states, never logits)."""
+        raise NotImplementedError
+
+    @property
     def num_layers(self) -> int:
         return len(self.blocks)
 
@@ -119,6 +124,10 @@ class LlamaAdapter(CausalLMAdapter):
         return self.model.model.layers
 
     @property
+    def backbone(self) -> nn.Module:
+        return self.model.model
+
+    @property
     def final_norm(self) -> nn.Module:
         return self.model.model.norm
 
@@ -161,6 +170,10 @@ class GPT2Adapter(CausalLMAdapter):
     @property
     def blocks(self) -> nn.ModuleList:
         return self.model.transformer.h
+
+    @property
+    def backbone(self) -> nn.Module:
+        return self.model.transformer
 
     @property
     def final_norm(self) -> nn.Module:

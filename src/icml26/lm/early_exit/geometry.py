@@ -88,8 +88,12 @@ def trajectory_geometry(hidden_states: Sequence[torch.Tensor] | torch.Tensor,
 
 
 @torch.no_grad()
-def residual_stream(model: nn.Module, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def residual_stream(model: nn.Module, input_ids: torch.Tensor, *,
+                    with_logits: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Raw residual stream h_0..h_L [L+1, B, T, d] and the model's own logits [B, T, V] from one forward pass.
+
+    With ``with_logits=False`` only the backbone runs (no LM head) and the logits are ``None``: the early-exit
+    wrapper applies the head itself, once per token, at each token's exit layer.
 
     Raises ``ValueError`` when the model does not return hidden states (``output_hidden_states`` unsupported).
     """
@@ -97,8 +101,9 @@ def residual_stream(model: nn.Module, input_ids: torch.Tensor) -> tuple[torch.Te
     input_ids = _validate_ids(input_ids, adapter.vocab_size)
     captured: list[torch.Tensor] = []
     hook = adapter.blocks[-1].register_forward_hook(lambda mod, inp, out: captured.append(out if torch.is_tensor(out) else out[0]))
+    net = model if with_logits else adapter.backbone
     try:
-        out = model(input_ids=input_ids, output_hidden_states=True, use_cache=False)
+        out = net(input_ids=input_ids, output_hidden_states=True, use_cache=False)
     except TypeError as err:
         raise ValueError(f"{type(model).__name__} does not support output_hidden_states; early exit needs the "
                          f"per-layer hidden states ({err})") from err
@@ -109,20 +114,21 @@ def residual_stream(model: nn.Module, input_ids: torch.Tensor) -> tuple[torch.Te
         raise ValueError(f"{type(model).__name__} returned no per-layer hidden states (got "
                          f"{None if hs is None else len(hs)}, expected {adapter.num_layers + 1}); early exit needs "
                          "a model that supports output_hidden_states=True")
-    return torch.stack([*hs[:-1], captured[-1]]), out.logits
+    return torch.stack([*hs[:-1], captured[-1]]), (out.logits if with_logits else None)
 
 
 @dataclass
 class Trajectory:
     """Everything an exit rule looks at, for a batch of token positions.
 
-    ``hidden`` [L+1, B, T, d] raw residual stream; ``logits`` [B, T, V] full-depth logits; ``step``, ``cos``
+    ``hidden`` [L+1, B, T, d] raw residual stream; ``logits`` [B, T, V] full-depth logits (``None`` when collected
+    with ``with_logits=False``); ``step``, ``cos``
     [L, B, T]; logit-lens statistics of h_1..h_L (row l-1 = layer l): ``layer_argmax``, ``max_prob``,
     ``entropy`` [L, B, T] (``None`` unless ``with_lens``). ``layer_argmax[-1]`` is the full-depth argmax.
     """
 
     hidden: torch.Tensor
-    logits: torch.Tensor
+    logits: torch.Tensor | None
     step: torch.Tensor
     cos: torch.Tensor
     layer_argmax: torch.Tensor | None = None
@@ -136,14 +142,19 @@ class Trajectory:
 
 @torch.no_grad()
 def collect_trajectory(model: nn.Module, input_ids: torch.Tensor, *, with_lens: bool = True,
-                       eps: float = 1e-6) -> Trajectory:
-    """Run ``model`` once at full depth and collect the trajectory geometry (+ logit-lens statistics) [A19]."""
+                       with_logits: bool = True, eps: float = 1e-6) -> Trajectory:
+    """Run ``model`` once at full depth and collect the trajectory geometry (+ logit-lens statistics) [A19].
+
+    ``with_lens`` decodes every layer through the head (what a confidence exit pays, O(dV) per layer);
+    ``with_logits=False`` runs the backbone only, so without the lens the head never runs.
+    """
     adapter = get_adapter(model)
-    hidden, logits = residual_stream(model, input_ids)
+    hidden, logits = residual_stream(model, input_ids, with_logits=with_logits)
     step, cos = trajectory_geometry(hidden, eps=eps)
     traj = Trajectory(hidden=hidden, logits=logits, step=step, cos=cos)
     if with_lens:
-        stats = [_lens_stats(adapter.lens(h).float()) for h in hidden[1:-1]] + [_lens_stats(logits.float())]
+        final = logits if logits is not None else adapter.lens(hidden[-1])
+        stats = [_lens_stats(adapter.lens(h).float()) for h in hidden[1:-1]] + [_lens_stats(final.float())]
         traj.layer_argmax, traj.max_prob, traj.entropy = (torch.stack(z) for z in zip(*stats))
     return traj
 
@@ -154,26 +165,38 @@ def _lens_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return arg, top.exp(), -(logp.exp() * logp).sum(-1)
 
 
-def two_phase_profile(step: torch.Tensor, cos: torch.Tensor) -> dict[str, torch.Tensor | int | float]:
+def two_phase_profile(step: torch.Tensor, cos: torch.Tensor, *, first_layer: int = 2) -> dict[str, torch.Tensor | int | float]:
     """Per-layer medians and quartiles of s_l and c_l, and the transition layer [A19].
 
-    The transition layer is l* = argmax_l [log med s_{l-1} - log med s_l] (the largest one-layer drop in log step
-    size; our choice); ``sharpness`` is that drop over the sum of all positive one-layer drops (1 = one step).
+    The transition statistics use layers l >= ``first_layer`` only (default 2): s_1 = ||Delta_1|| / ||h_0|| divides
+    by the norm of the token embedding, which in small models is tiny, so s_1 is huge and would make "the largest
+    drop" the trivial drop from layer 1 to layer 2 (our choice; c_1 is undefined anyway).
+
+    Transition layer l* = argmax_{l > first_layer} [log med s_{l-1} - log med s_l] (the largest one-layer drop in log
+    step size; our choice). ``sharpness`` is that drop over the sum of all positive one-layer drops (1 = a single
+    step); it is NaN when fewer than three drops exist (L - first_layer < 3): with two drops the larger one always
+    carries at least half of the decrease, so the statistic could not fail. ``n_drops`` says how many there were.
+    The medians are returned for every layer 1..L (row l-1 = layer l).
     """
     if step.shape != cos.shape or step.dim() < 2:
         raise ValueError("step and cos must share a shape [L, ...] with L >= 1")
+    if isinstance(first_layer, bool) or not isinstance(first_layer, int) or not 1 <= first_layer <= step.shape[0]:
+        raise ValueError(f"first_layer must be an int in 1..{step.shape[0]}, got {first_layer!r}")
     s = step.flatten(1).float()
     c = cos.flatten(1).float()
     q = torch.tensor([0.25, 0.5, 0.75])
     sq = torch.quantile(s, q, dim=1)
-    cq = torch.nanquantile(c, q, dim=1)
-    drops = -(sq[1].log().diff())                              # drop into layer l, l = 2..L
+    cq = torch.full_like(sq, math.nan)
+    if c.shape[0] > 1:
+        cq[:, 1:] = torch.nanquantile(c[1:], q, dim=1)         # c_1 is undefined
+    drops = -(sq[1, first_layer - 1:].log().diff())            # drop into layer l, l = first_layer+1..L
     if drops.numel() == 0:
-        transition, sharp = 1, float("nan")
+        transition, sharp = first_layer, float("nan")
     else:
-        transition = int(drops.argmax()) + 2
+        transition = int(drops.argmax()) + first_layer + 1
         pos = drops.clamp(min=0).sum()
-        sharp = float(drops.max().clamp(min=0) / pos) if pos > 0 else float("nan")
+        sharp = float(drops.max().clamp(min=0) / pos) if pos > 0 and drops.numel() >= 3 else float("nan")
     return {"median_step": sq[1], "q25_step": sq[0], "q75_step": sq[2],
             "median_cos": cq[1], "q25_cos": cq[0], "q75_cos": cq[2],
-            "transition_layer": transition, "sharpness": sharp}
+            "transition_layer": transition, "sharpness": sharp, "n_drops": int(drops.numel()),
+            "first_layer": first_layer}
