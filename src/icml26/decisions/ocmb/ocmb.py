@@ -15,7 +15,14 @@ Discovery", ICML 2026):
      backward: drop x from CMB if T _||_ x | CMB \\ {x}
    symmetry 'delete': keep x in MB[T] only if T in MB[x] ('add': the union);
 
-   orientation: x -> T iff x in MB[T], pi(x) < pi(T) and x in CandPa[T].
+   orientation: x -> T iff x in MB[T], pi(x) < pi(T), x in CandPa[T], and (spouse pruning, ours)
+                dep(T; x | E_T \\ {x}) with E_T = { z in MB[T] : pi(z) < pi(T) } (T's earlier blanket).
+
+Why the pruning: a spouse s (s -> c <- T) that precedes T is in MB[T], and when tau = 0 pads CandPa[T] with
+zero-score predecessors it can sit in CandPa[T]; the paper's rule would then orient s -> T. When pi is a
+topological order, E_T holds only non-descendants of T and contains Pa(T), so by the local Markov property
+T _||_ s | E_T \\ {s} for every non-parent s, while a true parent stays dependent on T given any set.
+With a d-separation oracle and any topological order whose CandPa[T] contains Pa(T), OCMB is then exact.
 
 Every conditioning set is a subset of CandNei[T] \\ {x}, so |S| <= |CandNei[T]| - 1 whatever the hub degree
 (and <= ``max_cond_size`` when set). The estimator measures both the number of distinct CI tests and the
@@ -32,12 +39,12 @@ import networkx as nx
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .ci import CallableTest, CITester, FisherZ, KnnCMI
+from .ci import CallableTest, CITester, DSeparation, FisherZ, KnnCMI
 from .ordering import check_order, eqvar_order, lingam_order, ols_parent_scores, oracle_order, random_order, \
     stein_order
 
 ORDERERS = ("eqvar", "lingam", "stein", "caps", "oracle", "random")
-CI_TESTS = ("fisherz", "knn_cmi")
+CI_TESTS = ("fisherz", "knn_cmi", "dsep")
 
 # helper functions
 
@@ -87,6 +94,26 @@ def constrained_iamb(target: int, candidates: np.ndarray, tester: CITester,
     return cmb
 
 
+def prune_spouses(adjacency: np.ndarray, blankets: list[np.ndarray], order: np.ndarray, tester: CITester,
+                  max_cond_size: int | None = None) -> np.ndarray:
+    """Keep x -> T only if dep(T; x | E_T \\ {x}), E_T = T's blanket members before T in ``order`` [B12, ours].
+
+    Edges whose conditioning set would exceed ``max_cond_size`` are kept untested. Returns a new matrix.
+    """
+    pos = np.empty(len(order), dtype=int)
+    pos[order] = np.arange(len(order))
+    out = adjacency.copy()
+    for t in range(len(order)):
+        earlier = [int(z) for z in blankets[t] if pos[z] < pos[t]]
+        for x in np.flatnonzero(adjacency[:, t]):
+            S = [z for z in earlier if z != x]
+            if max_cond_size is not None and len(S) > max_cond_size:
+                continue
+            if not tester.dependence(t, [int(x)], S)[1][0]:
+                out[x, t] = 0
+    return out
+
+
 def _check_X(X) -> np.ndarray:
     if isinstance(X, (str, bytes)) or not hasattr(X, "__len__"):
         raise TypeError(f"X must be a 2-D array-like of numbers, got {type(X).__name__}")
@@ -123,7 +150,8 @@ class OCMB(BaseEstimator):
         orderer: 'eqvar' | 'lingam' | 'stein' (alias 'caps') | 'oracle' (needs ``fit(..., true_adj=)``) |
             'random' | a callable ``f(X) -> order`` or ``-> (order, parent_scores)`` | an explicit order.
         ci_test: 'fisherz' (``alpha`` is a p-value level) | 'knn_cmi' (``alpha`` thresholds the CMI value,
-            as in the official code) | a callable ``f(X, i, j, S) -> p-value``.
+            as in the official code) | 'dsep' (d-separation oracle on ``fit(..., true_adj=)``, for checking
+            the algorithm) | a callable ``f(X, i, j, S) -> p-value``.
         max_parents: K, the size of CandPa.
         alpha: test level (Fisher-z / callable) or CMI threshold (kNN-CMI).
         k_mb: k of the kNN-CMI estimator.
@@ -131,6 +159,8 @@ class OCMB(BaseEstimator):
         spouse_closure: add the candidate parents of candidate children to CandNei.
         score_threshold: tau; candidates with P[i, j] < tau are never considered.
         max_cond_size: optional hard cap on |S| for every CI test.
+        prune_spouses: drop x -> T when x is independent of T given T's other earlier blanket members (our
+            fix for spouses padded into CandPa; ``False`` gives the paper's orientation rule as written).
         random_state: seed for the random orderer, DirectLiNGAM and tie-breaking.
 
     Attributes after ``fit``: ``order_``, ``parent_scores_``, ``cand_parents_`` (list of arrays),
@@ -142,7 +172,7 @@ class OCMB(BaseEstimator):
     def __init__(self, orderer: str | Callable | np.ndarray = "eqvar", ci_test: str | Callable = "fisherz",
                  max_parents: int = 10, alpha: float = 0.01, k_mb: int = 5, symmetry: str = "delete",
                  spouse_closure: bool = True, score_threshold: float = 0.0, max_cond_size: int | None = None,
-                 random_state: int | None = None):
+                 prune_spouses: bool = True, random_state: int | None = None):
         self.orderer = orderer
         self.ci_test = ci_test
         self.max_parents = max_parents
@@ -152,6 +182,7 @@ class OCMB(BaseEstimator):
         self.spouse_closure = spouse_closure
         self.score_threshold = score_threshold
         self.max_cond_size = max_cond_size
+        self.prune_spouses = prune_spouses
         self.random_state = random_state
 
     # validation
@@ -181,6 +212,8 @@ class OCMB(BaseEstimator):
         if self.max_cond_size is not None and (not isinstance(self.max_cond_size, Integral)
                                                or self.max_cond_size < 0):
             raise ValueError(f"max_cond_size must be None or an int >= 0, got {self.max_cond_size!r}")
+        if not isinstance(self.prune_spouses, (bool, np.bool_)):
+            raise TypeError(f"prune_spouses must be True or False, got {self.prune_spouses!r}")
 
     def _ordering(self, X: np.ndarray, true_adj: np.ndarray | None, rng: np.random.Generator):
         d = X.shape[1]
@@ -214,7 +247,8 @@ class OCMB(BaseEstimator):
     # fit
 
     def fit(self, X, y=None, true_adj=None) -> "OCMB":
-        """Learn the DAG of ``X`` (n_samples x n_variables). ``true_adj`` is only read by the oracle."""
+        """Learn the DAG of ``X`` (n_samples x n_variables). ``true_adj`` is only read by the oracle orderer
+        and the 'dsep' test."""
         X = _check_X(X)
         n, d = X.shape
         self._check_params(n)
@@ -222,6 +256,8 @@ class OCMB(BaseEstimator):
             true_adj = np.asarray(true_adj)
             if true_adj.shape != (d, d):
                 raise ValueError(f"true_adj must have shape ({d}, {d}), got {true_adj.shape}")
+        if self.ci_test == "dsep" and true_adj is None:
+            raise ValueError("ci_test='dsep' (the d-separation oracle) needs the true graph: call fit(X, true_adj=A)")
         rng = np.random.default_rng(self.random_state)
         timings = {}
 
@@ -241,6 +277,8 @@ class OCMB(BaseEstimator):
             test = FisherZ(X, self.alpha)
         elif self.ci_test == "knn_cmi":
             test = KnnCMI(X, self.alpha, self.k_mb)
+        elif self.ci_test == "dsep":
+            test = DSeparation(true_adj)
         else:
             test = CallableTest(self.ci_test, X, self.alpha)
         tester = CITester(test)
@@ -251,8 +289,14 @@ class OCMB(BaseEstimator):
         self.blankets_ = [np.flatnonzero(mb[t]) for t in range(d)]
         timings["blankets"] = time.perf_counter() - t0
 
-        # orientation: x -> T iff x in MB[T], x before T in pi, x in CandPa[T] (pa already implies "before")
-        self.adjacency_ = (mb.T & pa).astype(int)
+        # orientation: x -> T iff x in MB[T], x before T in pi, x in CandPa[T] (pa already implies "before"),
+        # then drop spouses: x -> T survives only if dep(T; x | T's other earlier blanket members)
+        t0 = time.perf_counter()
+        adjacency = (mb.T & pa).astype(int)
+        if self.prune_spouses:
+            adjacency = prune_spouses(adjacency, self.blankets_, self.order_, tester, self.max_cond_size)
+        self.adjacency_ = adjacency
+        timings["orientation"] = time.perf_counter() - t0
         self.n_ci_tests_ = tester.n_tests
         self.n_ci_calls_ = tester.n_calls
         self.max_cond_set_ = tester.max_cond

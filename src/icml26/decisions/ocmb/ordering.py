@@ -22,6 +22,8 @@ import networkx as nx
 import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 
+from ._extras import require
+
 # helper functions
 
 
@@ -75,8 +77,8 @@ def eqvar_order(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def lingam_order(X: np.ndarray, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """DirectLiNGAM's causal order (``lingam`` package) and OLS parent scores [B12]."""
-    import lingam
+    """DirectLiNGAM's causal order (``lingam`` package, in the ``causal`` extra) and OLS parent scores [B12]."""
+    lingam = require("lingam", "the 'lingam' orderer (DirectLiNGAM)")
 
     model = lingam.DirectLiNGAM(random_state=random_state).fit(X)
     order = np.asarray(model.causal_order_, dtype=int)
