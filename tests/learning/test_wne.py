@@ -315,8 +315,15 @@ def test_quick_reproduction_is_well_formed():
 
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
-    assert len(out.claims) >= 5
-    assert all(math.isfinite(c.measured) and c.holds is not None for c in out.claims)
+    claims = [c for c in out.claims if c.kind == "claim"]
+    assert len(claims) >= 5 and len(out.checks) >= 2
+    assert all(math.isfinite(c.measured) and c.falsifier for c in claims)
+    assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
+    # per-instance pairing over 3 test images x 1 noise draw at quick
+    assert all(len(c.paired) == 3 for c in claims if c.paired is not None)
+    # the NE identity is a check (true by construction), and it holds; the unwrapped control fails it
+    ne = next(c for c in out.checks if c.statement.startswith("NE identity"))
+    assert ne.verdict == "holds"
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert "psnr_vs_sigma" in out.figures and out.tables["psnr_vs_sigma"]
     assert out.metrics["ne_defect_wne"] < 1e-5 < out.metrics["ne_defect_ordinary"]

@@ -99,12 +99,13 @@ def train(model: nn.Module, pool: torch.Tensor, sz: Sizes, seed: int) -> list[fl
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, clean: torch.Tensor, noisy: dict[int, torch.Tensor]) -> dict[int, float]:
-    """Mean PSNR (dB) per test noise level over images x noise draws."""
+def evaluate(model: nn.Module, clean: torch.Tensor, noisy: dict[int, torch.Tensor]) -> dict[int, np.ndarray]:
+    """PSNR (dB) of every (image, noise draw) instance per test noise level; instances are aligned across
+    models (same images, same noise), so differences between models are paired."""
     model.eval()
     reps = len(next(iter(noisy.values()))) // len(clean)
     target = clean.repeat(reps, 1, 1, 1)
-    return {s: float(psnr(model(y), target).mean()) for s, y in noisy.items()}
+    return {s: psnr(model(y), target).numpy().astype(np.float64) for s, y in noisy.items()}
 
 
 # main function
@@ -121,12 +122,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     reps = clean.repeat(sz.noise_seeds, 1, 1, 1)
     noisy = {s: reps + s / 255 * torch.randn(reps.shape, generator=gen) for s in sz.sigmas_test}
 
-    curves, models = {}, {}
+    per_instance, curves, models = {}, {}, {}
     for name in sz.models:
         torch.manual_seed(seed)
         model = build(name, sz)
         losses = train(model, pool, sz, seed)
-        curves[name] = evaluate(model, clean, noisy)
+        per_instance[name] = evaluate(model, clean, noisy)
+        curves[name] = {s: float(v.mean()) for s, v in per_instance[name].items()}
         models[name] = model
         log.info("%s: final loss %.2e, PSNR %s", name, losses[-1], curves[name])
 
@@ -144,6 +146,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     # --- metrics
     mism = [s for s in sz.sigmas_test if s >= 2 * SIGMA_TRAIN]  # strong mismatch: 50, 75, 100
     mean_at = lambda name, ss: float(np.mean([curves[name][s] for s in ss]))  # noqa: E731
+    # per-instance PSNR averaged over the given sigmas: one number per (image, noise draw), paired across models
+    inst_at = lambda name, ss: np.mean([per_instance[name][s] for s in ss], axis=0)  # noqa: E731
     gap = {s: curves["wne"][s] - curves["ordinary"][s] for s in sz.sigmas_test}
     metrics: dict[str, float] = {f"psnr_{m}_s{s}": v for m, c in curves.items() for s, v in c.items()}
     metrics.update({f"gap_wne_minus_ordinary_s{s}": g for s, g in gap.items()})
@@ -154,47 +158,77 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     for name, model in models.items():
         metrics[f"ne_defect_{name}"] = ne_defect(model, probe, 2.0, 0.3)
 
-    # --- claims
+    # --- claims (refutable; paired over the 3 test images x noise draws) and checks (true by the theorem)
     ord_mism, wne_mism = mean_at("ordinary", mism), mean_at("wne", mism)
+    at_train = [SIGMA_TRAIN]
+    largest = max(sz.sigmas_test)
     claims = [
         Claim(statement="At the training noise level, wrapping costs at most 0.5 dB",
               measured=curves["wne"][SIGMA_TRAIN], op=">=", reference=curves["ordinary"][SIGMA_TRAIN] - 0.5,
               baseline="ordinary DnCNN PSNR at sigma_test = sigma_train, minus 0.5 dB", metric="WNE-DnCNN PSNR (dB)",
-              paper="WNE matches the baseline in distribution",
-              note="sigma_train = 25/255; 3 test images x noise draws; same batches for both models"),
+              paper="WNE matches the baseline in distribution (spec: within 0.5 dB)",
+              falsifier="WNE-DnCNN more than 0.5 dB below the ordinary DnCNN at sigma_test = sigma_train = 25/255",
+              paired=list(inst_at("wne", at_train) - (inst_at("ordinary", at_train) - 0.5)),
+              note="sigma_train = 25/255; 3 test images x noise draws (paired); same batches for both models"),
         Claim(statement="Wrapping improves robustness under noise-level mismatch (>= 1 dB at sigma_test >= 50)",
               measured=wne_mism, op=">=", reference=ord_mism + 1.0,
               baseline=f"ordinary DnCNN mean PSNR at sigma_test in {mism} plus 1 dB",
               metric=f"WNE-DnCNN mean PSNR (dB) at sigma_test in {mism}",
-              paper="WNE improves robustness under noise-level mismatch",
-              note="the spec's 1 dB margin; trained at 25/255 only"),
+              paper="WNE improves robustness under noise-level mismatch (no size; 1 dB is the spec's margin)",
+              falsifier=f"WNE-DnCNN's mean PSNR at sigma_test in {mism} less than 1 dB above the ordinary DnCNN's",
+              paired=list(inst_at("wne", mism) - (inst_at("ordinary", mism) + 1.0)),
+              note="the spec's 1 dB margin; trained at 25/255 only; paired over images x noise draws"),
         Claim(statement="The WNE advantage grows with the mismatch",
-              measured=gap[max(sz.sigmas_test)], op=">", reference=gap[SIGMA_TRAIN],
+              measured=gap[largest], op=">", reference=gap[SIGMA_TRAIN],
               baseline="PSNR gap (WNE - ordinary) at sigma_test = sigma_train",
-              metric=f"PSNR gap (WNE - ordinary) at sigma_test = {max(sz.sigmas_test)}/255"),
+              metric=f"PSNR gap (WNE - ordinary) at sigma_test = {largest}/255",
+              falsifier=f"gap (WNE - ordinary) at sigma_test = {largest}/255 at or below the gap at sigma_train",
+              paired=list((per_instance["wne"][largest] - per_instance["ordinary"][largest])
+                          - (per_instance["wne"][SIGMA_TRAIN] - per_instance["ordinary"][SIGMA_TRAIN]))),
         Claim(statement="The wrapper adds no measurable runtime overhead",
               measured=overhead, op="<", reference=sz.overhead_bound,
               baseline=f"bound {sz.overhead_bound:.0%} on median(t_wrapped)/median(t_backbone) - 1",
               metric="relative overhead of the wrapper (CPU)", paper="no measurable GPU overhead",
+              falsifier=f"median wrapped forward time {sz.overhead_bound:.0%} or more above the bare backbone's",
               note=f"{sz.time_iters} interleaved (ABAB) forward passes on 1x1x{sz.time_size}x{sz.time_size}; "
                    "CPU, not GPU; shared machines add noise"),
         Claim(statement="Architectural NE baselines are slower than the ordinary network",
               measured=ne_ratio, op=">", reference=1.0, baseline="ordinary DnCNN forward time (ratio 1)",
               metric="median time architectural NE DnCNN / ordinary DnCNN", paper="up to 1.6x slower (GPU)",
-              note="same interleaved timing run; CPU, untrained weights (time does not depend on them)"),
+              falsifier="architectural NE DnCNN's median forward time at or below the ordinary DnCNN's",
+              note="same interleaved timing run; CPU, untrained weights (time does not depend on them); "
+                   "the paper's 1.6x is an 'up to' on GPU, so only the direction is claimed"),
+        Claim(statement="NE identity: the wrapped network is exactly normalization equivariant",
+              measured=metrics["ne_defect_wne"], op="<", reference=1e-5, kind="check",
+              baseline="float32 tolerance 1e-5 (spec)", metric="ne_defect(WNE-DnCNN, a=2, b=0.3)",
+              note="true by construction (theorem: f(y) = sigma f(y~) + mu); the ordinary net's defect is "
+                   f"{metrics['ne_defect_ordinary']:.3g}"),
+        Claim(statement="The unwrapped ordinary network is not normalization equivariant (the check can fail)",
+              measured=metrics["ne_defect_ordinary"], op=">", reference=1e-3, kind="check",
+              baseline="1e-3, two orders above float32 round-off", metric="ne_defect(ordinary DnCNN, a=2, b=0.3)",
+              note="a control for the NE-identity check: a defect metric that returned 0 for everything would fail it"),
     ]
     if "norm_equiv" in curves:
         claims.append(Claim(
             statement="Architectural NE is also robust under noise-level mismatch",
             measured=mean_at("norm_equiv", mism), op=">", reference=ord_mism,
             baseline=f"ordinary DnCNN mean PSNR at sigma_test in {mism}",
-            metric=f"architectural NE DnCNN mean PSNR (dB) at sigma_test in {mism}"))
+            metric=f"architectural NE DnCNN mean PSNR (dB) at sigma_test in {mism}",
+            falsifier=f"architectural NE DnCNN's mean PSNR at sigma_test in {mism} at or below the ordinary DnCNN's",
+            paired=list(inst_at("norm_equiv", mism) - inst_at("ordinary", mism))))
+        claims.append(Claim(
+            statement="Architectural NE is exactly normalization equivariant",
+            measured=metrics["ne_defect_norm_equiv"], op="<", reference=1e-5, kind="check",
+            baseline="float32 tolerance 1e-5", metric="ne_defect(architectural NE DnCNN, a=2, b=0.3)",
+            note="true by construction (affine convs, SortPool, convex residual)"))
     if "wne_transformer" in curves:
         claims.append(Claim(
             statement="Wrapping a transformer (LayerNorm + softmax attention) improves robustness",
             measured=mean_at("wne_transformer", mism), op=">", reference=mean_at("transformer", mism),
             baseline=f"unwrapped tiny transformer mean PSNR at sigma_test in {mism}",
-            metric=f"WNE tiny transformer mean PSNR (dB) at sigma_test in {mism}"))
+            metric=f"WNE tiny transformer mean PSNR (dB) at sigma_test in {mism}",
+            falsifier=f"WNE tiny transformer's mean PSNR at sigma_test in {mism} at or below the unwrapped one's",
+            paired=list(inst_at("wne_transformer", mism) - inst_at("transformer", mism))))
 
     # --- tables and figures
     psnr_rows = [{"sigma_test_x255": s, **{m: round(c[s], 3) for m, c in curves.items()}} for s in sz.sigmas_test]
