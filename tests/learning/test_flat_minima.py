@@ -322,6 +322,12 @@ def test_quick_reproduction_is_well_formed():
     assert isinstance(out, Outcome)
     assert len(out.claims) >= 4
     assert all(math.isfinite(c.measured) and math.isfinite(c.reference) for c in out.claims)
+    assert all(c.kind == "claim" and c.falsifier for c in out.claims)
+    # forgetting is claimed per fine-tuning LR (never averaged across LRs), against 0.8 x that LR's baseline
+    per_lr = [c for c in out.claims if c.statement.startswith("SAM pretraining forgets less")]
+    assert [c.statement for c in per_lr] == ["SAM pretraining forgets less after fine-tuning at LR 0.0003 (F <= 0.8 x baseline)"]
+    assert per_lr[0].reference == pytest.approx(0.8 * out.metrics["F_baseline_lr0.0003"])
+    assert per_lr[0].measured == out.metrics["F_sam_lr0.0003"]
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert set(out.figures) == {"frontier", "bases"} and out.tables["finetuning"]
     # robust at the quick budget: every base learned something and fine-tuning moved it

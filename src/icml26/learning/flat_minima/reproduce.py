@@ -156,43 +156,66 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                 metrics[f"ft_loss_{v}_{t}_lr{lr:g}"] = ft_loss
                 rows.append(dict(variant=v, target=t, lr=lr, forgetting=forget, ft_loss=ft_loss, base_loss=base_loss))
 
-    def mean_over(v: str, key: str) -> float:
-        return float(np.mean([r[key] for r in rows if r["variant"] == v]))
+    def mean_over(v: str, key: str, lr: float | None = None) -> float:
+        return float(np.mean([r[key] for r in rows if r["variant"] == v and (lr is None or r["lr"] == lr)]))
 
     for v in sz.variants:
         metrics[f"F_mean_{v}"] = mean_over(v, "forgetting")
         metrics[f"ft_loss_mean_{v}"] = mean_over(v, "ft_loss")
+        for lr in sz.finetune_lrs:  # forgetting grows steeply with the fine-tuning LR: compare at each LR
+            metrics[f"F_{v}_lr{lr:g}"] = mean_over(v, "forgetting", lr)
+            metrics[f"ft_loss_{v}_lr{lr:g}"] = mean_over(v, "ft_loss", lr)
     fb, fs = metrics["F_mean_baseline"], metrics["F_mean_sam"]
     metrics["forgetting_reduction_sam"] = 1.0 - fs / fb if fb > 0 else float("nan")
+    for lr in sz.finetune_lrs:
+        fbl = metrics[f"F_baseline_lr{lr:g}"]
+        metrics[f"forgetting_reduction_sam_lr{lr:g}"] = 1.0 - metrics[f"F_sam_lr{lr:g}"] / fbl if fbl > 0 else float("nan")
     dqb = metrics["dq_baseline"]
     metrics["dq_reduction_sam"] = 1.0 - metrics["dq_sam"] / dqb if dqb > 0 else float("nan")
 
-    matched = f"mean over fine-tuning LRs {list(sz.finetune_lrs)} x targets {list(sz.targets)}, same data and steps"
-    claims = [
-        Claim("SAM pretraining forgets less after fine-tuning (F <= 0.8 x baseline at matched fine-tuning LR)",
-              measured=fs, op="<=", reference=0.8 * fb, baseline="0.8 x forgetting of the AdamW baseline",
-              metric="forgetting F of SAM (increase of held-out pretraining loss, nats/char)", paper="up to 80% less",
-              note=f"{matched}; rho={RHO}. Toy MLP-LM, {sz.pretrain_steps} pretraining steps."),
-        Claim("... while learning the fine-tuning task as well (fine-tuning loss within 2% of the baseline)",
-              measured=metrics["ft_loss_mean_sam"], op="<=", reference=1.02 * metrics["ft_loss_mean_baseline"],
-              baseline="1.02 x fine-tuning-domain loss of the baseline", metric="fine-tuning-domain loss of SAM",
-              note=matched),
-        Claim("SAM pretraining degrades less under 4-bit quantization",
-              measured=metrics["dq_sam"], op="<", reference=metrics["dq_baseline"],
-              baseline="int4 loss increase of the baseline", metric="int4 RTN loss increase of SAM (nats/char)",
+    over_targets = f"mean over targets {list(sz.targets)}, same data and steps"
+    claims = []
+    for lr in sz.finetune_lrs:
+        fbl = metrics[f"F_baseline_lr{lr:g}"]
+        claims.append(Claim(
+            f"SAM pretraining forgets less after fine-tuning at LR {lr:g} (F <= 0.8 x baseline)",
+            measured=metrics[f"F_sam_lr{lr:g}"], op="<=", reference=0.8 * fbl,
+            baseline=f"0.8 x forgetting of the AdamW baseline at fine-tuning LR {lr:g}",
+            metric=f"forgetting F of SAM at fine-tuning LR {lr:g} (increase of held-out pretraining loss, nats/char)",
+            paper="up to 80% less forgetting (spec: at least 20% less at matched LR)",
+            falsifier=f"SAM's forgetting above 0.8 x the baseline's at fine-tuning LR {lr:g}",
+            note=f"{over_targets}; rho={RHO}. Toy MLP-LM, {sz.pretrain_steps} pretraining steps."))
+    ratios = [metrics[f"ft_loss_sam_lr{lr:g}"] / metrics[f"ft_loss_baseline_lr{lr:g}"] for lr in sz.finetune_lrs]
+    claims += [
+        Claim("... while learning the fine-tuning task as well (fine-tuning loss within 2% of the baseline at every LR)",
+              measured=max(ratios), op="<=", reference=1.02,
+              baseline="1.02 x the baseline's fine-tuning-domain loss at the same LR",
+              metric="max over fine-tuning LRs of ft_loss(SAM) / ft_loss(baseline)",
+              falsifier="at some fine-tuning LR, SAM's fine-tuning-domain loss more than 2% above the baseline's",
+              note=f"{over_targets}; ratios per LR {[round(r, 4) for r in ratios]}"),
+        Claim("SAM pretraining degrades 40% less under 4-bit quantization",
+              measured=metrics["dq_sam"], op="<=", reference=0.6 * metrics["dq_baseline"],
+              baseline="0.6 x the int4 loss increase of the baseline",
+              metric="int4 RTN loss increase of SAM (nats/char)",
               paper="40% less (OLMo-2-1B, SAM mid-training)",
-              note="symmetric per-output-channel RTN of all Linear and Embedding weights"),
+              falsifier="SAM's int4 loss increase above 0.6 x the baseline's",
+              note="the abstract's 40% is for a SAM mid-training phase at 1B; here SAM runs for all of pretraining. "
+                   "Symmetric per-output-channel RTN of all Linear and Embedding weights"),
         Claim("SAM finds a flatter pretraining minimum", measured=metrics["top_eig_sam"], op="<",
               reference=metrics["top_eig_baseline"], baseline="top Hessian eigenvalue of the baseline",
               metric="top Hessian eigenvalue of SAM",
+              falsifier="SAM's top Hessian eigenvalue at or above the baseline's",
               note=f"power iteration, {sz.hess_iters} HVPs, {sz.hess_batch} windows"),
     ]
     for v, what in (("large_lr", "A 3x larger peak LR"), ("short_anneal", "A short (10%) anneal")):
         if v in sz.variants:
-            claims.append(Claim(f"{what} forgets less after fine-tuning (direction only)",
-                                measured=metrics[f"F_mean_{v}"], op="<", reference=fb,
-                                baseline="forgetting of the baseline (50% decay, lr 1e-3)",
-                                metric=f"forgetting F of {v}", note=matched))
+            per_lr = [metrics[f"F_{v}_lr{lr:g}"] / metrics[f"F_baseline_lr{lr:g}"] for lr in sz.finetune_lrs]
+            claims.append(Claim(f"{what} forgets less after fine-tuning at every fine-tuning LR (direction only)",
+                                measured=max(per_lr), op="<", reference=1.0,
+                                baseline="forgetting of the baseline (50% decay, lr 1e-3) at the same LR (ratio 1)",
+                                metric=f"max over fine-tuning LRs of F({v}) / F(baseline)",
+                                falsifier=f"at some fine-tuning LR, {v}'s forgetting at or above the baseline's",
+                                note=f"{over_targets}; ratios per LR {[round(r, 3) for r in per_lr]}"))
 
     return Outcome(metrics=metrics, claims=claims, tables={"finetuning": rows,
                    "bases": [dict(variant=v, base_loss=metrics[f"base_loss_{v}"], dq=metrics[f"dq_{v}"],
