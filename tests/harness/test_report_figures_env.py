@@ -38,3 +38,23 @@ def test_env_has_provenance():
         assert key in env
     assert env["device"] == "cpu" or env["device"].startswith("cuda")
     assert env["command"] is None or "/" not in env["command"].split()[0]  # program name, not its folder
+
+
+def test_legend_over_data_is_moved_off_it():
+    import numpy as np
+
+    from icml26.harness.runner import _legend_covers_data
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    x = np.linspace(0, 1, 50)
+    for k in range(4):  # lines everywhere: no free corner inside the axes
+        ax.plot(x, np.full_like(x, k / 3), label=f"level {k}")
+        ax.plot(np.full_like(x, k / 3), x)
+    ax.legend(loc="center")
+    r = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    assert _legend_covers_data(ax, ax.get_legend(), r)
+    tidy_figure(fig)
+    fig.draw_without_rendering()
+    assert not _legend_covers_data(ax, ax.get_legend(), fig.canvas.get_renderer())
+    plt.close(fig)

@@ -1,121 +1,581 @@
 """Static report from the result store: ``<out>/report/index.html`` (every paper, planned ones too), one page
-per reproduced paper with its figures and tables, and ``report.md``. Opens from disk, no server."""
+per reproduced paper with its claims, checks, figures, tables and README, and ``<out>/report.md``. Opens from
+disk, no server, no JavaScript.
+
+What it shows, for a reader who was not there:
+
+- **provenance**: when the runs ran, the git commit of the code, package versions, the command, budget, seeds
+  and machine, as the workers recorded them (``env`` of each record);
+- **verdict counts**, claims and checks separately (checks hold by construction and are never counted as
+  evidence); each claim with the outcome that would have refuted it (its falsifier);
+- for every paper: its arXiv page, its code folder, and the section of its README that explains a verdict other
+  than "holds";
+- intervals as they are: ``n = 1`` instead of a degenerate ``[x, x]``, ``n_finite/n`` when non-finite seeds made
+  a claim inconclusive; long tables folded in ``<details>``; LaTeX in abstracts shown as Unicode text.
+"""
 
 from __future__ import annotations
 
 import html
+import logging
 import math
+import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from .runner import summarize_records
+from .stats import verdict_counts
 from .store import ResultStore, atomic_write_bytes
 
+log = logging.getLogger(__name__)
+
+FOLD_ROWS = 12  # tables longer than this are folded in <details>
+VERDICTS = ("holds", "does not hold", "inconclusive")
+
 CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em;line-height:1.45}
 table{border-collapse:collapse;margin:1em 0;font-size:14px}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}.holds{background:#dff3df}.does-not-hold{background:#f8dcdc}
 .inconclusive{background:#fff4cc}.planned{color:#888}.crashed{background:#f3c0c0}
+.check-failed{background:#f3c0c0;font-weight:bold}
+.prov th{width:11em}.prov td,.prov th{font-size:13px}.small{font-size:12px;color:#555}
+.counts span{display:inline-block;padding:2px 8px;margin:2px;border-radius:3px}
+details{margin:1em 0}summary{cursor:pointer;font-weight:600}
 img{max-width:100%;border:1px solid #ddd;margin:.5em 0}pre{background:#f6f6f6;padding:1em;overflow-x:auto}
+code{background:#f6f6f6;padding:0 3px}.readme{border-top:2px solid #ddd;margin-top:2em}
 """
+HEAD = "<!doctype html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>{title}</title><style>{css}</style></head><body>"
 
+
+# text: numbers, intervals, LaTeX
 
 def fmt(x: Any, ci: Any = None) -> str:
+    """A number with 4 significant digits and, when it is not degenerate, its interval ``[lo, hi]``."""
     if x is None:
         return "—"
     if isinstance(x, (list, tuple)) and len(x) == 2:
         return f"[{fmt(x[0])}, {fmt(x[1])}]"
+    if isinstance(x, bool):
+        return str(x)
     if isinstance(x, (int, float)):
         if isinstance(x, float) and not math.isfinite(x):
             return "—"
         s = f"{x:.4g}"
-        if ci and all(isinstance(c, (int, float)) and c is not None and math.isfinite(c) for c in ci) and ci[0] != ci[1]:
+        if _spread(ci):
             s += f" [{ci[0]:.3g}, {ci[1]:.3g}]"
         return s
     return str(x)
 
 
+def _spread(ci: Any) -> bool:
+    """Whether ``ci`` is a finite interval that is visibly wider than a point at 3 significant digits."""
+    return bool(ci) and len(ci) == 2 and all(_finite(c) for c in ci) and f"{ci[0]:.3g}" != f"{ci[1]:.3g}"
+
+
+def fmt_n(x: Any, ci: Any, n: int | None) -> str:
+    """A mean with its 95% interval, or ``x (n = 1)`` where there is one value and so no interval."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    if n is None or n <= 1:
+        return f"{fmt(x)} (n = 1)"
+    if not _spread(ci):
+        return f"{fmt(x)} (same on all {n} seeds)" if ci and all(_finite(c) for c in ci) else f"{fmt(x)} (n = {n})"
+    return f"{fmt(x)} [{ci[0]:.3g}, {ci[1]:.3g}]"
+
+
 def claim_reference(c: dict[str, Any]) -> str:
+    """``op reference`` of an aggregated claim (the reference's own interval only when it is not degenerate)."""
     return f"{c['op']} {fmt(c['reference'], c.get('reference_ci'))}"
 
 
-def build_report(out: str | Path = "runs") -> Path:
-    """Render the report from the newest batch of every paper in ``out``; returns the index path."""
+_GREEK = dict(alpha="α", beta="β", gamma="γ", delta="δ", epsilon="ε", varepsilon="ε", zeta="ζ", eta="η", theta="θ",
+              vartheta="ϑ", iota="ι", kappa="κ", lambda_="λ", mu="μ", nu="ν", xi="ξ", pi="π", rho="ρ", sigma="σ",
+              tau="τ", upsilon="υ", phi="φ", varphi="φ", chi="χ", psi="ψ", omega="ω", Gamma="Γ", Delta="Δ",
+              Theta="Θ", Lambda="Λ", Xi="Ξ", Pi="Π", Sigma="Σ", Upsilon="Υ", Phi="Φ", Psi="Ψ", Omega="Ω")
+_GREEK["lambda"] = _GREEK.pop("lambda_")
+_SYMBOLS = {**_GREEK, "times": "×", "cdot": "·", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "neq": "≠", "ne": "≠",
+            "approx": "≈", "sim": "∼", "simeq": "≃", "propto": "∝", "infty": "∞", "in": "∈", "notin": "∉",
+            "subset": "⊂", "subseteq": "⊆", "to": "→", "rightarrow": "→", "leftarrow": "←", "Rightarrow": "⇒",
+            "mapsto": "↦", "pm": "±", "mp": "∓", "ell": "ℓ", "partial": "∂", "nabla": "∇", "sum": "Σ", "prod": "Π",
+            "int": "∫", "cdots": "⋯", "ldots": "…", "dots": "…", "forall": "∀", "exists": "∃", "langle": "⟨",
+            "rangle": "⟩", "Vert": "‖", "lVert": "‖", "rVert": "‖", "|": "‖", "mid": "|", "top": "⊤", "circ": "∘",
+            "star": "⋆", "ast": "∗", "odot": "⊙", "otimes": "⊗", "oplus": "⊕", "emptyset": "∅", "lfloor": "⌊",
+            "rfloor": "⌋", "lceil": "⌈", "rceil": "⌉", "%": "%", "$": "$", "&": "&", "#": "#", "_": "_",
+            "{": "{", "}": "}", ",": " ", ";": " ", ":": " ", "!": "", " ": " ", "quad": " ", "qquad": "  ",
+            "left": "", "right": "", "big": "", "Big": "", "bigl": "", "bigr": "", "displaystyle": "", "limits": ""}
+_BB = dict(zip("RNZQCEP", "ℝℕℤℚℂ𝔼ℙ"))
+_CAL = dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "𝒜ℬ𝒞𝒟ℰℱ𝒢ℋℐ𝒥𝒦ℒℳ𝒩𝒪𝒫𝒬ℛ𝒮𝒯𝒰𝒱𝒲𝒳𝒴𝒵"))
+_SUP = dict(zip("0123456789+-=()abcdefghijklmnoprstuvwxyzTn", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻᵀⁿ"))
+_SUB = dict(zip("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ"))
+_MATH = re.compile(r"(?<![\\$])\$(?!\s)([^$\n]{1,300}?)(?<![\s\\])\$(?!\d)")
+_ARG = r"(\{[^{}]*\}|\\?[A-Za-z0-9])"
+
+
+def _strip(arg: str) -> str:
+    return arg[1:-1] if arg.startswith("{") and arg.endswith("}") else arg
+
+
+def _script(arg: str, table: dict[str, str], mark: str) -> str:
+    body = _strip(arg).strip()
+    if body and all(ch in table for ch in body):
+        return "".join(table[ch] for ch in body)
+    return f"{mark}{body}" if len(body) == 1 else f"{mark}\x02{body}\x03"  # marks become ^(...) at the end
+
+
+def _paren(x: str) -> str:
+    x = x.strip()
+    return x if re.fullmatch(r"[\w.′]+", x) else f"({x})"
+
+
+def _math_to_text(m: str) -> str:
+    # symbols without arguments first (so that \frac{1}{\epsilon} sees ε), commands with arguments innermost-first
+    s = re.sub(r"\\([A-Za-z]+|[^A-Za-z])", lambda g: _SYMBOLS.get(g.group(1), g.group(0)), m)
+    for _ in range(8):
+        prev = s
+        s = re.sub(r"\\[dt]?frac\s*" + _ARG + r"\s*" + _ARG,
+                   lambda g: f"{_paren(_strip(g.group(1)))}/{_paren(_strip(g.group(2)))}", s)
+        s = re.sub(r"\\sqrt\s*" + _ARG, lambda g: "√" + _paren(_strip(g.group(1))), s)
+        s = re.sub(r"\\mathbb\s*" + _ARG, lambda g: "".join(_BB.get(c, c) for c in _strip(g.group(1))), s)
+        s = re.sub(r"\\mathcal\s*" + _ARG, lambda g: "".join(_CAL.get(c, c) for c in _strip(g.group(1))), s)
+        s = re.sub(r"\\(?:mathbf|mathrm|mathit|mathsf|boldsymbol|bm|text|textbf|textit|operatorname|mbox|hat|bar|"
+                   r"tilde|widehat|widetilde|overline)\s*" + _ARG, lambda g: _strip(g.group(1)), s)
+        s = re.sub(r"\^\s*(\{[^{}\\]*\}|[^\s{}\\\x02\x03])", lambda g: _script(g.group(1), _SUP, "\x00"), s)
+        s = re.sub(r"_\s*(\{[^{}\\]*\}|[^\s{}\\\x02\x03])", lambda g: _script(g.group(1), _SUB, "\x01"), s)
+        if s == prev:
+            break
+    s = re.sub(r"\\([A-Za-z]+)", lambda g: "√" if g.group(1) == "sqrt" else g.group(1), s)  # unknown: its name
+    s = s.replace("{", "").replace("}", "").replace("\x00", "^").replace("\x01", "_")
+    s = s.replace("\x02", "(").replace("\x03", ")")
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def latex_to_text(text: str) -> str:
+    """Inline LaTeX (``$...$``) as plain Unicode text: ``$\\chi^2$`` -> ``χ²``, ``$O(d^{\\frac32})$`` -> ``O(d^(3/2))``;
+    outside math, ``--`` between words becomes an en dash and ``\\%`` a percent sign. Text without math is
+    returned unchanged (a lone ``$`` such as a price stays)."""
+    if not text:
+        return text or ""
+    out = _MATH.sub(lambda g: _math_to_text(g.group(1)), text)
+    out = re.sub(r"(?<=\w)--(?=\w)", "–", out)
+    return out.replace("\\%", "%")
+
+
+# links
+
+def arxiv_links(reference: str) -> list[tuple[str, str]]:
+    """``(label, url)`` for every ``arXiv NNNN.NNNNN`` and ``github owner/name`` in a catalogue reference."""
+    out = [(f"arXiv {m}", f"https://arxiv.org/abs/{m}") for m in re.findall(r"arXiv[:\s]+(\d{4}\.\d{4,5})", reference)]
+    out += [(f"official code ({m})", f"https://github.com/{m}")
+            for m in re.findall(r"github[:\s]+([\w.-]+/[\w.-]+)", reference)]
+    return out
+
+
+def _repo_url() -> str | None:
+    """The project's repository URL from the package metadata (``[project.urls]``), if it names one."""
+    try:
+        from importlib import metadata
+
+        for entry in metadata.metadata("icml26").get_all("Project-URL") or []:
+            label, _, url = entry.partition(",")
+            if label.strip().lower() in ("repository", "source", "code", "homepage") and url.strip().startswith("http"):
+                return url.strip().rstrip("/")
+    except Exception:  # noqa: BLE001
+        pass
+    return None
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^\w\s-]", "", text.lower()).strip()
+    return "readme-" + re.sub(r"[\s_]+", "-", s)[:60]
+
+
+_NOT_HOLD = re.compile(r"(does not|doesn['’]t|do not|did not|not) (hold|reproduce)|fails? to (hold|reproduce)", re.I)
+
+
+def readme_sections(readme: str) -> list[tuple[int, str, str, str]]:
+    """``(level, heading, anchor, body)`` for each Markdown heading of a README (code fences skipped)."""
+    out: list[tuple[int, str, str, str]] = []
+    body: list[str] = []
+    fence = False
+    for line in readme.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        m = None if fence else re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+        if m:
+            if out:
+                out[-1] = (*out[-1][:3], "\n".join(body))
+            out.append((len(m.group(1)), m.group(2), "", ""))
+            body = []
+        else:
+            body.append(line)
+    if out:
+        out[-1] = (*out[-1][:3], "\n".join(body))
+    seen: dict[str, int] = {}
+    result = []
+    for level, head, _, text in out:
+        a = _slug(latex_to_text(head))
+        seen[a] = seen.get(a, 0) + 1
+        result.append((level, head, a if seen[a] == 1 else f"{a}-{seen[a] - 1}", text))
+    return result
+
+
+def why_section(readme: str) -> tuple[str, str] | None:
+    """``(heading, anchor)`` of the README section that explains a verdict other than "holds": the first section
+    that says something does not hold, else the "what reproduces" section."""
+    secs = readme_sections(readme)
+    for _, head, anchor, body in secs:
+        if _NOT_HOLD.search(body) or _NOT_HOLD.search(head):
+            return head, anchor
+    for _, head, anchor, _ in secs:
+        if "reproduc" in head.lower():
+            return head, anchor
+    return None
+
+
+def render_readme(readme: str) -> str:
+    """A paper README as HTML (headings with ``readme-...`` anchors, LaTeX as text, images as their alt text);
+    a ``<pre>`` block when no Markdown renderer is installed."""
+    e = html.escape
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:  # pragma: no cover - markdown-it-py comes with rich
+        return f"<pre>{e(latex_to_text(readme))}</pre>"
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(readme)
+    anchors = iter([a for _, _, a, _ in readme_sections(readme)])
+    for i, t in enumerate(tokens):
+        if t.type == "heading_open":
+            t.attrSet("id", next(anchors, _slug(tokens[i + 1].content)))
+        if t.type == "inline" and t.children:
+            kids = []
+            for c in t.children:
+                if c.type == "text":
+                    c.content = latex_to_text(c.content)
+                if c.type == "image":  # README images are relative to the code folder: not reachable from here
+                    c.type, c.tag, c.content, c.children = "text", "", f"[figure: {c.content}]", None
+                kids.append(c)
+            t.children = kids
+    return md.renderer.render(tokens, md.options, {})
+
+
+# provenance
+
+def provenance(records: Sequence[dict[str, Any]], command: str | None = None) -> list[tuple[str, str]]:
+    """``(field, value)`` rows describing where the results came from, from what the workers recorded."""
+    envs = [r.get("env") or {} for r in records]
+
+    def distinct(values: Iterable[Any]) -> str:
+        vals = list(dict.fromkeys(str(v) for v in values if v not in (None, "")))
+        return "; ".join(vals) if vals else "not recorded"
+
+    starts = [r["started"] for r in records if _finite(r.get("started"))]
+    ends = [r["started"] + r["wall_time"] for r in records if _finite(r.get("started")) and _finite(r.get("wall_time"))]
+    when = "not recorded"
+    if starts:
+        t0 = time.strftime("%Y-%m-%d %H:%M", time.gmtime(min(starts)))
+        t1 = time.strftime("%Y-%m-%d %H:%M", time.gmtime(max(ends or starts)))
+        when = f"{t0} – {t1} UTC" if t1 != t0 else f"{t0} UTC"
+    gits = [g for g in (env.get("git") for env in envs) if isinstance(g, dict) and g.get("commit")]
+    if gits:
+        code = distinct(f"{g['commit'][:12]}{' with uncommitted changes' if g.get('dirty') else ''}" for g in gits)
+    else:
+        from .runner import _git_state
+
+        g = _git_state()
+        code = (f"{g['commit'][:12]}{' with uncommitted changes' if g.get('dirty') else ''} (at report time; the runs "
+                "did not record it)") if g else "not recorded (not a git checkout)"
+    versions = []
+    for pkg in ("icml26", "python", "torch", "numpy"):
+        vals = distinct(env.get(pkg) or (env.get("versions") or {}).get(pkg) for env in envs)
+        versions.append(f"{pkg} {vals}")
+    others = sorted({k for env in envs for k in (env.get("versions") or {}) if k not in ("icml26", "torch", "numpy")})
+    for pkg in others:
+        versions.append(f"{pkg} {distinct((env.get('versions') or {}).get(pkg) for env in envs)}")
+    commands = [command] if command else [env.get("command") for env in envs]
+    machine = distinct(", ".join(str(x) for x in (env.get("os"), env.get("machine"),
+                                                   f"{env['cpus']} CPUs" if env.get("cpus") else None,
+                                                   env.get("cpu_model"), env.get("device")) if x)
+                       for env in envs)
+    budgets = distinct(r["budget"] for r in records)
+    seeds = sorted({r["seed"] for r in records})
+    return [
+        ("report generated", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
+        ("runs", f"{when}; {len(records)} run records, {sum(r['status'] != 'ok' for r in records)} crashed"),
+        ("code (git commit)", code),
+        ("packages", " · ".join(versions)),
+        ("command", distinct(commands)),
+        ("budget", budgets),
+        ("seeds", _ranges(seeds) if seeds else "none"),
+        ("machine", machine),
+    ]
+
+
+def _ranges(xs: Sequence[int]) -> str:
+    out, start = [], None
+    for i, x in enumerate(xs):
+        if start is None:
+            start = x
+        if i + 1 == len(xs) or xs[i + 1] != x + 1:
+            out.append(str(start) if start == x else f"{start}–{x}")
+            start = None
+    return ", ".join(out)
+
+
+# main entry point
+
+def build_report(out: str | Path = "runs", *, command: str | None = None) -> Path:
+    """Render the report from the newest batch of every paper in ``out``; returns the index path.
+
+    ``command``: the command line to show in the provenance block (default: the one the runs recorded).
+    Damaged records are skipped with a warning (see :class:`ResultStore`), never a traceback.
+    """
     from ..catalog import PAPERS
 
     store = ResultStore(Path(out))
     latest = store.latest_batches()
-    summaries = {pid: summarize_records(recs)[pid] for pid, recs in latest.items()}
+    known = {p.id for p in PAPERS}
+    for pid in sorted(set(latest) - known):
+        log.warning("records for %r are not in the catalogue; left out of the report", pid)
+    summaries = {pid: s for pid, recs in latest.items() if pid in known
+                 for s in [summarize_records(recs).get(pid)] if s is not None}
+    all_records = [r for pid, recs in latest.items() if pid in summaries for r in recs]
     rdir = store.root / "report"
+    repo = _repo_url()
+    prov = provenance(all_records, command)
+    all_claims = [c for s in summaries.values() for c in s["claims"]]
+    counts = verdict_counts(all_claims)
+    readmes = {p.id: (p.readme if p.id in summaries else "") for p in PAPERS}
+
     e = html.escape
-    rows, md = [], ["# icml26 report", "", f"Generated {time.strftime('%Y-%m-%d %H:%M')}.", "",
-                    "| id | method | claim | paper | measured | reference | verdict | seeds | budget |",
-                    "|---|---|---|---|---|---|---|---|---|"]
+    paper_rows, claim_rows, check_rows = [], [], []
+    md_papers, md_claims, md_checks = [], [], []
     for p in PAPERS:
+        links = arxiv_links(p.reference)
+        code_link = (f"<a href='{e(repo)}/tree/main/{e(p.code_path)}'><code>{e(p.code_path)}</code></a>" if repo
+                     else f"<code>{e(p.code_path)}</code>")
+        link_html = " · ".join([f"<a href='{e(u)}'>{e(t)}</a>" for t, u in links] + [code_link])
+        link_md = " · ".join([f"[{t}]({u})" for t, u in links] + [f"`{p.code_path}`"])
         s = summaries.get(p.id)
         if s is None:
             cls = "" if p.implemented else "planned"
-            rows.append(f"<tr class='{cls}'><td>{p.id}</td><td>{e(p.method)}</td><td colspan='6'>{e(p.claim)}</td>"
-                        f"<td>{p.status}{'' if not p.implemented else ' (not run)'}</td></tr>")
-            md.append(f"| {p.id} | {p.method} | {p.claim} | | | | {p.status} | | |")
+            paper_rows.append(f"<tr class='{cls}'><td>{p.id}</td><td>{e(p.method)}</td><td>{link_html}</td>"
+                              f"<td colspan='4'>{e(latex_to_text(p.claim))}</td>"
+                              f"<td>{p.status}{'' if not p.implemented else ' (not run)'}</td></tr>")
+            md_papers.append(f"| {p.id} | {_md(p.method)} | {link_md} | | | {p.status} |")
             continue
-        claims = s["claims"] or [{"statement": "(crashed)" if s["crashed"] else "(no claims)", "verdict": "crashed" if s["crashed"] else "inconclusive",
-                                  "measured": None, "op": "", "reference": None, "paper": None}]
-        for i, c in enumerate(claims):
-            first = f"<td rowspan='{len(claims)}'><a href='{p.id}.html'>{p.id}</a></td><td rowspan='{len(claims)}'>{e(p.method)}</td>" if i == 0 else ""
-            v = c["verdict"]
-            rows.append(f"<tr>{first}<td>{e(c['statement'])}</td><td>{e(c.get('paper') or '—')}</td>"
-                        f"<td>{fmt(c['measured'], c.get('measured_ci'))}</td><td>{e(claim_reference(c)) if c['op'] else '—'}</td>"
-                        f"<td class='{v.replace(' ', '-')}'>{v}</td><td>{len(s['seeds'])}</td><td>{s['budget']}</td></tr>")
-            md.append(f"| {p.id} | {p.method} | {c['statement']} | {c.get('paper') or ''} | {fmt(c['measured'])} | "
-                      f"{claim_reference(c) if c['op'] else ''} | {v} | {len(s['seeds'])} | {s['budget']} |")
-        _paper_page(rdir, p, s)
+        why = why_section(readmes[p.id]) if readmes[p.id] else None
+        c_counts = verdict_counts(s["claims"])
+        claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]
+        checks = [c for c in s["claims"] if c.get("kind") == "check"]
+        status = (f"<span class='crashed'>{len(s['crashed'])} of {len(s['crashed']) + len(s['seeds'])} seeds crashed</span>"
+                  if s["crashed"] else "ran")
+        paper_rows.append(
+            f"<tr><td><a href='{p.id}.html'>{p.id}</a></td><td>{e(p.method)}</td><td>{link_html}</td>"
+            f"<td>{_count_html(c_counts['claims'])}</td><td>{_count_html(c_counts['checks'], checks=True)}</td>"
+            f"<td>{e(_ranges(s['seeds']) or '—')}</td><td>{e(s['budget'])}</td><td>{status}</td></tr>")
+        md_papers.append(f"| {p.id} | {_md(p.method)} | {link_md} | {_count_text(c_counts['claims'])} | "
+                         f"{_count_text(c_counts['checks'])} | {s['budget']}, seeds {_ranges(s['seeds']) or '—'} |")
+        for c in claims:
+            claim_rows.append(_claim_row(p.id, c, why, index=True))
+            md_claims.append(f"| {p.id} | {_md(latex_to_text(c['statement']))} | {_md(latex_to_text(c.get('falsifier') or ''))} | "
+                             f"{_md(c.get('paper') or '')} | {fmt_n(c['measured'], c.get('measured_ci'), c.get('n_finite', len(s['seeds'])))} | "
+                             f"{_md(claim_reference(c))} | {_verdict_text(c)} |")
+        for c in checks:
+            check_rows.append(_check_row(p.id, c, index=True))
+            md_checks.append(f"| {p.id} | {_md(latex_to_text(c['statement']))} | {fmt(c['measured'])} | "
+                             f"{_md(claim_reference(c))} | {_verdict_text(c)} |")
+        _paper_page(rdir, p, s, why, link_html, repo)
+
     n_impl = sum(p.implemented for p in PAPERS)
-    index = (f"<!doctype html><meta charset='utf-8'><title>icml26 report</title><style>{CSS}</style>"
-             f"<h1>icml26 — reproductions of ICML 2026 papers</h1><p>{n_impl} of {len(PAPERS)} papers implemented; "
-             f"verdicts are computed from measurements against baselines measured in the same run. "
-             f"Over several seeds a claim is inconclusive when the 95% interval of (measured − reference) contains 0.</p>"
-             f"<table><tr><th>id</th><th>method</th><th>claim</th><th>paper's figure</th><th>measured (95% CI)</th>"
-             f"<th>reference</th><th>verdict</th><th>seeds</th><th>budget</th></tr>{''.join(rows)}</table>")
+    prov_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov)
+    n_papers = f"{len(summaries)} paper{'' if len(summaries) == 1 else 's'}"
+    counts_html = (f"<p class='counts'><b>Claims</b> ({sum(counts['claims'].values())}, in {n_papers}): "
+                   f"{_count_html(counts['claims'], zero=True)}<br><b>Checks</b> (true by construction or by a theorem; "
+                   f"reported, never counted as evidence): {_count_html(counts['checks'], zero=True, checks=True)}</p>")
+    claims_head = ("<tr><th>id</th><th>claim</th><th>it would not hold if</th><th>paper's figure</th><th>measured (95% CI)</th>"
+                   "<th>reference (same run)</th><th>measured − reference (95% CI)</th><th>verdict</th></tr>")
+    checks_head = "<tr><th>id</th><th>check</th><th>measured</th><th>reference</th><th>verdict</th></tr>"
+    index = (HEAD.format(title="icml26 report", css=CSS)
+             + "<h1>icml26 — reproductions of ICML 2026 papers</h1>"
+             f"<p>{n_impl} of {len(PAPERS)} papers implemented, {len(summaries)} in this report. Verdicts are computed "
+             "from measurements against baselines measured in the same run. Over several seeds a claim holds when it "
+             "holds on the means, every seed is finite and the 95% interval of (measured − reference) excludes 0; "
+             "otherwise it is inconclusive. A claim that does not hold links to the README section that explains why.</p>"
+             f"<h2>Provenance</h2><table class='prov'>{prov_html}</table><h2>Verdicts</h2>{counts_html}"
+             + _table("Papers", "<tr><th>id</th><th>method</th><th>paper and code</th><th>claims</th><th>checks</th>"
+                      "<th>seeds</th><th>budget</th><th>status</th></tr>", paper_rows, open_=True)
+             + _table("Claims", claims_head, claim_rows, open_=len(claim_rows) <= FOLD_ROWS)
+             + _table("Checks (not counted)", checks_head, check_rows, open_=False)
+             + "</body></html>")
     atomic_write_bytes(rdir / "index.html", index.encode())
+
+    md = ["# icml26 report", "", "## Provenance", ""] + [f"- **{k}:** {v}" for k, v in prov]
+    md += ["", "## Verdicts", "", f"- **Claims:** {_count_text(counts['claims'], zero=True)}",
+           f"- **Checks** (true by construction; not counted): {_count_text(counts['checks'], zero=True)}", "",
+           "## Papers", "", "| id | method | paper and code | claims | checks | run |", "|---|---|---|---|---|---|",
+           *md_papers, ""]
+    md += _md_fold("Claims", "| id | claim | it would not hold if | paper | measured (95% CI) | reference | verdict |",
+                   md_claims)
+    md += _md_fold("Checks (not counted)", "| id | check | measured | reference | verdict |", md_checks)
     atomic_write_bytes(store.root / "report.md", "\n".join(md).encode())
     return rdir / "index.html"
 
 
-def _paper_page(rdir: Path, p: Any, s: dict[str, Any]) -> None:
+# pieces
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _count_text(counts: dict[str, int], zero: bool = False) -> str:
+    keys = list(VERDICTS) + [k for k in counts if k not in VERDICTS]
+    parts = [f"{k} {counts.get(k, 0)}" for k in keys if zero or counts.get(k)]
+    return ", ".join(parts) or "none"
+
+
+def _count_html(counts: dict[str, int], zero: bool = False, checks: bool = False) -> str:
+    keys = list(VERDICTS) + [k for k in counts if k not in VERDICTS]
+    parts = []
+    for k in keys:
+        n = counts.get(k, 0)
+        if n or zero:
+            cls = "check-failed" if checks and k == "does not hold" and n else k.replace(" ", "-")
+            parts.append(f"<span class='{cls}'>{html.escape(k)} {n}</span>")
+    return " ".join(parts) or "—"
+
+
+def _verdict_text(c: dict[str, Any]) -> str:
+    v = c["verdict"]
+    n, nf = c.get("n_seeds"), c.get("n_finite")
+    if n is not None and nf is not None and nf < n:
+        v += f" ({nf}/{n} seeds finite)"
+    return v
+
+
+def _verdict_cell(c: dict[str, Any], why: tuple[str, str] | None, page: str) -> str:
+    v = c["verdict"]
+    cls = v.replace(" ", "-")
+    if c.get("kind") == "check" and v == "does not hold":
+        cls = "check-failed"
+    link = ""
+    if why and v != "holds" and c.get("kind", "claim") == "claim":
+        link = f"<br><a class='small' href='{page}#{why[1]}'>why: README § {html.escape(latex_to_text(why[0]))}</a>"
+    return f"<td class='{cls}'>{html.escape(_verdict_text(c))}{link}</td>"
+
+
+def _diff(c: dict[str, Any]) -> str:
+    d = c.get("difference_ci")
+    if d and len(d) == 2 and all(_finite(x) for x in d):
+        return f"[{d[0]:.3g}, {d[1]:.3g}]" if _spread(d) else f"{d[0]:.3g} (same on all seeds)"
+    pc = c.get("paired_ci")
+    if c.get("n_seeds", 1) <= 1 and pc and len(pc) == 2 and all(_finite(x) for x in pc):
+        return f"[{pc[0]:.3g}, {pc[1]:.3g}] over instances"
+    return "n = 1" if c.get("n_seeds", 1) <= 1 and c["op"] != "in" else "—"
+
+
+def _claim_row(pid: str, c: dict[str, Any], why: tuple[str, str] | None, index: bool) -> str:
     e = html.escape
-    parts = [f"<!doctype html><meta charset='utf-8'><title>{p.id} {e(p.method)}</title><style>{CSS}</style>",
+    n = c.get("n_finite", c.get("n_seeds"))
+    ref = e(claim_reference(c)) + (f"<br><span class='small'>{e(c['baseline'])}</span>" if c.get("baseline") else "")
+    first = f"<td><a href='{pid}.html'>{pid}</a></td>" if index else ""
+    cells = (f"{first}<td>{e(latex_to_text(c['statement']))}</td><td>{e(latex_to_text(c.get('falsifier') or '(not stated)'))}</td>"
+             f"<td>{e(c.get('paper') or '—')}</td><td>{e(fmt_n(c['measured'], c.get('measured_ci'), n))}</td>"
+             f"<td>{ref}</td><td>{e(_diff(c))}</td>" + _verdict_cell(c, why, f"{pid}.html" if index else ""))
+    if not index:
+        per_seed = ", ".join(f"{fmt(m)} ({v})" for m, v in zip(c.get("seed_measured") or [], c.get("seed_verdicts") or []))
+        cells += f"<td>{e(per_seed)}</td><td>{e(latex_to_text(c.get('note') or ''))}</td>"
+    return f"<tr>{cells}</tr>"
+
+
+def _check_row(pid: str, c: dict[str, Any], index: bool) -> str:
+    e = html.escape
+    first = f"<td><a href='{pid}.html'>{pid}</a></td>" if index else ""
+    extra = "" if index else f"<td>{e(latex_to_text(c.get('note') or ''))}</td>"
+    return (f"<tr>{first}<td>{e(latex_to_text(c['statement']))}</td><td>{e(fmt(c['measured']))}</td>"
+            f"<td>{e(claim_reference(c))}</td>{_verdict_cell(c, None, '')}{extra}</tr>")
+
+
+def _table(title: str, head: str, rows: Sequence[str], open_: bool | None = None, level: int = 2) -> str:
+    """A titled table; folded in ``<details>`` (open or closed) when it is long."""
+    if not rows:
+        return f"<h{level}>{html.escape(title)}</h{level}><p class='small'>none</p>"
+    table = f"<table>{head}{''.join(rows)}</table>"
+    if open_ is None:
+        open_ = len(rows) <= FOLD_ROWS
+    if len(rows) <= FOLD_ROWS and open_:
+        return f"<h{level}>{html.escape(title)}</h{level}>{table}"
+    return (f"<details{' open' if open_ else ''}><summary>{html.escape(title)} ({len(rows)} rows)</summary>"
+            f"{table}</details>")
+
+
+def _md_fold(title: str, head: str, rows: Sequence[str]) -> list[str]:
+    if not rows:
+        return [f"## {title}", "", "none", ""]
+    sep = "|" + "---|" * (head.count("|") - 1)
+    table = [head, sep, *rows]
+    if len(rows) <= FOLD_ROWS:
+        return [f"## {title}", "", *table, ""]
+    return [f"## {title}", "", f"<details><summary>{len(rows)} rows</summary>", "", *table, "", "</details>", ""]
+
+
+def _paper_page(rdir: Path, p: Any, s: dict[str, Any], why: tuple[str, str] | None, link_html: str,
+                repo: str | None) -> None:
+    e = html.escape
+    claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]
+    checks = [c for c in s["claims"] if c.get("kind") == "check"]
+    counts = verdict_counts(s["claims"])
+    prov = provenance(s["records"] or [], None)
+    readme = p.readme
+    readme_link = " · <a href='#readme'>README</a>" if readme else ""
+    crashed = f"; <b>crashed seeds:</b> {e(_ranges(sorted(s['crashed'])))}" if s["crashed"] else ""
+    parts = [HEAD.format(title=f"{p.id} {e(p.method)}", css=CSS),
              f"<p><a href='index.html'>← all papers</a></p><h1>{p.id} — {e(p.method)}</h1>",
-             f"<p><b>Reference:</b> {e(p.reference)}. <b>Code:</b> <code>{p.code_path}</code>. "
-             f"<b>Budget:</b> {s['budget']}; <b>seeds:</b> {s['seeds']}; <b>mean wall time:</b> {fmt(s['wall_time'])} s.</p>",
-             f"<h2>Abstract</h2><p>{e(p.abstract)}</p><h2>Claims</h2><table><tr><th>claim</th><th>metric</th>"
-             "<th>paper</th><th>measured (95% CI)</th><th>reference</th><th>baseline</th><th>verdict</th><th>per seed</th><th>note</th></tr>"]
-    for c in s["claims"]:
-        v = c["verdict"]
-        parts.append(f"<tr><td>{e(c['statement'])}</td><td>{e(c.get('metric') or '')}</td><td>{e(c.get('paper') or '—')}</td>"
-                     f"<td>{fmt(c['measured'], c.get('measured_ci'))}</td><td>{e(claim_reference(c))}</td><td>{e(c.get('baseline') or '')}</td>"
-                     f"<td class='{v.replace(' ', '-')}'>{v}</td><td>{e(', '.join(c.get('seed_verdicts', [])))}</td><td>{e(c.get('note') or '')}</td></tr>")
-    parts.append("</table>")
+             f"<p><b>Paper and code:</b> {link_html}{readme_link}</p>",
+             f"<p><b>Budget:</b> {e(s['budget'])}; <b>seeds:</b> {e(_ranges(s['seeds']) or 'none')}{crashed}; "
+             f"<b>mean wall time:</b> {fmt(s['wall_time'])} s.</p>",
+             f"<p class='counts'><b>Claims:</b> {_count_html(counts['claims'], zero=True)} · <b>Checks:</b> "
+             f"{_count_html(counts['checks'], zero=True, checks=True)}</p>",
+             "<details><summary>Provenance</summary><table class='prov'>"
+             + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov if k != "report generated")
+             + "</table></details>",
+             f"<h2>Abstract</h2><p>{e(latex_to_text(p.abstract))}</p>"]
+    head = ("<tr><th>claim</th><th>it would not hold if</th><th>paper's figure</th><th>measured (95% CI)</th>"
+            "<th>reference (same run)</th><th>measured − reference (95% CI)</th><th>verdict</th><th>per seed</th>"
+            "<th>note</th></tr>")
+    parts.append(_table("Claims", head, [_claim_row(p.id, c, why, index=False) for c in claims], open_=True))
+    parts.append(_table("Checks (true by construction; not counted)",
+                        "<tr><th>check</th><th>measured</th><th>reference</th><th>verdict</th><th>note</th></tr>",
+                        [_check_row(p.id, c, index=False) for c in checks], open_=False))
     if s["crashed"]:
-        parts.append(f"<h2 class='crashed'>Crashed seeds: {s['crashed']}</h2><pre>{e(s['errors'][0] or '')}</pre>")
-    parts.append("<h2>Metrics (mean [95% CI] over seeds)</h2><table><tr><th>metric</th><th>mean</th><th>95% CI</th></tr>")
-    for k, m in s["metrics"].items():
-        parts.append(f"<tr><td>{e(k)}</td><td>{fmt(m['mean'])}</td><td>{fmt([m['lo'], m['hi']])}</td></tr>")
-    parts.append("</table>")
+        parts.append(f"<h2 class='crashed'>Crashed seeds: {e(str(s['crashed']))}</h2><pre>{e(s['errors'][0] or '')}</pre>")
+    metric_rows = [f"<tr><td>{e(k)}</td><td>{e(fmt_n(m['mean'], [m['lo'], m['hi']], m.get('n')))}</td></tr>"
+                   for k, m in s["metrics"].items()]
+    parts.append(_table("Metrics (mean [95% CI] over seeds)", "<tr><th>metric</th><th>mean</th></tr>", metric_rows))
     if s["records"]:
         first = s["records"][0]
         if first.get("figures"):
             parts.append(f"<h2>Figures (seed {first['seed']})</h2>")
             for f in first["figures"]:
                 parts.append(f"<h3>{e(f['name'])}</h3><img src='../{e(f['path'])}' alt='{e(f['name'])}'>")
-        for name, rows in first.get("tables", {}).items():
+        for name, rows in (first.get("tables") or {}).items():
             if not rows:
                 continue
             cols = list(dict.fromkeys(k for r in rows for k in r))
-            parts.append(f"<h2>Table: {e(name)} (seed {first['seed']})</h2><table><tr>" + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>")
-            for r in rows:
-                parts.append("<tr>" + "".join(f"<td>{e(fmt(r.get(c)))}</td>" for c in cols) + "</tr>")
-            parts.append("</table>")
+            body = ["<tr>" + "".join(f"<td>{e(fmt(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows]
+            parts.append(_table(f"Table: {name} (seed {first['seed']})", "<tr>" + "".join(f"<th>{e(c)}</th>" for c in cols)
+                                + "</tr>", body))
+    if readme:
+        parts.append(f"<section class='readme' id='readme'><p class='small'>The paper folder's README "
+                     f"(<code>{e(p.code_path)}README.md</code>):</p>{render_readme(readme)}</section>")
+    parts.append("</body></html>")
     atomic_write_bytes(rdir / f"{p.id}.html", "".join(parts).encode())
+
+
+__all__ = ["build_report", "fmt", "fmt_n", "claim_reference", "latex_to_text", "arxiv_links", "why_section",
+           "render_readme", "provenance"]
