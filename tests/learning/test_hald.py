@@ -9,8 +9,8 @@ from torch import nn
 
 from icml26.harness import Budget
 from icml26.learning.hald import (SETTINGS, HALDTrainer, RandomResizedCrop, SoftLabelPool, StoredSoftLabels,
-                                  apply_crops, cutmix, hald_schedule, kd_loss, lvsd_rate, smooth_one_hot,
-                                  soft_cross_entropy)
+                                  apply_crops, cutmix, hald_schedule, kd_loss, lvsd_rate, matched_smoothing,
+                                  smooth_one_hot, soft_cross_entropy)
 
 
 def gen(seed=0):
@@ -155,6 +155,33 @@ def test_smoothing_values_and_cutmix_rows():
         assert lam >= 0.0
 
 
+def test_matched_smoothing_keeps_the_on_off_ratio_of_the_1000_class_setting():
+    eps = matched_smoothing(10)
+    assert eps == pytest.approx(1 / 26)
+    ratio = lambda t: float(t[0, 0] / t[0, 1])  # noqa: E731
+    ref = ratio(smooth_one_hot(torch.tensor([0]), 1000, 0.8))
+    assert ref == pytest.approx(251.0)
+    assert ratio(smooth_one_hot(torch.tensor([0]), 10, eps)) == pytest.approx(ref)
+    assert ratio(smooth_one_hot(torch.tensor([0]), 10, 0.8)) == pytest.approx(3.5)  # why 0.8 is weak at C = 10
+    assert matched_smoothing(1000) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="num_classes"):
+        matched_smoothing(1)
+    with pytest.raises(ValueError, match="ref_smoothing"):
+        matched_smoothing(10, ref_smoothing=1.0)
+
+
+def test_hflip_crops_mirror_about_half_and_are_not_storable(data):
+    images, _ = data
+    full = RandomResizedCrop(8, scale=(1.0, 1.0), ratio=(1.0, 1.0), hflip=True)
+    out = full(images, gen(0))
+    flipped = torch.tensor([torch.allclose(o, i.flip(-1), atol=1e-6) for o, i in zip(out, images)])
+    kept = torch.tensor([torch.allclose(o, i, atol=1e-6) for o, i in zip(out, images)])
+    assert (flipped | kept).all() and flipped.any() and kept.any()
+    assert torch.equal(out, full(images, gen(0)))  # seeded
+    with pytest.raises(ValueError, match="hflip"):
+        StoredSoftLabels.build(tiny_net(), images, 1, full)
+
+
 def test_kd_loss_zero_when_student_matches_and_positive_otherwise():
     logits = torch.randn(8, 10, generator=gen(0))
     soft = torch.softmax(logits / 4.0, 1)
@@ -249,11 +276,16 @@ def test_reproduce_quick_is_well_formed():
     from icml26.learning.hald.reproduce import reproduce
 
     out = reproduce(Budget.QUICK, seed=0)
-    assert len(out.claims) >= 3
+    claims = [c for c in out.claims if c.kind == "claim"]
+    # drift, HALD >= soft + 2 pp at n = 1 and n = 2, |gap(16)| <= 1 pp, HALD n=2 vs soft n=8; bytes as a check
+    assert len(claims) == 5 and len(out.checks) == 1 and out.checks[0].verdict == "holds"
+    assert all(c.falsifier.strip() for c in claims)
     assert all(math.isfinite(c.measured) for c in out.claims)
+    gap = next(c for c in claims if "gap closes" in c.statement)
+    assert gap.op == "in" and gap.reference == (-0.01, 0.01)  # |gap(16)| <= 1 pp, not gap(16) < gap(1)
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert "accuracy_per_byte" in out.figures
     rows = out.tables["students"]
     assert {r["method"] for r in rows} >= {"soft-only", "HALD-S6"}
-    assert out.metrics["bytes_n4"] == 4 * out.metrics["bytes_n1"]
+    assert out.metrics["bytes_n16"] == 16 * out.metrics["bytes_n1"]
     assert 0.0 < out.metrics["lvsd_rate"] < 1.0

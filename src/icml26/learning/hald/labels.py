@@ -71,13 +71,17 @@ def apply_crops(images: torch.Tensor, params: torch.Tensor, size: int | None = N
 class RandomResizedCrop:
     """RandomResizedCrop box sampler: area fraction ~ U(scale), log aspect ~ U(log ratio); boxes in [0, 1].
 
-    ``sample(n, generator) -> (n, 4)`` boxes (y0, x0, h, w); ``__call__(images, generator)`` crops a batch.
-    Unlike torchvision there is no rejection loop: sides are clipped to 1 (vectorised, our choice).
+    ``sample(n, generator) -> (n, 4)`` boxes (y0, x0, h, w); ``__call__(images, generator)`` crops a batch and,
+    with ``hflip=True``, mirrors each crop left-right with probability 1/2 (the official hard phase's
+    RandomResizedCrop + RandomHorizontalFlip). Flips are not part of the stored boxes: ``StoredSoftLabels``
+    refuses a flipping sampler. Unlike torchvision there is no rejection loop: sides are clipped to 1
+    (vectorised, our choice).
     """
 
     size: int
     scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    hflip: bool = False
 
     def __post_init__(self) -> None:
         if not (0 < self.scale[0] <= self.scale[1] <= 1):
@@ -96,7 +100,11 @@ class RandomResizedCrop:
         return torch.stack([(1 - h) * u[:, 2], (1 - w) * u[:, 3], h, w], dim=1)
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        return apply_crops(images, self.sample(images.shape[0], generator), self.size)
+        crops = apply_crops(images, self.sample(images.shape[0], generator), self.size)
+        if self.hflip:
+            flip = torch.rand(images.shape[0], generator=generator) < 0.5
+            crops = torch.where(flip[:, None, None, None], crops.flip(-1), crops)
+        return crops
 
 
 @torch.no_grad()
@@ -136,6 +144,9 @@ class StoredSoftLabels:
             raise ValueError(f"temperature must be a finite positive number, got {temperature!r}")
         if not isinstance(crop_fn, RandomResizedCrop):
             raise TypeError("crop_fn must be a RandomResizedCrop (its boxes are what gets stored)")
+        if crop_fn.hflip:
+            raise ValueError("crop_fn.hflip=True: flips are not stored with the boxes; build the stored labels with "
+                             "hflip=False (flips belong to the hard phase's fresh crops)")
         N = images.shape[0]
         g = torch.Generator().manual_seed(seed)
         params = crop_fn.sample(n_crops * N, g).view(n_crops, N, 4)

@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-__all__ = ["kd_loss", "smooth_one_hot", "cutmix", "soft_cross_entropy"]
+__all__ = ["kd_loss", "smooth_one_hot", "matched_smoothing", "cutmix", "soft_cross_entropy"]
 
 
 def kd_loss(student_logits: torch.Tensor, soft_labels: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -34,6 +34,26 @@ def smooth_one_hot(y: torch.Tensor, num_classes: int, smoothing: float) -> torch
         raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
     off = smoothing / num_classes
     return torch.full((y.shape[0], num_classes), off).scatter_(1, y.long()[:, None], 1.0 - smoothing + off)
+
+
+def matched_smoothing(num_classes: int, ref_classes: int = 1000, ref_smoothing: float = 0.8) -> float:
+    """Label smoothing that gives ``num_classes`` classes the hard signal ``ref_smoothing`` gives ``ref_classes``.
+
+    With y~ = (1 - eps) onehot + eps / C the on/off ratio is r = 1 + (1 - eps) C / eps, and the logit margin
+    that minimises the soft cross-entropy is log r. Matching r to the reference setting gives
+
+        eps_C = C / (C + r_ref - 1),    r_ref = 1 + (1 - eps_ref) C_ref / eps_ref.
+
+    The official HALD setting (eps = 0.8 at C = 1000: on 0.2008, off 0.0008, r = 251) maps to eps = 1/26 at
+    C = 10 (on 0.9654, off 0.0038); eps = 0.8 at C = 10 has r = 3.5 only (on 0.28, off 0.08). [A10]
+    """
+    for name, c in (("num_classes", num_classes), ("ref_classes", ref_classes)):
+        if isinstance(c, bool) or not isinstance(c, int) or c < 2:
+            raise ValueError(f"{name} must be an int >= 2, got {c!r}")
+    if not 0.0 < ref_smoothing < 1.0:
+        raise ValueError(f"ref_smoothing must be in (0, 1), got {ref_smoothing}")
+    r_ref = 1.0 + (1.0 - ref_smoothing) * ref_classes / ref_smoothing
+    return num_classes / (num_classes + r_ref - 1.0)
 
 
 def cutmix(x: torch.Tensor, y: torch.Tensor, num_classes: int, alpha: float = 1.0, smoothing: float = 0.0,
