@@ -302,14 +302,14 @@ def test_import_does_not_load_the_causal_extra():
 
 
 def test_missing_peers_name_the_extra(monkeypatch, hub_data):
-    from icml26.decisions.ocmb.reproduce import run_ges, run_pc
+    from icml26.decisions.ocmb.reproduce import run_boss, run_ges, run_pc
 
     _, X, _ = hub_data
     for mod in ("lingam", "pgmpy", "causallearn", "causallearn.search.ConstraintBased.PC",
-                "causallearn.search.ScoreBased.GES"):
+                "causallearn.search.ScoreBased.GES", "causallearn.search.PermutationBased.BOSS"):
         monkeypatch.setitem(sys.modules, mod, None)
     for call in (lambda: OCMB(orderer="lingam").fit(X), lambda: load_bundled_bn("ecoli70"),
-                 lambda: run_pc(X, 0.01, None), lambda: run_ges(X)):
+                 lambda: run_pc(X, 0.01, None), lambda: run_ges(X), lambda: run_boss(X)):
         with pytest.raises(ImportError, match=r"needs the causal extra: pip install 'icml26\[causal\]'"):
             call()
 
