@@ -133,3 +133,13 @@ def test_fmt_n():
     assert fmt_n(1.0, [0.5, 1.5], 3) == "1 [0.5, 1.5]"
     assert fmt_n(1.0, [1.0, 1.0], 3) == "1 (same on all 3 seeds)"
     assert fmt_n(float("nan"), None, 0) == "—"
+
+
+def test_crashed_only_paper_gets_a_page(tmp_path):
+    store = ResultStore(tmp_path)
+    rec = record("A03", 0, [])
+    rec.update(status="error", error="Traceback: boom", metrics={})
+    store.save(rec)
+    index = build_report(tmp_path)
+    page = (index.parent / "A03.html").read_text()
+    assert "Crashed seeds" in page and "boom" in page and "1 of 1 seeds crashed" in index.read_text()

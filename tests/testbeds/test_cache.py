@@ -132,3 +132,18 @@ def test_cache_files_and_folders_are_world_readable():
     finally:
         os.umask(old)
         store._umask.cache_clear()
+
+
+def test_damaged_folder_that_cannot_be_removed_is_named(monkeypatch):
+    d = cached_dir("toy", {"f": 1}, counting_build([]))
+    with open(d / "model.bin", "r+b") as f:
+        f.truncate(3)
+    cache._verified.clear()
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(cache.os, "replace", refuse)
+    with pytest.raises(CacheError, match="delete that folder") as e:
+        cached_dir("toy", {"f": 1}, counting_build([]))
+    assert str(d) in str(e.value) and "model.bin" in str(e.value)

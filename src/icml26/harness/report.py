@@ -386,7 +386,7 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
             check_rows.append(_check_row(p.id, c, index=True))
             md_checks.append(f"| {p.id} | {_md(latex_to_text(c['statement']))} | {fmt(c['measured'])} | "
                              f"{_md(claim_reference(c))} | {_verdict_text(c)} |")
-        _paper_page(rdir, p, s, why, link_html, repo)
+        _paper_page(rdir, p, s, why, link_html, latest[p.id])
 
     n_impl = sum(p.implemented for p in PAPERS)
     prov_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov)
@@ -406,7 +406,7 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
              f"<h2>Provenance</h2><table class='prov'>{prov_html}</table><h2>Verdicts</h2>{counts_html}"
              + _table("Papers", "<tr><th>id</th><th>method</th><th>paper and code</th><th>claims</th><th>checks</th>"
                       "<th>seeds</th><th>budget</th><th>status</th></tr>", paper_rows, open_=True)
-             + _table("Claims", claims_head, claim_rows, open_=len(claim_rows) <= FOLD_ROWS)
+             + _table("Claims", claims_head, claim_rows, open_=True)
              + _table("Checks (not counted)", checks_head, check_rows, open_=False)
              + "</body></html>")
     atomic_write_bytes(rdir / "index.html", index.encode())
@@ -417,7 +417,7 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
            "## Papers", "", "| id | method | paper and code | claims | checks | run |", "|---|---|---|---|---|---|",
            *md_papers, ""]
     md += _md_fold("Claims", "| id | claim | it would not hold if | paper | measured (95% CI) | reference | verdict |",
-                   md_claims)
+                   md_claims, fold=False)
     md += _md_fold("Checks (not counted)", "| id | check | measured | reference | verdict |", md_checks)
     atomic_write_bytes(store.root / "report.md", "\n".join(md).encode())
     return rdir / "index.html"
@@ -514,23 +514,23 @@ def _table(title: str, head: str, rows: Sequence[str], open_: bool | None = None
             f"{table}</details>")
 
 
-def _md_fold(title: str, head: str, rows: Sequence[str]) -> list[str]:
+def _md_fold(title: str, head: str, rows: Sequence[str], fold: bool = True) -> list[str]:
     if not rows:
         return [f"## {title}", "", "none", ""]
     sep = "|" + "---|" * (head.count("|") - 1)
     table = [head, sep, *rows]
-    if len(rows) <= FOLD_ROWS:
+    if len(rows) <= FOLD_ROWS or not fold:
         return [f"## {title}", "", *table, ""]
     return [f"## {title}", "", f"<details><summary>{len(rows)} rows</summary>", "", *table, "", "</details>", ""]
 
 
 def _paper_page(rdir: Path, p: Any, s: dict[str, Any], why: tuple[str, str] | None, link_html: str,
-                repo: str | None) -> None:
+                records: Sequence[dict[str, Any]]) -> None:
     e = html.escape
     claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]
     checks = [c for c in s["claims"] if c.get("kind") == "check"]
     counts = verdict_counts(s["claims"])
-    prov = provenance(s["records"] or [], None)
+    prov = provenance(records, None)  # all of this paper's runs, crashed ones too
     readme = p.readme
     readme_link = " · <a href='#readme'>README</a>" if readme else ""
     crashed = f"; <b>crashed seeds:</b> {e(_ranges(sorted(s['crashed'])))}" if s["crashed"] else ""
