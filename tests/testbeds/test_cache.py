@@ -39,7 +39,9 @@ def test_truncated_file_is_detected_and_rebuilt(caplog):
     with open(d / "model.bin", "r+b") as f:
         f.truncate(10)
     cache._verified.clear()
+    assert not cache.is_cached("toy", {"a": 2})
     d2 = cached_dir("toy", {"a": 2}, counting_build(calls))
+    assert cache.is_cached("toy", {"a": 2})
     assert d2 == d and len(calls) == 2
     assert (d / "model.bin").stat().st_size == 1000
     assert any("damaged" in m and str(d) in m for m in caplog.messages)

@@ -212,6 +212,12 @@ def clean_stale_builds(kind_dir: Path, own: str | None = None, max_age_s: float 
 
 # main entry points
 
+def is_cached(kind: str, config: Any) -> bool:
+    """Whether an intact artefact for ``config`` is in the cache: complete and matching its manifest (a damaged
+    one counts as not cached, since the next load rebuilds it)."""
+    return _status(cache_root() / kind / config_hash(config)) is None
+
+
 def cached_dir(kind: str, config: Any, build: Callable[[Path], None]) -> Path:
     """Return the folder holding the artefact for ``config``, building it with ``build(tmp_dir)`` if absent.
 
@@ -286,5 +292,5 @@ def _umask() -> int:
     return umask()
 
 
-__all__ = ["cache_root", "config_hash", "file_lock", "cached_dir", "load_cached", "write_manifest",
+__all__ = ["cache_root", "config_hash", "file_lock", "cached_dir", "load_cached", "is_cached", "write_manifest",
            "manifest_problem", "clean_stale_builds", "CacheError"]
