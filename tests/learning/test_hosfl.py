@@ -16,9 +16,12 @@ from icml26.learning.hosfl import (
     SplitModel,
     count_saved_activation_bytes,
     directional_derivatives,
+    PeakMemoryMeter,
+    peak_memory_bytes,
     perturbation_seed,
     sample_directions,
     zo_combine,
+    zo_combine_seeded,
     zo_directional_scalars,
 )
 
@@ -164,7 +167,10 @@ def test_three_line_usage_learns_and_is_deterministic():
 
 
 @pytest.mark.parametrize("case", ["eps0", "eps_neg", "zo_eps", "fn_eps", "empty_list", "empty_x", "shape",
-                                  "no_client_params", "no_server_params", "zofl_no_params", "estimator", "P0"])
+                                  "no_client_params", "no_server_params", "zofl_no_params", "estimator", "P0",
+                                  "rho_nan", "rho_inf", "rho_neg", "client_opt_server", "client_opt_partial",
+                                  "client_opt_extra", "fo_client_opt", "server_opt_client", "zofl_opt_partial",
+                                  "client_opt_type"])
 def test_validation(case):
     s = _split()
     sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.1)  # noqa: E731
@@ -196,17 +202,113 @@ def test_validation(case):
             HOSFL(s, sgd(s.client), sgd(s.server), estimator="fd")
         elif case == "P0":
             HOSFL(s, sgd(s.client), sgd(s.server), num_perturbations=0)
+        elif case == "rho_nan":
+            HOSFL(s, sgd(s.client), sgd(s.server), rho=float("nan"))
+        elif case == "rho_inf":
+            HOSFL(s, sgd(s.client), sgd(s.server), rho=float("inf"))
+        elif case == "rho_neg":
+            HOSFL(s, sgd(s.client), sgd(s.server), rho=-1.0)
+        elif case == "client_opt_server":      # the client optimizer must step the client, not the server
+            HOSFL(s, sgd(s.server), sgd(s.server))
+        elif case == "client_opt_partial":
+            HOSFL(s, torch.optim.SGD([s.client[0].weight], lr=0.1), sgd(s.server))
+        elif case == "client_opt_extra":
+            HOSFL(s, sgd(s), sgd(s.server))
+        elif case == "fo_client_opt":
+            FOSFL(s, sgd(s.server), sgd(s.server))
+        elif case == "server_opt_client":
+            FrozenClientSFL(s, sgd(s.client))
+        elif case == "zofl_opt_partial":
+            ZOFL(s, sgd(s.client))
+        elif case == "client_opt_type":
+            HOSFL(s, "sgd", sgd(s.server))
+
+
+def test_validation_messages_say_what_to_fix():
+    s = _split()
+    sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.1)  # noqa: E731
+    with pytest.raises(ValueError, match="client_optimizer must own exactly the client model's trainable parameters"):
+        HOSFL(s, sgd(s.server), sgd(s.server))
+    with pytest.raises(ValueError, match=r"missing \['0.bias'\]"):
+        HOSFL(s, torch.optim.SGD([s.client[0].weight], lr=0.1), sgd(s.server))
+    with pytest.raises(ValueError, match="finite and >= 0, got nan"):
+        HOSFL(s, sgd(s.client), sgd(s.server), rho=float("nan"))
+    with pytest.raises(TypeError, match="torch.optim.Optimizer"):
+        HOSFL(s, "sgd", sgd(s.server))
+    HOSFL(s, sgd(s.client), sgd(s.server), rho=0.5)     # valid arguments still construct
+
+
+def test_lazy_directions_give_the_same_update():
+    w = {"a": torch.randn(3, 4), "b": torch.randn(4)}
+    seeds = [perturbation_seed(0, 2, p) for p in range(5)]
+    scalars = torch.randn(5)
+    eager = zo_combine(scalars, [sample_directions(w, sd) for sd in seeds])
+    lazy = zo_combine_seeded(scalars, w, seeds)
+    for k in w:
+        torch.testing.assert_close(lazy[k], eager[k], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="one seed per scalar"):
+        zo_combine_seeded(scalars, w, seeds[:2])
+
+
+def test_peak_memory_meter_counts_live_tensors():
+    n = 1000
+    def fn():
+        a = torch.empty(n)          # 4 kB live
+        b = torch.empty(2 * n)      # 12 kB live
+        del a                       # 8 kB live
+        c = torch.empty(n)          # 12 kB live
+        v = c[10:]                  # a view: no new storage
+        c.add_(1.0)                 # in place: no new storage
+        return b, v
+    assert peak_memory_bytes(fn) == 12 * n
+    x = torch.randn(64, 16)         # inputs that exist beforehand are not counted
+    lin = nn.Linear(16, 8)
+    meter = PeakMemoryMeter()
+    with meter, torch.no_grad():
+        lin(x)
+    assert 0 < meter.peak_bytes <= 2 * 64 * 8 * 4
+    with meter:                     # re-entering keeps counting; saved activations stay live until freed
+        h = lin(x)
+        torch.autograd.grad(h.sum(), list(lin.parameters()))
+    assert meter.peak_bytes >= 64 * 8 * 4 + 8 * 16 * 4
+
+
+def test_client_peak_memory_ho_below_fo_and_grows_less_with_depth():
+    batches = [(torch.randn(256, 8), torch.randint(0, 4, (256,))) for _ in range(3)]
+    peaks = {}
+    for depth in (1, 4):
+        for cls in (FOSFL, HOSFL):
+            torch.manual_seed(0)
+            layers = [m for _ in range(depth - 1) for m in (nn.Linear(8, 8), nn.ReLU())]
+            client, server = nn.Sequential(*layers, nn.Linear(8, 3), nn.ReLU()), nn.Linear(3, 4)
+            algo = cls(SplitModel(client, server), torch.optim.SGD(client.parameters(), lr=0.1),
+                       torch.optim.SGD(server.parameters(), lr=0.1))
+            peaks[depth, cls.__name__] = algo.round(batches).client_peak_bytes
+    assert all(v > 0 for v in peaks.values())
+    # backprop keeps every layer's activations; zeroth-order clients keep one layer's at a time
+    assert peaks[4, "FOSFL"] - peaks[1, "FOSFL"] > peaks[4, "HOSFL"] - peaks[1, "HOSFL"]
 
 
 def test_reproduce_quick_well_formed():
     from icml26.learning.hosfl.reproduce import reproduce
 
     out = reproduce(Budget.QUICK, seed=0)
-    assert len(out.claims) == 5
+    claims = [c for c in out.claims if c.kind == "claim"]
+    checks = [c for c in out.claims if c.kind == "check"]
+    assert len(claims) == 4 and len(checks) == 2
+    assert all(c.falsifier for c in claims)
     assert all(math.isfinite(c.measured) for c in out.claims)
     assert all(math.isfinite(v) for v in out.metrics.values())
-    assert "hosfl" in out.figures
-    # exact accounting, independent of training noise
+    assert "hosfl" in out.figures and "client_memory" in out.tables
+    # exact accounting, independent of training noise: checks, not claims
+    by = {c.statement: c for c in out.claims}
+    assert by["Backprop-free clients: no saved activations on the client"].kind == "check"
+    assert by["Dimension-free aggregation: uplink aggregation payload 4P bytes instead of 4 d_c"].kind == "check"
     assert out.metrics["aggregation_compression"] == pytest.approx(1040 / 8)
     assert out.metrics["client_saved_activation_bytes_HO-SFL"] == 0
     assert out.metrics["client_saved_activation_bytes_FO-SFL"] > 0
+    # the memory claim is measured, and the accuracy claims are paired over the test examples
+    mem = by["HO-SFL clients need less peak memory than first-order SFL clients"]
+    assert mem.kind == "claim" and mem.measured > 0 and mem.reference > 0
+    for c in claims[:3]:
+        assert c.paired is not None and sum(c.paired) / len(c.paired) == pytest.approx(c.measured - c.reference)

@@ -25,15 +25,19 @@ protocol: :class:`FOSFL` (client backprop + FedAvg of gradients), :class:`Frozen
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jvp
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 Batch = tuple[Tensor, Tensor]
 Params = dict[str, Tensor]
@@ -62,12 +66,13 @@ def _check_eps(eps: float) -> None:
         raise ValueError(f"perturbation scale eps (mu) must be > 0, got {eps!r}; the paper's default is 1e-3")
 
 
-def directional_derivatives(fn: Callable[[Params], Tensor], params: Params, directions: Sequence[Params],
+def directional_derivatives(fn: Callable[[Params], Tensor], params: Params, directions: Iterable[Params],
                             eps: float = 1e-3, estimator: str = "spsa") -> Tensor:
     """delta_p ~ <grad fn(params), u_p> for each direction, Tensor[P] [A12].
 
     ``spsa``: [fn(w + eps u) - fn(w - eps u)] / (2 eps) (two forward passes, exact for quadratics);
     ``jvp``: the exact directional derivative by forward-mode AD (still backprop-free).
+    ``directions`` may be a lazy iterable: only one direction is alive at a time.
     """
     _check_eps(eps)
     if estimator not in ("spsa", "jvp"):
@@ -85,14 +90,31 @@ def directional_derivatives(fn: Callable[[Params], Tensor], params: Params, dire
 
 def zo_directional_scalars(fn: Callable[[Params], Tensor], params: Params, seeds: Sequence[int],
                            eps: float = 1e-3, estimator: str = "spsa") -> Tensor:
-    """The P scalars a zeroth-order party uploads: directional derivatives along u_p = N(0, I)[seed_p]."""
-    return directional_derivatives(fn, params, [sample_directions(params, s) for s in seeds], eps, estimator)
+    """The P scalars a zeroth-order party uploads: directional derivatives along u_p = N(0, I)[seed_p].
+
+    Each u_p is drawn from its seed when it is needed and dropped after use (MeZO-style), so the client holds
+    one direction at a time, not P.
+    """
+    return directional_derivatives(fn, params, (sample_directions(params, s) for s in seeds), eps, estimator)
 
 
 def zo_combine(scalars: Tensor, directions: Sequence[Params]) -> Params:
     """g = (1/P) sum_p delta_p u_p, an unbiased estimate of the gradient since E[u u^T] = I."""
     P = len(directions)
     return {n: sum(scalars[p] * directions[p][n] for p in range(P)) / P for n in directions[0]}
+
+
+def zo_combine_seeded(scalars: Tensor, params: Mapping[str, Tensor], seeds: Sequence[int]) -> Params:
+    """:func:`zo_combine` with u_p regenerated from ``seeds`` one at a time (same result, one direction alive)."""
+    if len(seeds) != len(scalars) or len(seeds) == 0:
+        raise ValueError(f"need one seed per scalar, got {len(seeds)} seeds and {len(scalars)} scalars")
+    acc: Params = {}
+    for p, s in enumerate(seeds):
+        u = sample_directions(params, s)
+        for n in u:
+            term = scalars[p] * u[n]
+            acc[n] = term if p == 0 else acc[n].add_(term)
+    return {n: a / len(seeds) for n, a in acc.items()}
 
 
 class SavedActivationCounter:
@@ -127,6 +149,50 @@ def count_saved_activation_bytes(fn: Callable[[], object], exclude: nn.Module | 
     return c.bytes
 
 
+class PeakMemoryMeter(TorchDispatchMode):
+    """Peak bytes of tensor storage created while the meter is active and still alive [A12].
+
+    Every op run inside ``with meter:`` (forward, backward, random draws) is seen at the dispatch level; each new
+    output storage is counted until it is freed (wherever that happens), so ``peak_bytes`` is the high-water
+    mark of the memory this computation allocated on top of what existed before (weights and inputs are not
+    counted; in-place ops and views add nothing). The meter can be entered several times (e.g. the client's
+    phases of one round); tensors created in one phase and kept (a first-order client's saved activations)
+    stay counted across the phases in between.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self._live: set[int] = set()
+
+    def _free(self, key: int, nb: int) -> None:
+        self._live.discard(key)
+        self.live_bytes -= nb
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, Tensor) and t.layout == torch.strided and t.device.type != "meta":
+                st = t.untyped_storage()
+                key = st._cdata
+                if key not in self._live and st.nbytes() > 0:
+                    nb = st.nbytes()
+                    self._live.add(key)
+                    self.live_bytes += nb
+                    self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+                    weakref.finalize(st, self._free, key, nb)
+        return out
+
+
+def peak_memory_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes of tensor memory ``fn()`` allocates on top of what already exists (see :class:`PeakMemoryMeter`)."""
+    meter = PeakMemoryMeter()
+    with meter:
+        fn()
+    return meter.peak_bytes
+
+
 class SplitModel(nn.Module):
     """server(client(x)): the client net runs on the device, the server net on the server [A12]."""
 
@@ -140,8 +206,10 @@ class SplitModel(nn.Module):
 
 @dataclass(frozen=True)
 class RoundStats:
-    """What one round cost: mean training loss, bytes per direction (summed over clients) and the bytes
-    autograd saved on the client side (activation memory that backprop would need)."""
+    """What one round cost: mean training loss, bytes per direction (summed over clients), the bytes autograd
+    saved on the client side (activation memory that backprop would need) and the client side's peak memory
+    (every tensor the clients' computation allocated and still held, all clients of the round together; see
+    :class:`PeakMemoryMeter`)."""
 
     loss: float
     uplink_bytes: int
@@ -149,6 +217,7 @@ class RoundStats:
     aggregation_uplink_bytes: int
     client_saved_bytes: int
     bytes_by_kind: dict[str, int]
+    client_peak_bytes: int = 0
 
 
 class _Channel:
@@ -166,10 +235,10 @@ class _Channel:
         self.down[kind] += nbytes(t)
         return t
 
-    def stats(self, loss: float, saved: int) -> RoundStats:
+    def stats(self, loss: float, saved: int, peak: int = 0) -> RoundStats:
         kinds = {f"up/{k}": v for k, v in self.up.items()} | {f"down/{k}": v for k, v in self.down.items()}
         return RoundStats(loss, sum(self.up.values()), sum(self.down.values()), self.up.get("aggregation", 0),
-                          saved, kinds)
+                          saved, kinds, peak)
 
 
 def _check_batches(batches: Sequence[Batch]) -> list[Batch]:
@@ -196,6 +265,32 @@ def _trainable(module: nn.Module, what: str) -> list[nn.Parameter]:
     return ps
 
 
+def _check_owns(optimizer: object, module: nn.Module, what: str, arg: str) -> None:
+    """``optimizer`` must be a torch Optimizer over exactly ``module``'s trainable parameters."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"{arg} must be a torch.optim.Optimizer over the {what}'s parameters, "
+                        f"got {type(optimizer).__name__}")
+    owned = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    names = {id(p): n for n, p in module.named_parameters() if p.requires_grad}
+    missing = [n for i, n in names.items() if i not in owned]
+    extra = len(owned - set(names))
+    if missing or extra:
+        raise ValueError(f"{arg} must own exactly the {what}'s trainable parameters: "
+                         + (f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}" if missing else "")
+                         + ("; " if missing and extra else "")
+                         + (f"it also holds {extra} tensor(s) that are not the {what}'s" if extra else "")
+                         + f"; build it as torch.optim.SGD({what.split()[0]}.parameters(), lr=...)")
+
+
+def _check_rho(rho: object) -> float:
+    if isinstance(rho, bool) or not isinstance(rho, (int, float)):
+        raise TypeError(f"rho must be a real number >= 0, got {type(rho).__name__}")
+    if not (math.isfinite(rho) and rho >= 0):
+        raise ValueError(f"rho (the augmented-Lagrangian penalty) must be finite and >= 0, got {rho}; "
+                         "the default 0 uses the plain Lagrangian")
+    return float(rho)
+
+
 # main classes
 
 
@@ -206,9 +301,8 @@ class _SplitFed:
                  loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
         if not isinstance(split, SplitModel):
             raise TypeError(f"split must be a SplitModel(client, server), got {type(split).__name__}")
-        if not isinstance(server_optimizer, torch.optim.Optimizer):
-            raise TypeError("server_optimizer must be a torch.optim.Optimizer over split.server's parameters")
         _trainable(split.server, "server model")
+        _check_owns(server_optimizer, split.server, "server model", "server_optimizer")
         self.split, self.server_optimizer, self.loss_fn = split, server_optimizer, loss_fn
         self.t = 0
 
@@ -242,11 +336,11 @@ class HOSFL(_SplitFed):
                  loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
         super().__init__(split, server_optimizer, loss_fn)
         _trainable(split.client, "client model")
+        _check_owns(client_optimizer, split.client, "client model", "client_optimizer")
         _check_eps(eps)
         if not isinstance(num_perturbations, int) or num_perturbations < 1:
             raise ValueError(f"num_perturbations must be a positive int, got {num_perturbations!r}")
-        if rho < 0:
-            raise ValueError(f"rho must be >= 0, got {rho}")
+        rho = _check_rho(rho)
         if estimator not in ("spsa", "jvp"):
             raise ValueError(f"unknown estimator {estimator!r}; use 'spsa' or 'jvp'")
         self.client_optimizer = client_optimizer
@@ -255,6 +349,8 @@ class HOSFL(_SplitFed):
     def psi(self, w: Params, x: Tensor, lam: Tensor, h: Tensor) -> Tensor:
         """psi_k(w) = <lambda_k, c(x_k; w)> + (rho/2) ||c(x_k; w) - h_k||^2."""
         c = functional_call(self.split.client, w, (x,))
+        if self.rho == 0.0:  # plain Lagrangian: h is not needed, and skipping the penalty saves two buffers
+            return (lam * c).sum()
         return (lam * c).sum() + 0.5 * self.rho * ((c - h) ** 2).sum()
 
     def round(self, batches: Sequence[Batch]) -> RoundStats:
@@ -263,26 +359,29 @@ class HOSFL(_SplitFed):
         seeds = [perturbation_seed(self.seed, self.t, p) for p in range(self.P)]
         w = {n: p.detach() for n, p in client.named_parameters()}
         mem = SavedActivationCounter(exclude=client)  # wraps every client-side computation, nothing else
-        with mem, torch.no_grad():
+        peak = PeakMemoryMeter()
+        with mem, peak, torch.no_grad():
             hs = [ch.send_up(client(x), "activations") for x, _ in batches]
         ys = [ch.send_up(y, "labels") for _, y in batches]
         lams, loss = self._server_step(hs, ys)
         lams = [ch.send_down(lam, "gradients") for lam in lams]
+        if self.rho == 0.0:  # psi does not use h_k: a client drops its activations once they are sent
+            hs = [None] * len(hs)
         n = sum(len(y) for y in ys)
-        with mem, torch.no_grad():
+        with mem, peak, torch.no_grad():
             deltas = [ch.send_up(zo_directional_scalars(lambda v, x=x, lam=lam, h=h: self.psi(v, x, lam, h), w, seeds,
                                                         self.eps, self.estimator), "aggregation")
                       for (x, _), lam, h in zip(batches, lams, hs)]
         delta_bar = sum((len(y) / n) * d for (_, y), d in zip(batches, deltas))
         for _ in batches:
             ch.send_down(delta_bar, "aggregation")
-        with mem, torch.no_grad():
-            g = zo_combine(delta_bar, [sample_directions(w, s) for s in seeds])
+        with mem, peak, torch.no_grad():
+            g = zo_combine_seeded(delta_bar, w, seeds)
         for name, p in client.named_parameters():
-            p.grad = g[name].clone()
+            p.grad = g[name]
         self.client_optimizer.step()
         self.t += 1
-        return ch.stats(loss, mem.bytes)
+        return ch.stats(loss, mem.bytes, peak.peak_bytes)
 
 
 class FOSFL(_SplitFed):
@@ -292,28 +391,33 @@ class FOSFL(_SplitFed):
                  server_optimizer: torch.optim.Optimizer, *, loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
         super().__init__(split, server_optimizer, loss_fn)
         self.client_params = _trainable(split.client, "client model")
+        _check_owns(client_optimizer, split.client, "client model", "client_optimizer")
         self.client_optimizer = client_optimizer
 
     def round(self, batches: Sequence[Batch]) -> RoundStats:
         batches = _check_batches(batches)
         client, ch = self.split.client, _Channel()
-        with SavedActivationCounter(exclude=client) as mem:
+        peak = PeakMemoryMeter()
+        with SavedActivationCounter(exclude=client) as mem, peak:
             hs = [client(x) for x, _ in batches]
         ys = [ch.send_up(y, "labels") for _, y in batches]
         lams, loss = self._server_step([ch.send_up(h.detach(), "activations") for h in hs], ys)
         n = sum(len(y) for y in ys)
-        avg = [torch.zeros_like(p) for p in self.client_params]
-        for h, lam, y in zip(hs, lams, ys):  # each client: J^T lambda_k by backprop, then FedAvg
-            gk = torch.autograd.grad(h, self.client_params, ch.send_down(lam, "gradients"))
-            for a, gi in zip(avg, gk):
-                a += (len(y) / n) * ch.send_up(gi, "aggregation")
+        with peak:
+            avg = [torch.zeros_like(p) for p in self.client_params]
+            for k, (lam, y) in enumerate(zip(lams, ys)):  # each client: J^T lambda_k by backprop, then FedAvg
+                gk = torch.autograd.grad(hs[k], self.client_params, ch.send_down(lam, "gradients"))
+                hs[k] = None                              # client k's graph is freed after its backward
+                for a, gi in zip(avg, gk):
+                    a += (len(y) / n) * ch.send_up(gi, "aggregation")
+                del gk
         for p, a in zip(self.client_params, avg):
             for _ in batches:
                 ch.send_down(a, "aggregation")
             p.grad = a
         self.client_optimizer.step()
         self.t += 1
-        return ch.stats(loss, mem.bytes)
+        return ch.stats(loss, mem.bytes, peak.peak_bytes)
 
 
 class FrozenClientSFL(_SplitFed):
@@ -322,11 +426,12 @@ class FrozenClientSFL(_SplitFed):
     def round(self, batches: Sequence[Batch]) -> RoundStats:
         batches = _check_batches(batches)
         ch = _Channel()
-        with SavedActivationCounter(exclude=self.split.client) as mem, torch.no_grad():
+        peak = PeakMemoryMeter()
+        with SavedActivationCounter(exclude=self.split.client) as mem, peak, torch.no_grad():
             hs = [ch.send_up(self.split.client(x), "activations") for x, _ in batches]
         _, loss = self._server_step(hs, [ch.send_up(y, "labels") for _, y in batches])
         self.t += 1
-        return ch.stats(loss, mem.bytes)
+        return ch.stats(loss, mem.bytes, peak.peak_bytes)
 
 
 class ZOFL:
@@ -339,6 +444,7 @@ class ZOFL:
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *, num_perturbations: int = 8,
                  eps: float = 1e-3, seed: int = 0, loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
         _trainable(model, "model")
+        _check_owns(optimizer, model, "model", "optimizer")
         _check_eps(eps)
         if not isinstance(num_perturbations, int) or num_perturbations < 1:
             raise ValueError(f"num_perturbations must be a positive int, got {num_perturbations!r}")
@@ -352,7 +458,8 @@ class ZOFL:
         seeds = [perturbation_seed(self.seed, self.t, p) for p in range(self.P)]
         w = {n: p.detach() for n, p in self.model.named_parameters()}
         n = sum(len(y) for _, y in batches)
-        with SavedActivationCounter(exclude=self.model) as mem, torch.no_grad():
+        peak = PeakMemoryMeter()
+        with SavedActivationCounter(exclude=self.model) as mem, peak, torch.no_grad():
             loss = sum(len(y) / n * float(self.loss_fn(self.model(x), y)) for x, y in batches)
             deltas = [ch.send_up(zo_directional_scalars(
                 lambda v, x=x, y=y: self.loss_fn(functional_call(self.model, v, (x,)), y), w, seeds, self.eps),
@@ -360,9 +467,9 @@ class ZOFL:
             delta_bar = sum((len(y) / n) * d for (_, y), d in zip(batches, deltas))
             for _ in batches:
                 ch.send_down(delta_bar, "aggregation")
-            g = zo_combine(delta_bar, [sample_directions(w, s) for s in seeds])
+            g = zo_combine_seeded(delta_bar, w, seeds)
         for name, p in self.model.named_parameters():
-            p.grad = g[name].clone()
+            p.grad = g[name]
         self.optimizer.step()
         self.t += 1
-        return ch.stats(loss, mem.bytes)
+        return ch.stats(loss, mem.bytes, peak.peak_bytes)
