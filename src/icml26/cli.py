@@ -168,8 +168,9 @@ def list_papers(out: str = typer.Option("runs", help="Output folder to read last
 
         last = {pid: summarize_records(recs)[pid] for pid, recs in ResultStore(root).latest_batches().items()}
     t = Table(title=f"icml26 — {len(implemented())} of {len(PAPERS)} papers implemented")
-    for col in ("id", "area", "method", "status", "last verdict"):
-        t.add_column(col)
+    for col in ("id", "area", "method", "status"):
+        t.add_column(col, no_wrap=col != "method")
+    t.add_column("last verdict", no_wrap=bool(last))
     for p in PAPERS:
         t.add_row(p.id, p.area, p.method, "[green]implemented[/]" if p.implemented else "[dim]planned[/]",
                   last_verdict(last.get(p.id)))

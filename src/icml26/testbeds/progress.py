@@ -14,6 +14,7 @@ logging. Progress bars (``icml26 prepare``) subscribe with :func:`listening` and
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -43,10 +44,11 @@ class BuildProgress:
     """Reports a build of ``total`` steps: a start line, a line at most every ``every_s`` s, an end line."""
 
     def __init__(self, logger: logging.Logger, name: str, total: int, what: str = "training",
-                 every_s: float = EVERY_S) -> None:
+                 every_s: float | None = None) -> None:
         if total < 1:
             raise ValueError(f"total must be >= 1 step, got {total}")
-        self.log, self.name, self.total, self.what, self.every_s = logger, name, int(total), what, every_s
+        self.log, self.name, self.total, self.what = logger, name, int(total), what
+        self.every_s = EVERY_S if every_s is None else every_s
         self.t0 = self.last = 0.0
 
     def __enter__(self) -> "BuildProgress":
@@ -74,12 +76,26 @@ class BuildProgress:
 
 
 @contextmanager
-def build_phase(logger: logging.Logger, name: str, what: str) -> Iterator[None]:
-    """A build step without a step count (e.g. training a BPE tokenizer): a start line and an end line."""
+def build_phase(logger: logging.Logger, name: str, what: str, every_s: float | None = None) -> Iterator[None]:
+    """A build step without a step count (e.g. training a BPE tokenizer): a start line, a "still ..." line
+    every ``every_s`` seconds while it runs (from a background thread), and an end line."""
+    every = EVERY_S if every_s is None else every_s
     t0 = time.perf_counter()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every):
+            logger.info("still %s (%.0f s so far)", what, time.perf_counter() - t0)
+
     logger.info("%s once ...", what)
     _notify(name, 0, 0, what)
-    yield
+    thread = threading.Thread(target=beat, name=f"icml26-progress-{name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
     logger.info("%s: done in %.0f s", what, time.perf_counter() - t0)
 
 

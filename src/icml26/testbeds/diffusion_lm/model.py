@@ -26,7 +26,7 @@ from torch import nn
 
 from ...harness.threads import limit_threads
 from ..cache import cached_dir
-from ..progress import BuildProgress
+from ..progress import BuildProgress, build_phase
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,8 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMas
     task = make_task(cfg.task, cfg.task_seed)
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    prompts, resp = task.sample(cfg.pool_size, seed=cfg.seed + 1000)
+    with build_phase(log, dlm_name(cfg), f"sampling {cfg.pool_size} training sequences for {dlm_name(cfg)}"):
+        prompts, resp = task.sample(cfg.pool_size, seed=cfg.seed + 1000)
     seqs = torch.cat([prompts, resp], 1)
     model = TinyMaskedDiffusionLM(task.vocab_size, seqs.shape[1], cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))

@@ -1,0 +1,137 @@
+"""Issue 9's CLI side and issue 10 item 2: the claims table (claims vs checks, falsifiers, n = 1, n_finite/n),
+de-duplicated ids, one line per job start and end, a heartbeat when output is not a terminal."""
+
+import logging
+import os
+import re
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+import icml26.cli as cli_mod
+from icml26.catalog import Paper
+from icml26.cli import app, measured_cell
+
+FAKE = textwrap.dedent('''
+    import math, os, time
+    from icml26.harness import Claim, Outcome
+
+    def reproduce(budget, seed):
+        time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+        nan_on_seed_1 = float("nan") if seed == 1 else 0.5
+        return Outcome(metrics={"m": 1.0 + seed}, claims=[
+            Claim("fake m below 2", measured=1.0 + 0.1 * seed, op="<", reference=2.0, baseline="two",
+                  falsifier="m at or above 2"),
+            Claim("fake q below 1", measured=nan_on_seed_1, op="<", reference=1.0, falsifier="q at or above 1"),
+            Claim("fake identity exact", measured=0.0, op="<=", reference=1e-9, kind="check"),
+        ])
+''')
+
+
+@pytest.fixture(autouse=True)
+def restore_cli_side_effects():
+    """The CLI sets environment variables and logging for its own process; undo them after each test."""
+    env = dict(os.environ)
+    root = logging.getLogger()
+    levels = {n: logging.getLogger(n).level for n in ("", "icml26", "icml26.testbeds")}
+    yield
+    os.environ.clear()
+    os.environ.update(env)
+    for h in [h for h in root.handlers if isinstance(h, cli_mod._ConsoleHandler)]:
+        root.removeHandler(h)
+    for n, lv in levels.items():
+        logging.getLogger(n).setLevel(lv)
+    logging.captureWarnings(False)
+
+
+@pytest.fixture
+def fake_papers(tmp_path, monkeypatch):
+    """Every catalogue paper runs the fake reproduction above (in this process with --jobs 1)."""
+    pkg = tmp_path / "mods" / "fakepaper"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "reproduce.py").write_text(FAKE)
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    monkeypatch.setattr(Paper, "module", property(lambda self: "fakepaper"))
+    return tmp_path
+
+
+runner = CliRunner()
+
+
+def run(args):
+    return runner.invoke(app, args, catch_exceptions=False)
+
+
+def test_claims_and_checks_apart_with_falsifiers_and_seed_counts(fake_papers):
+    out = fake_papers / "runs"
+    r = run(["reproduce", "A03", "a03", "A08", "--budget", "quick", "--seeds", "2", "--jobs", "1",
+             "--out", str(out), "--no-report"])
+    assert r.exit_code == 0, r.output
+    text = r.output
+    assert "A03 is given more than once; it runs once" in text
+    # one line per job start and end, in order, four jobs (A03 once)
+    starts = re.findall(r"start (A0\d) seed (\d)", text)
+    dones = re.findall(r"done  (A0\d) seed (\d): ok", text)
+    assert starts == dones == [("A03", "0"), ("A03", "1"), ("A08", "0"), ("A08", "1")]
+    assert "Running 4 jobs" in text
+    # claims table shows falsifiers; the check is in its own table; counts are separate
+    assert "m at or above 2" in text and "would not hold if" in text
+    assert "Checks (true by construction" in text and "fake identity exact" in text
+    assert "1/2 seeds finite" in text  # the NaN seed makes the claim inconclusive
+    assert re.search(r"Claims: 4 \(2 holds, 2 inconclusive\)", text)
+    assert re.search(r"Checks: 2 \(2 holds\)", text)
+    # `list` counts claims and checks apart too
+    r = run(["list", "--out", str(out)])
+    row = next(line for line in r.output.splitlines() if "│ A03 " in line)
+    assert "claims: 1 holds, 1 inconclusive; checks: 1 holds (quick, 2 seeds)" in row
+
+
+def test_one_seed_shows_n_equals_1_not_a_degenerate_interval(fake_papers):
+    r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "o"), "--no-report"])
+    assert r.exit_code == 0, r.output
+    assert "1.1, n = 1" not in r.output and "1, n = 1" in r.output
+    assert not re.search(r"\[(\S+), \1\]", r.output)  # no [x, x]
+
+
+def test_measured_cell_formats():
+    assert measured_cell({"measured": 1.5, "measured_ci": [1.5, 1.5], "n_seeds": 1, "n_finite": 1}) == "1.5, n = 1"
+    assert measured_cell({"measured": 1.5, "measured_ci": [1.0, 2.0], "n_seeds": 3, "n_finite": 3}) == "1.5 [1, 2], n = 3"
+    assert measured_cell({"measured": 1.5, "measured_ci": [1.5, 1.5], "n_seeds": 3, "n_finite": 1}) == \
+        "1.5 (1/3 seeds finite)"
+    assert measured_cell({"measured": 2.0, "measured_ci": [2.0, 2.0], "n_seeds": 2, "n_finite": 2}) == \
+        "2 (equal on every seed), n = 2"
+    assert "per-instance Δ [0.1, 0.3]" in measured_cell({"measured": 1.0, "n_seeds": 1, "paired_ci": [0.1, 0.3]})
+
+
+def test_heartbeat_when_not_a_terminal(fake_papers, monkeypatch):
+    monkeypatch.setattr(cli_mod, "HEARTBEAT_S", 0.3)
+    monkeypatch.setenv("FAKE_SLEEP", "1.5")
+    r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "h"), "--no-report"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"\.\.\. 0/1 jobs done, \d+ s elapsed; running: A03 seed 0", r.output)
+
+
+def test_crash_exits_1_and_is_marked(fake_papers, monkeypatch):
+    monkeypatch.setattr(Paper, "module", property(lambda self: "no_such_fake_module_xyz"))
+    r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "c"), "--no-report"])
+    assert r.exit_code == 1
+    assert "done  A03 seed 0: crashed" in r.output and "crashed on seeds [0]" in r.output
+
+
+def test_hugging_face_noise_is_silenced_for_jobs(fake_papers, monkeypatch):
+    for k in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_NO_ADVISORY_WARNINGS"):
+        monkeypatch.delenv(k, raising=False)
+    run(["list", "--out", str(fake_papers / "none")])
+    assert os.environ["TRANSFORMERS_VERBOSITY"] == "error"
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    assert logging.getLogger("icml26.testbeds").getEffectiveLevel() == logging.INFO
+    assert logging.getLogger("icml26.lm").getEffectiveLevel() == logging.WARNING
+
+
+def test_verbose_shows_info_of_everything(fake_papers, monkeypatch):
+    monkeypatch.delenv("TRANSFORMERS_VERBOSITY", raising=False)
+    run(["-v", "list", "--out", str(fake_papers / "none")])
+    assert logging.getLogger("icml26.lm").getEffectiveLevel() == logging.INFO
+    assert "TRANSFORMERS_VERBOSITY" not in os.environ  # -v leaves Hugging Face's warnings on
