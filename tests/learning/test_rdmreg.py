@@ -250,8 +250,37 @@ def test_reproduce_quick_is_well_formed():
     out = reproduce(Budget.QUICK, seed=0)
     assert len(out.claims) >= 5
     assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(c.kind == "claim" and c.falsifier for c in out.claims)
+    # accuracy is claimed on z (where collapse shows), against the Gaussian target and VICReg, paired per digit
+    acc = [c for c in out.claims if "z-probe accuracy at mu in {0,-1}" in c.statement]
+    assert len(acc) == 2 and any("VICReg" in c.statement for c in acc)
+    assert all(c.paired is not None and len(c.paired) == 540 for c in acc)
+    assert min(out.metrics["acc_z_p1_mu0"], out.metrics["acc_z_p1_mu-1"]) == acc[0].measured
+    # the sparsity band 50-85% is claimed at both mu = 0 and mu = -1
+    bands = [c for c in out.claims if c.op == "in"]
+    assert len(bands) == 2 and all(c.reference == (0.5, 0.85) for c in bands)
+    assert {r["kind"] for r in out.tables["runs"]} == {"rdm", "gauss", "vicreg", "inv"}
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert "sparsity_accuracy" in out.figures and out.tables["runs"]
     # robust by a wide margin at the quick budget: RDMReg features never collapse, mu=-1 is sparser than mu=0
     assert out.metrics["l0_p1_mu-1"] < out.metrics["l0_p1_mu0"]
     assert min(r["std"] for r in out.tables["runs"] if r["kind"] == "rdm") > 1e-2
+
+
+def test_vicreg_loss_terms():
+    from icml26.learning.rdmreg import VICRegLoss
+
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(4096, 8, generator=g, dtype=torch.float64)
+    loss, parts = VICRegLoss()(z, z)
+    # identical views, unit-variance independent dims: no invariance term, variance hinge ~ 0, small covariance
+    assert parts["inv"] == 0.0 and parts["var"] < 0.05 and parts["cov"] < 0.05
+    collapsed = torch.zeros(16, 8, dtype=torch.float64)
+    _, p2 = VICRegLoss()(collapsed, collapsed)
+    assert p2["var"] == pytest.approx(2 * (1 - 1e-2), rel=1e-6)  # relu(1 - sqrt(0 + 1e-4)) per view
+    shifted, _ = VICRegLoss(lamb_var=0, lamb_cov=0)(z, z + 1)
+    assert float(shifted) == pytest.approx(25.0)
+    with pytest.raises(ValueError):
+        VICRegLoss()(z[:1], z[:1])
+    with pytest.raises(ValueError):
+        VICRegLoss(lamb_var=-1.0)

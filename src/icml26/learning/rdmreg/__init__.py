@@ -4,14 +4,14 @@ Gaussian, giving sparse, non-negative representations with an analytically contr
     >>> from icml26.learning.rdmreg import RectifiedLpJEPALoss, RectifiedProjector
 """
 
-from .loss import (RDMReg, RectifiedLpJEPALoss, RectifiedProjector, l0_sparsity, l1_sparsity,
+from .loss import (RDMReg, RectifiedLpJEPALoss, RectifiedProjector, VICRegLoss, l0_sparsity, l1_sparsity,
                    random_directions, sliced_wasserstein2)
 from .rgg import (default_sigma, rgg_expected_l0, rgg_expected_l1, rgg_moments, sample_generalized_normal,
                   sample_rgg)
 from .trainer import JEPAConfig, embed, train_jepa
 
 __all__ = [
-    "RDMReg", "RectifiedLpJEPALoss", "RectifiedProjector", "sliced_wasserstein2", "random_directions",
+    "RDMReg", "RectifiedLpJEPALoss", "RectifiedProjector", "VICRegLoss", "sliced_wasserstein2", "random_directions",
     "l0_sparsity", "l1_sparsity", "default_sigma", "sample_rgg", "sample_generalized_normal",
     "rgg_expected_l0", "rgg_expected_l1", "rgg_moments", "JEPAConfig", "train_jepa", "embed",
 ]

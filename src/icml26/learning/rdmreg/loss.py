@@ -23,8 +23,8 @@ from torch import nn
 
 from .rgg import _check_mu, _check_p, _resolve_sigma, rgg_expected_l0, sample_generalized_normal
 
-__all__ = ["sliced_wasserstein2", "RDMReg", "RectifiedLpJEPALoss", "RectifiedProjector", "l0_sparsity",
-           "l1_sparsity"]
+__all__ = ["sliced_wasserstein2", "RDMReg", "RectifiedLpJEPALoss", "RectifiedProjector", "VICRegLoss",
+           "l0_sparsity", "l1_sparsity"]
 
 
 # helper functions
@@ -183,6 +183,47 @@ class RectifiedLpJEPALoss(nn.Module):
         parts = {"inv": float(inv.detach()), "reg": float(reg.detach()), "l0": l0_sparsity(z1.detach()),
                  "l0_target": rgg_expected_l0(self.rdm.p, self.rdm.mu, self.rdm.sigma) if self.rdm.rectify else 1.0}
         return loss, parts
+
+
+class VICRegLoss(nn.Module):
+    """VICReg (Bardes, Ponce & LeCun, ICLR 2022), the non-sliced baseline of [B17]; returns (loss, parts).
+
+        L = lamb_inv * MSE(z1, z2) + lamb_var * (v(z1) + v(z2)) + lamb_cov * (c(z1) + c(z2))
+        v(z) = mean_d ReLU(gamma - sqrt(Var(z_d) + eps)),   c(z) = sum_{d != d'} Cov(z)_{dd'}^2 / D
+
+    Defaults 25 / 25 / 1, gamma = 1, eps = 1e-4 (the VICReg paper's). ``parts``: ``inv``, ``var``, ``cov``.
+    """
+
+    def __init__(self, lamb_inv: float = 25.0, lamb_var: float = 25.0, lamb_cov: float = 1.0, *,
+                 gamma: float = 1.0, eps: float = 1e-4) -> None:
+        super().__init__()
+        self.lamb_inv = _check_weight("lamb_inv", lamb_inv)
+        self.lamb_var = _check_weight("lamb_var", lamb_var)
+        self.lamb_cov = _check_weight("lamb_cov", lamb_cov)
+        self.gamma = _check_weight("gamma", gamma)
+        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
+            raise ValueError(f"eps must be a finite positive number, got {eps!r}")
+        self.eps = float(eps)
+
+    def _var_cov(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = z - z.mean(dim=0)
+        var = F.relu(self.gamma - torch.sqrt(z.var(dim=0) + self.eps)).mean()
+        cov = z.T @ z / (z.shape[0] - 1)
+        off = cov.square().sum() - cov.diagonal().square().sum()
+        return var, off / z.shape[1]
+
+    def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        _check_batch("z1", z1)
+        _check_batch("z2", z2)
+        if z1.shape != z2.shape:
+            raise ValueError(f"z1 and z2 must have the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
+        if z1.shape[0] < 2:
+            raise ValueError(f"VICReg needs a batch of at least 2 (per-dimension variance), got {z1.shape[0]}")
+        inv = F.mse_loss(z1, z2)
+        (v1, c1), (v2, c2) = self._var_cov(z1), self._var_cov(z2)
+        var, cov = v1 + v2, c1 + c2
+        loss = self.lamb_inv * inv + self.lamb_var * var + self.lamb_cov * cov
+        return loss, {"inv": float(inv.detach()), "var": float(var.detach()), "cov": float(cov.detach())}
 
 
 class RectifiedProjector(nn.Sequential):
