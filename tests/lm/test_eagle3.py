@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -307,8 +308,16 @@ def test_reproduce_quick_is_well_formed():
     from icml26.lm.eagle3.reproduce import reproduce
 
     out = reproduce(Budget.QUICK, seed=0)
-    assert len(out.claims) >= 6
+    claims = [c for c in out.claims if c.kind == "claim"]
+    assert len(claims) >= 6 and len(out.checks) == 2
     assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(c.falsifier.strip() for c in claims)
+    by = {c.statement: c for c in out.claims}
+    speed = by["EAGLE-3 gives the abstract's end-to-end speed-up over plain greedy decoding (up to 4.48x)"]
+    assert speed.reference == 4.48 and len(speed.paired) == 3        # the abstract's size, paired over prompts
+    assert speed.measured == pytest.approx(np.mean([r["eagle3_speedup"] for r in out.tables["per_prompt_accept_length"]]))
+    # every comparison between decoding methods is paired over the held-out prompts
+    assert sum(c.paired is not None for c in claims) == 5
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert out.figures and out.tables["methods"]
     # token identity of greedy speculative decoding is exact, so it holds at any budget
