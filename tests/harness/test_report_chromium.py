@@ -5,7 +5,6 @@ import io
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from urllib.parse import unquote
 
 import pytest

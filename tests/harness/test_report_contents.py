@@ -85,7 +85,8 @@ def test_intervals_are_honest(report):
     _, index, a03, a08 = report
     assert "(n = 1)" in a08 and "(n = 1)" in index
     for page in (index, a03, a08):
-        assert not re.search(r"\[([-\d.e]+), \1\]", page), "degenerate [x, x] interval"
+        ours = re.sub(r"<section class='readme'.*?</section>", "", page, flags=re.S)  # the README is quoted as is
+        assert not re.search(r"\[([-\d.e]+), \1\]", ours), "degenerate [x, x] interval"
     assert "1/3 seeds finite" in a03 and "1/3 seeds finite" in index
 
 
