@@ -49,6 +49,8 @@ SIZES = {
     Budget.FULL: Sizes(2000, 192, 20, 600, 10, 600, 256, 5),
 }
 LN2 = math.log(2)
+GAIN = 0.15     # the spec's ">= 15 points above naive at mid-token cuts"
+MARGIN = 0.02   # the spec's "+-2 points" at token boundaries, also the non-inferiority margin against token healing
 
 
 # helper functions
@@ -77,7 +79,7 @@ def _prompt_boundary(lm: ByteLevelLM, files: list[bytes], sz: Sizes, rng) -> lis
         preds = {"naive": naive_next_byte_logprobs(lm.model, lm.bpe, prefix, bos_token_id=lm.bos_id),
                  "healing": token_healing_next(lm.model, lm.bpe, prefix, bos_token_id=lm.bos_id),
                  "bytelm": lm.next_byte_logprobs(prefix)}
-        row = {"boundary": boundary}
+        row = {"boundary": boundary, "sum_error": abs(float(torch.logsumexp(preds["bytelm"].double(), 0).exp()) - 1.0)}
         for k, lp in preds.items():
             row[f"{k}_correct"] = float(int(torch.argmax(lp)) == target)
             row[f"{k}_bits"] = float(-lp[target] / LN2)
@@ -160,8 +162,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     ens = ByteEnsemble([lm_a, lm_b], mode="mixture")
     prod = ByteEnsemble([lm_a, lm_b], mode="product")
     bits = {"A (BPE-512)": [], "B (BPE-1024)": [], "mixture A+B": [], "product A+B": []}
+    chunk_bits: list[dict[str, float]] = []   # per chunk: mean bits/byte of each model (the paired unit)
     n_bytes = 0
     for t in _chunks(texts[sz.n_cuts // 10 + 8:], sz.n_chunks, sz.chunk_bytes, rng):
+        start = {k: len(v) for k, v in bits.items()}
         sa, sb = lm_a.stream(), lm_b.stream()
         for b in t:
             la, lb = sa.logprobs(), sb.logprobs()
@@ -172,6 +176,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             sa.push(b)
             sb.push(b)
         n_bytes += len(t)
+        chunk_bits.append({k: float(np.mean(v[start[k]:])) for k, v in bits.items()})
     bpb = {k: float(np.mean(v)) for k, v in bits.items()}
     metrics.update({f"bpb {k}": v for k, v in bpb.items()})
     metrics["ensemble_bytes"] = float(n_bytes)
@@ -201,35 +206,55 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     metrics["slowdown_token_over_covering_sampler"] = token_bps / metrics["bytes_per_s_covering_sampler"]
     metrics["token_gen_bytes_per_token"] = gen_out["tokens"][0] / gen_out["tokens"][1]
 
-    mid = lambda k: metrics[f"acc_{k}_mid-token"]
-    bnd = lambda k: metrics[f"acc_{k}_boundary"]
+    mid = lambda k: metrics[f"acc_{k}_mid-token"]  # noqa: E731
+    bnd = lambda k: metrics[f"acc_{k}_boundary"]  # noqa: E731
+    mid_rows = groups["mid-token"]
+    metrics["max_next_byte_sum_error"] = float(max(r["sum_error"] for r in rows))
+    best = min(("A (BPE-512)", "B (BPE-1024)"), key=lambda k: bpb[k])
+    per_cut = f"paired interval over the {len(mid_rows)} mid-token cuts of model A (TOY_4L)"
     claims = [
         Claim("At mid-token prompt boundaries the byte-level LM predicts the next byte far better than naive "
-              "token-level prompting (>= 15 points)", measured=mid("bytelm") - mid("naive"), op=">=", reference=0.15,
+              "token-level prompting (>= 15 points)", measured=mid("bytelm") - mid("naive"), op=">=", reference=GAIN,
               baseline="naive: first byte of the next token after encode(prefix), same model and cuts",
-              metric="next-byte accuracy gain over naive at mid-token cuts", paper="spec: >= 15 points",
-              note=f"{sum(not r['boundary'] for r in rows)} mid-token cuts of model A (TOY_4L)"),
-        Claim("... and at least as well as token healing", measured=mid("bytelm"), op=">=", reference=mid("healing"),
-              baseline="token healing (back up one token, constrain), same cuts", metric="next-byte accuracy, mid-token cuts"),
+              metric="next-byte accuracy gain over naive at mid-token cuts",
+              paper="abstract: 'efficiently solves the PBP' (no size); 15 points is the spec's threshold",
+              paired=[r["bytelm_correct"] - r["naive_correct"] - GAIN for r in mid_rows],
+              falsifier="the accuracy gain over naive at mid-token cuts below 15 points", note=per_cut),
+        Claim("... and at least as well as token healing (non-inferiority, 2-point margin)", measured=mid("bytelm"),
+              op=">=", reference=mid("healing") - MARGIN,
+              baseline="token healing (back up one token, constrain), same cuts, minus the 2-point margin",
+              metric="next-byte accuracy, mid-token cuts",
+              paired=[r["bytelm_correct"] - r["healing_correct"] + MARGIN for r in mid_rows],
+              falsifier="byte-level accuracy more than 2 points below token healing's (or an interval that cannot rule "
+                        "that out)", note=per_cut),
         Claim("At token boundaries the byte-level LM matches naive prompting (within 2 points)",
-              measured=bnd("bytelm") - bnd("naive"), op="in", reference=(-0.02, 0.02),
+              measured=bnd("bytelm") - bnd("naive"), op="in", reference=(-MARGIN, MARGIN),
               baseline="naive at boundary cuts", metric="accuracy difference at boundary cuts",
+              falsifier="the accuracy difference at boundary cuts outside +-2 points",
               note=f"{sum(r['boundary'] for r in rows)} boundary cuts; binomial noise is a few points at this count"),
         Claim("The byte-level LM is exact: its bits equal the token-level NLL of the canonical encoding",
-              measured=metrics["exactness_max_abs_diff_bits_per_byte"], op="<", reference=1e-6,
+              measured=metrics["exactness_max_abs_diff_bits_per_byte"], op="<", reference=1e-6, kind="check",
               baseline="token-level log p~(encode(text) || EOS) in one forward pass (float64 model copy)",
               metric="max |byte-level - token-level| bits per byte",
-              note="p~ is the model restricted to canonical continuations; the raw model puts "
-                   f"{metrics['noncanonical_mass_bits_per_byte']:.2e} bits/byte on non-canonical tokens"),
+              note="true by construction (the covering-tree sum telescopes); p~ is the model restricted to canonical "
+                   f"continuations; the raw model puts {metrics['noncanonical_mass_bits_per_byte']:.2e} bits/byte on "
+                   "non-canonical tokens"),
+        Claim("The next-byte distribution (256 bytes + EOS) sums to 1",
+              measured=metrics["max_next_byte_sum_error"], op="<", reference=1e-6, kind="check",
+              baseline="1e-6", metric="max |sum_b P(b | prefix) - 1| over the Exp I prefixes",
+              note="true by construction (the byte probabilities partition the prefix's covering set)"),
         Claim("An ensemble of two LMs with different tokenizers beats each alone", measured=bpb["mixture A+B"], op="<",
-              reference=min(bpb["A (BPE-512)"], bpb["B (BPE-1024)"]), baseline="best single model (A or B) on the same bytes",
+              reference=bpb[best], baseline=f"the better single model on the same bytes ({best})",
               metric="bits per byte, 50/50 mixture of next-byte distributions",
-              note=f"teacher-forced on {n_bytes} held-out bytes"),
+              paired=[c["mixture A+B"] - c[best] for c in chunk_bits],
+              falsifier="the mixture's bits per byte at or above the better single model's",
+              note=f"teacher-forced on {n_bytes} held-out bytes; paired interval over the {len(chunk_bits)} chunks"),
         Claim("Byte-level generation is within 3x of token-level throughput (shared KV cache per tree node)",
               measured=metrics["slowdown_token_over_byte"], op="<=", reference=3.0,
               baseline="token-level sampling with a KV cache, same model and prompt, interleaved",
               metric="token bytes/s / byte-level bytes/s (both sampling at temperature 1)",
-              paper="not claimed in the paper; target from the issue",
+              paper="abstract: 'efficiently solves the PBP' (no size); 3x is the issue's target",
+              falsifier="byte-level generation more than 3x slower than token-level in bytes/s",
               note="byte by byte: each pushed byte costs at most one single-token forward, while the token model emits "
                    f"{metrics['token_gen_bytes_per_token']:.2f} bytes per forward; the exact covering sampler (T=1) "
                    f"runs at {metrics['slowdown_token_over_covering_sampler']:.2f}x"),
