@@ -15,7 +15,6 @@ Importing this module is cheap: torch and the testbed modules load only when a t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Iterable
 
 BUDGETS = ("quick", "standard", "full")
@@ -51,19 +50,18 @@ class Testbed:
 
         return DLMTrainConfig(task=self.ref)
 
-    def cache_dirs(self) -> list[Path]:
-        """The cache folders this testbed's build fills (its tokenizer's too, for a causal LM)."""
-        from .cache import cache_root, config_hash
-
+    def cache_entries(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(kind, config dict)`` of the cache entries this testbed's build fills (its tokenizer's too)."""
         cfg = self.config()
         if self.kind == "causal_lm":
-            return [cache_root() / "tokenizer" / config_hash(asdict(cfg.tokenizer)),
-                    cache_root() / "causal_lm" / config_hash(asdict(cfg))]
-        return [cache_root() / "masked_diffusion_lm" / config_hash(asdict(cfg))]
+            return [("tokenizer", asdict(cfg.tokenizer)), ("causal_lm", asdict(cfg))]
+        return [("masked_diffusion_lm", asdict(cfg))]
 
     def is_cached(self) -> bool:
-        """Whether the artefact is already built (a completed cache folder; see ``testbeds.cache``)."""
-        return all((d / ".complete").exists() for d in self.cache_dirs())
+        """Whether every artefact of this testbed is in the cache and intact (see ``testbeds.cache``)."""
+        from .cache import is_cached
+
+        return all(is_cached(kind, cfg) for kind, cfg in self.cache_entries())
 
     def build(self) -> None:
         """Build the artefact if it is not cached (a no-op when it is); progress goes to ``logging``."""
