@@ -21,6 +21,7 @@ def test_ray_backend_runs_real_reproductions(tmp_path):
         assert s["claims"] and all(c["verdict"] in ("holds", "does not hold", "inconclusive") for c in s["claims"])
         assert all(math.isfinite(c["measured"]) for c in s["claims"])
     assert len(list((tmp_path / "ray" / "records").glob("*.json"))) == 2
+    assert all(r["env"].get("command") for r in result.records)  # the driver's command, not the Ray worker's
     assert (tmp_path / "ray" / "index.sqlite").exists()
 
 

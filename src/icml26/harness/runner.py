@@ -325,7 +325,11 @@ def _run_ray(todo: list[Job], collect: Callable, address: str | None, jobs: int,
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                collect(ray.get(ref))
+                rec, pngs = ray.get(ref)
+                env = rec.setdefault("env", {})
+                if env.get("command") is None:  # a Ray worker's own command line says nothing; the driver's does
+                    env["command"] = _command()
+                collect((rec, pngs))
     finally:
         if started_here:
             ray.shutdown()
@@ -370,9 +374,9 @@ def _command() -> str | None:
     if not argv or not argv[0] or argv[0].endswith("default_worker.py"):
         return None
     prog = Path(argv[0]).name
-    if prog == "__main__.py":
-        prog = "python -m icml26"
-    return shlex.join([prog, *argv[1:]])
+    if prog == "__main__.py":  # python -m <package>
+        prog = f"python -m {Path(argv[0]).parent.name}"
+    return " ".join([prog, shlex.join(argv[1:])]).strip()
 
 
 @lru_cache(maxsize=1)
