@@ -4,8 +4,9 @@ from .ete import (
     ExploreThenExploitDecoder,
     bits_to_rounds_report,
     check_ete_invariants,
+    replay_surprisal,
     spaced_top_k,
 )
 
-__all__ = ["ExploreThenExploitDecoder", "bits_to_rounds_report", "check_ete_invariants",
+__all__ = ["ExploreThenExploitDecoder", "bits_to_rounds_report", "check_ete_invariants", "replay_surprisal",
            "spaced_top_k"]

@@ -73,12 +73,46 @@ def spaced_top_k(score: torch.Tensor, eligible: torch.Tensor, k: int, min_gap: i
     return picked
 
 
-def bits_to_rounds_report(result: DecodeResult, budget: float | None = None) -> dict[str, torch.Tensor]:
+def replay_surprisal(result: DecodeResult, marginals) -> torch.Tensor:
+    """Commit-time surprisal -log p(x_i | x^(r)) of every committed token, recomputed in float64 [B01].
+
+    ``decode`` keeps commit probabilities in float32, so sum_r I_r is exact only to ~1e-7 nats. This replays the
+    decode: for each round r it rebuilds the state x^(r) (the tokens committed in rounds < r, [MASK] elsewhere)
+    and asks ``marginals(rows (A,), responses (A, G)) -> probs (A, G, V)`` (float64; e.g. an exact counting
+    oracle; ``rows`` index the batch, so the callable can look up the prompts; masked positions are -1) for the
+    probability of the tokens committed in round r. Extra scoring rounds commit nothing and add nothing.
+    Returns (B, G) float64 nats (0 where a position was never committed).
+    """
+    if not isinstance(result, DecodeResult):
+        raise TypeError(f"result must be a DecodeResult from decode(), got {type(result).__name__}")
+    if not callable(marginals):
+        raise TypeError("marginals must be a callable (rows, responses) -> float64 probabilities (A, G, V)")
+    tokens, cr = result.tokens.long(), result.commit_round
+    out = torch.zeros(tokens.shape, dtype=torch.float64)
+    n_rounds = int(cr.max()) + 1 if cr.numel() else 0
+    for r in range(n_rounds):
+        now = cr == r
+        if not now.any():
+            continue
+        rows = now.any(1).nonzero()[:, 0]
+        probs = torch.as_tensor(marginals(rows, torch.where(cr[rows] < r, tokens[rows], -1)))
+        if probs.dtype != torch.float64:
+            raise TypeError(f"marginals must return float64 probabilities for exact accounting, got {probs.dtype}")
+        p = probs.gather(2, tokens[rows][:, :, None])[:, :, 0]
+        out[rows] = torch.where(now[rows], -torch.log(p), out[rows])
+    return out
+
+
+def bits_to_rounds_report(result: DecodeResult, budget: float | None = None,
+                          surprisal: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Information committed per round and the bits-to-rounds lower bound, per sequence [B01].
 
     I_r = sum of -log p(x_i | x^(r)) over the positions committed in round r (extra scoring rounds carry 0);
     total = sum_r I_r; ``budget`` B = max_r I_r per sequence (or the given a-priori budget in nats);
-    lower_bound = ceil(total / B) (0 when total = 0); ``holds`` = rounds >= lower_bound.
+    lower_bound = ceil(total / B) (0 when total = 0); ``holds`` = rounds >= lower_bound. With B = max_r I_r
+    the inequality is a tautology (a sum of R terms is at most R times its largest): a check of the accounting,
+    not evidence for the principle. ``surprisal`` (B, G) replaces the float32 commit-time surprisal (e.g. the
+    float64 values of :func:`replay_surprisal`).
     Returns tensors: rounds (B,), commit_rounds (B,), info_per_round (B, max rounds) zero-padded, total_info,
     budget, lower_bound, holds, info_rate = total / rounds (nats per round).
     """
@@ -87,7 +121,10 @@ def bits_to_rounds_report(result: DecodeResult, budget: float | None = None) -> 
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
                                or not math.isfinite(budget) or budget <= 0):
         raise ValueError(f"budget must be a positive finite number of nats (or None), got {budget!r}")
-    s = result.surprisal.double()
+    s = result.surprisal.double() if surprisal is None else torch.as_tensor(surprisal, dtype=torch.float64)
+    if s.shape != result.commit_prob.shape:
+        raise ValueError(f"surprisal must have shape {tuple(result.commit_prob.shape)} (batch, gen_length), "
+                         f"got {tuple(s.shape)}")
     R = result.rounds.long()
     info = torch.zeros(len(R), int(R.max()) if len(R) else 0, dtype=torch.float64)
     info.scatter_add_(1, result.commit_round.clamp_min(0), s * (result.commit_round >= 0))
@@ -230,4 +267,4 @@ class ExploreThenExploitDecoder(FixedBlockDecoder):
 
 
 __all__ = ["ExploreThenExploitDecoder", "bits_to_rounds_report", "check_ete_invariants",
-           "spaced_top_k"]
+           "replay_surprisal", "spaced_top_k"]
