@@ -432,12 +432,12 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
 
 # the claims table
 
-def _n(x: Any) -> str:
+def _n(x: Any, digits: int = 4) -> str:
     try:
         f = float(x)
     except (TypeError, ValueError):
         return "—" if x is None else str(x)
-    return f"{f:.4g}" if math.isfinite(f) else "—"
+    return f"{f:.{digits}g}" if math.isfinite(f) else "—"
 
 
 def _finite(*xs: Any) -> bool:
@@ -457,13 +457,13 @@ def measured_cell(c: dict[str, Any]) -> str:
     if n_fin < n:
         return f"{s} ({n_fin}/{n} seeds finite)"
     if n >= 2 and len(ci) == 2 and _finite(*ci) and ci[0] != ci[1]:
-        s += f" [{_n(ci[0])}, {_n(ci[1])}]"
+        s += f" [{_n(ci[0], 3)}, {_n(ci[1], 3)}]"
     elif n >= 2:
         s += " (equal on every seed)"
     s += f", n = {n}"
     pci = c.get("paired_ci")
     if n == 1 and pci and len(pci) == 2 and _finite(*pci):
-        s += f"; per-instance Δ [{_n(pci[0])}, {_n(pci[1])}]"
+        s += f"; per-instance Δ [{_n(pci[0], 3)}, {_n(pci[1], 3)}]"
     return s
 
 
@@ -475,7 +475,7 @@ def reference_cell(c: dict[str, Any]) -> str:
         s = f"{c.get('op', '?')} {_n(ref)}"
         rci = c.get("reference_ci") or []
         if len(rci) == 2 and _finite(*rci) and rci[0] != rci[1]:
-            s += f" [{_n(rci[0])}, {_n(rci[1])}]"
+            s += f" [{_n(rci[0], 3)}, {_n(rci[1], 3)}]"
     return s + (f" ({c['baseline']})" if c.get("baseline") else "")
 
 

@@ -106,9 +106,12 @@ def testbeds_for(paper_ids: Iterable[str], budget: str = "standard") -> list[Tes
     return [TESTBEDS[n] for n in names]
 
 
-def measure_step_cost(testbed: Testbed, steps: int = 5) -> float:
-    """CPU seconds of ``steps`` training steps of ``testbed`` scaled to its full step count (for ``est_cpu_s``;
-    builds nothing, excludes the tokenizer). Run on an idle machine with ``OMP_NUM_THREADS=1``."""
+def measure_step_cost(testbed: Testbed, steps: tuple[int, int] = (4, 24)) -> float:
+    """CPU seconds of ``testbed``'s full step count, from the CPU-time difference of two short trainings
+    (``steps[1] - steps[0]`` steps; model set-up and data cancel out) after a warm-up one (lazy imports and
+    first-call costs are paid there). Builds nothing and excludes the one-off
+    data work (tokenizer training, tokenizing, sampling the training pool), which ``est_cpu_s`` adds. Run it on an
+    idle machine with ``OMP_NUM_THREADS=1``."""
     import resource
     from dataclasses import replace
 
@@ -121,14 +124,22 @@ def measure_step_cost(testbed: Testbed, steps: int = 5) -> float:
         from .causal_lm import load_tokenizer, train_causal_lm
 
         tok = load_tokenizer(cfg.tokenizer)
-        c0 = cpu()
-        train_causal_lm(replace(cfg, steps=steps, train_bytes=200_000), tok)
+
+        def train(n: int) -> None:
+            train_causal_lm(replace(cfg, steps=n, train_bytes=200_000), tok)
     else:
         from .diffusion_lm.model import train_masked_diffusion_lm
 
+        def train(n: int) -> None:
+            train_masked_diffusion_lm(replace(cfg, steps=n, pool_size=256))
+
+    train(1)
+    used = []
+    for n in steps:
         c0 = cpu()
-        train_masked_diffusion_lm(replace(cfg, steps=steps, pool_size=256))
-    return (cpu() - c0) / steps * cfg.steps
+        train(n)
+        used.append(cpu() - c0)
+    return (used[1] - used[0]) / (steps[1] - steps[0]) * cfg.steps
 
 
 __all__ = ["Testbed", "TESTBEDS", "NEEDS", "BUDGETS", "testbeds_for", "measure_step_cost"]
