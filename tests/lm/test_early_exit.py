@@ -277,6 +277,8 @@ def test_calibration_meets_its_target(ids):
     cal = calibrate_on_trajectory(traj, StaticExit, target_flops_saved=0.25)
     assert cal.evaluation.flops_saved >= 0.25
     assert cal.evaluation.agreement == max(r["agreement"] for r in cal.grid if r["flops_saved"] >= 0.25)
+    assert len(repr(cal)) < 200 and "grid=<" in repr(cal)            # no wall of grid rows in a notebook
+    assert repr(traj).startswith("Trajectory(layers=4, batch=4, seq=24")
     strict = calibrate_exit(m, x, target_agreement=1.0)
     assert strict.evaluation.agreement == 1.0
     assert calibrate_exit(m, x, target_agreement=0.9).criterion.__dict__ == \

@@ -50,7 +50,12 @@ class Calibration:
 
     criterion: ExitCriterion
     evaluation: ExitEvaluation
-    grid: list[dict] = field(default_factory=list)
+    grid: list[dict] = field(default_factory=list, repr=False)
+
+    def __repr__(self) -> str:
+        e = self.evaluation
+        return (f"Calibration({self.criterion!r}, agreement={e.agreement:.4f}, flops_saved={e.flops_saved:.4f}, "
+                f"grid=<{len(self.grid)} rules>)")
 
 
 def evaluate_exit(traj: Trajectory, rule: ExitCriterion | torch.Tensor, targets: torch.Tensor | None = None) -> ExitEvaluation:

@@ -139,6 +139,11 @@ class Trajectory:
     def num_layers(self) -> int:
         return self.step.shape[0]
 
+    def __repr__(self) -> str:
+        L, B, T = self.step.shape[:3] if self.step.dim() >= 3 else (*self.step.shape, 1)
+        return (f"Trajectory(layers={L}, batch={B}, seq={T}, hidden={self.hidden.shape[-1]}, "
+                f"logits={self.logits is not None}, lens={self.layer_argmax is not None})")
+
 
 @torch.no_grad()
 def collect_trajectory(model: nn.Module, input_ids: torch.Tensor, *, with_lens: bool = True,

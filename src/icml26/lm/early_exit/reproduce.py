@@ -200,7 +200,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     win_med = lambda x: x.permute(1, 0, 2).flatten(1).median(1).values  # noqa: E731  per window
     step_paired = (win_med(tr_ev.step[late]) - win_med(tr_ev.step[early])).tolist()
     cos_paired = (win_med(tr_ev.cos[late]) - win_med(tr_ev.cos[early])).tolist()
-    layers_txt = lambda sl: f"{sl.start + 1}..{sl.stop}" if sl.stop - sl.start > 1 else f"{sl.stop}"  # noqa: E731
+    layers_txt = lambda sl: f"layers {sl.start + 1}..{sl.stop}" if sl.stop - sl.start > 1 else f"layer {sl.stop}"  # noqa: E731
 
     # static truncation at every depth, full depth, oracle
     static = []
@@ -301,14 +301,14 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     paired_note = f"paired interval over the {n_win} evaluation windows"
     claims = [
         Claim("Early layers take large steps, late layers small ones (two-phase trajectory)",
-              measured=s_late, op="<", reference=s_early, baseline=f"median s_l over layers {layers_txt(early)}",
-              metric=f"median s_l over layers {layers_txt(late)}", paired=step_paired,
+              measured=s_late, op="<", reference=s_early, baseline=f"median s_l over {layers_txt(early)}",
+              metric=f"median s_l over {layers_txt(late)}", paired=step_paired,
               falsifier="late-layer median step size at or above the early-layer median",
               note=f"{scale}; layer 1 left out (its s_1 = {metrics['median_step_layer1']:.2f} divides by the embedding's "
                    f"norm); {paired_note} (per-window medians)"),
         Claim("Late-layer updates are aligned (cosine between consecutive updates rises)",
-              measured=c_late, op=">", reference=c_early, baseline=f"median c_l over layers {layers_txt(early)}",
-              metric=f"median c_l over layers {layers_txt(late)}", paired=cos_paired,
+              measured=c_late, op=">", reference=c_early, baseline=f"median c_l over {layers_txt(early)}",
+              metric=f"median c_l over {layers_txt(late)}", paired=cos_paired,
               falsifier="late-layer median cosine at or below the early-layer median",
               note=f"c_1 is undefined; layers >= 2 only; {paired_note} (per-window medians)"),
         Claim("The transition is sharp: one dominant drop in log step size",
