@@ -225,6 +225,7 @@ def show(paper_id: str = typer.Argument(..., help="Paper id, e.g. A03.")) -> Non
 def prepare(
     paper_ids: Optional[List[str]] = typer.Argument(None, help="Paper ids (default: every implemented paper)."),
     budget: str = typer.Option("standard", help="The budget whose testbeds to build: quick, standard or full."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would be built and what it costs."),
 ) -> None:
     """Build (train once, then cache) every testbed the given papers' reproductions need at BUDGET."""
     b = parse_budget(budget)
@@ -236,7 +237,9 @@ def prepare(
         console.print(f"Nothing to build: {', '.join(p.id for p in papers)} need{'s' if len(papers) == 1 else ''} "
                       f"no trained testbed at the {b} budget.")
         return
-    built = build_testbeds(needed, {p.id: p.testbeds(b) for p in papers})
+    built = build_testbeds(needed, {p.id: p.testbeds(b) for p in papers}, dry_run=dry_run)
+    if dry_run:
+        return
     console.print(f"Ready: {', '.join(t.name for t in needed)} "
                   f"({len(built)} built now, {len(needed) - len(built)} already cached).")
 
@@ -274,7 +277,7 @@ def reproduce(
 
         needed = testbeds_for([p.id for p in papers], b)
         if needed:
-            build_testbeds(needed, {p.id: p.testbeds(b) for p in papers})
+            build_testbeds(needed, {p.id: p.testbeds(b) for p in papers}, verbose_table=False)
     result = run_with_progress([p.id for p in papers], b, seeds, jobs, backend, root, ray_address)
     print_claims(result.summaries())
     if report:
@@ -309,15 +312,20 @@ def _duration(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
 
 
-def build_testbeds(needed: list, users: dict[str, tuple[str, ...]]) -> list:
+def build_testbeds(needed: list, users: dict[str, tuple[str, ...]], dry_run: bool = False,
+                   verbose_table: bool = True) -> list:
     """Build the testbeds in ``needed`` that are not cached, stating the one-time cost first, with a progress
-    bar (terminal) or log lines at least every 10 s (otherwise). Returns the testbeds built now."""
+    bar (terminal) or log lines at least every 10 s (otherwise). Returns the testbeds built now (with
+    ``dry_run``: the ones that would be built, building nothing)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .testbeds.cache import cache_root
     from .testbeds.progress import listening
 
     todo = [t for t in needed if not t.is_cached()]
+    if not todo and not verbose_table:
+        err.print(f"Testbeds cached: {', '.join(tb.name for tb in needed)}.", highlight=False)
+        return []
     t = Table(title="Trained testbeds", title_justify="left")
     for col in ("testbed", "what", "needed by", "status"):
         t.add_column(col)
@@ -327,10 +335,14 @@ def build_testbeds(needed: list, users: dict[str, tuple[str, ...]]) -> list:
                   f"to build, ~{_duration(tb.est_cpu_s)} CPU" if tb in todo else "[green]cached[/]")
     err.print(t)
     if not todo:
+        if dry_run:
+            err.print(f"Nothing to build: all {len(needed)} testbeds are cached.")
         return []
     est = sum(tb.est_cpu_s for tb in todo)
     err.print(f"One-time cost: {len(todo)} testbed{'s' if len(todo) > 1 else ''} to train, about {_duration(est)} "
               f"of CPU on one idle core (more under load); cached afterwards under {cache_root()}.", highlight=False)
+    if dry_run:
+        return todo
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, disable=not err.is_terminal) as progress:

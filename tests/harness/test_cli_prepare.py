@@ -80,6 +80,17 @@ def test_prepare_builds_a_tiny_testbed_once_with_progress(tmp_path, monkeypatch)
     assert "training" not in r.output
 
 
+def test_prepare_dry_run_states_the_cost_and_builds_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICML26_CACHE", str(tmp_path / "empty-cache"))
+    r = runner.invoke(app, ["prepare", "--budget", "full", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    for name in ("toy-8L", "toy-1L", "toy-4L", "toy-4L-v1024", "dlm-t1c"):
+        assert name in r.output
+    total = sum(registry.TESTBEDS[n].est_cpu_s for n in ("toy-8L", "toy-1L", "toy-4L", "toy-4L-v1024", "dlm-t1c"))
+    assert f"One-time cost: 5 testbeds to train, about {total / 60:.1f} min" in r.output
+    assert "building" not in r.output and not list((tmp_path / "empty-cache").glob("*/*"))
+
+
 def test_build_progress_lines_and_listeners(caplog):
     seen = []
     with caplog.at_level(logging.INFO, logger="icml26.testbeds"), progress.listening(lambda *a: seen.append(a)):
@@ -130,3 +141,28 @@ def test_cli_budgets_match_the_harness():
     from icml26.harness import Budget
 
     assert tuple(b.value for b in Budget) == cli_mod.BUDGETS
+
+
+def test_reproduce_builds_missing_testbeds_before_its_jobs(tmp_path, monkeypatch):
+    """Jobs run in worker processes whose logs are not shown: the CLI builds what they need first, visibly."""
+    from icml26.catalog import Paper
+
+    pkg = tmp_path / "mods" / "fakepaper_tb"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "reproduce.py").write_text(
+        "from icml26.harness import Claim, Outcome\n"
+        "def reproduce(budget, seed):\n"
+        "    return Outcome(claims=[Claim('x exact', measured=0.0, op='<=', reference=0.0, kind='check')])\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    monkeypatch.setattr(Paper, "module", property(lambda self: "fakepaper_tb"))
+    monkeypatch.setenv("ICML26_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(registry.TESTBEDS, "dlm-tiny", TinyDLM("dlm-tiny", "masked_diffusion_lm", "t1c", "4-step test DLM", 3.0))
+    monkeypatch.setitem(registry.NEEDS, "A15", {"quick": ("dlm-tiny",)})
+    args = ["reproduce", "A15", "--budget", "quick", "--jobs", "1", "--out", str(tmp_path / "runs"), "--no-report"]
+    r = runner.invoke(app, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert out.index("One-time cost: 1 testbed") < out.index("training dlm-t1c-custom once") < out.index("Running 1 job")
+    r = runner.invoke(app, args, catch_exceptions=False)
+    assert "Testbeds cached: dlm-tiny." in r.output and "One-time cost" not in r.output

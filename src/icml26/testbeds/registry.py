@@ -31,8 +31,8 @@ class Testbed:
         ref: the config: a ``CausalLMConfig`` constant's name in ``testbeds.causal_lm``, or the task of a
             default ``DLMTrainConfig``.
         description: what it is, in words.
-        est_cpu_s: approximate one-time build cost in CPU seconds on one core (measured as the time of a few
-            training steps scaled to the full step count, plus the tokenizer; see ``measure_step_cost``).
+        est_cpu_s: approximate one-time build cost in CPU seconds on one core (training steps measured with
+            ``measure_step_cost``, plus the one-off data work; see the comment above ``TESTBEDS``).
     """
 
     name: str
@@ -75,12 +75,15 @@ class Testbed:
             load_masked_diffusion_lm(self.config())
 
 
+# est_cpu_s: training steps from ``measure_step_cost`` (one thread, on a loaded 2-core machine, so on the high
+# side: toy-1L 17 s, toy-4L 82 s, toy-8L 137 s) plus the tokenizer (~6 s) and tokenizing 6 MB (~3 s); the
+# diffusion LM from its recipe's measured ~0.055 CPU-s per step (1500 steps) plus sampling its pool (~3 s).
 TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
-    Testbed("toy-4L", "causal_lm", "TOY_4L", "4-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 150.0),
-    Testbed("toy-8L", "causal_lm", "TOY_8L", "8-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 260.0),
-    Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 40.0),
-    Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 170.0),
-    Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 90.0),
+    Testbed("toy-4L", "causal_lm", "TOY_4L", "4-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 90.0),
+    Testbed("toy-8L", "causal_lm", "TOY_8L", "8-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 145.0),
+    Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 25.0),
+    Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 95.0),
+    Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 85.0),
 )}
 
 # paper id -> budget -> testbed names (read from each reproduce.py's loads and its per-budget sizes)
