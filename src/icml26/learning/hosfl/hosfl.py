@@ -266,14 +266,15 @@ def _trainable(module: nn.Module, what: str) -> list[nn.Parameter]:
 
 
 def _check_owns(optimizer: object, module: nn.Module, what: str, arg: str) -> None:
-    """``optimizer`` must be a torch Optimizer over exactly ``module``'s trainable parameters."""
+    """``optimizer`` must be a torch Optimizer over ``module``'s trainable parameters and nothing outside it: a
+    missing parameter would never be updated, and a foreign one (e.g. the server's) would be stepped twice."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"{arg} must be a torch.optim.Optimizer over the {what}'s parameters, "
                         f"got {type(optimizer).__name__}")
     owned = {id(p) for g in optimizer.param_groups for p in g["params"]}
     names = {id(p): n for n, p in module.named_parameters() if p.requires_grad}
     missing = [n for i, n in names.items() if i not in owned]
-    extra = len(owned - set(names))
+    extra = len(owned - {id(p) for p in module.parameters()})   # frozen parameters of the module are fine
     if missing or extra:
         raise ValueError(f"{arg} must own exactly the {what}'s trainable parameters: "
                          + (f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}" if missing else "")
