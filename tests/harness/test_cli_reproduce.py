@@ -135,3 +135,14 @@ def test_verbose_shows_info_of_everything(fake_papers, monkeypatch):
     run(["-v", "list", "--out", str(fake_papers / "none")])
     assert logging.getLogger("icml26.lm").getEffectiveLevel() == logging.INFO
     assert "TRANSFORMERS_VERBOSITY" not in os.environ  # -v leaves Hugging Face's warnings on
+
+
+def test_process_pool_start_lines_follow_the_pool(fake_papers):
+    """With two workers, both jobs start at once; each end line follows its start line."""
+    r = run(["reproduce", "A03", "--budget", "quick", "--seeds", "2", "--jobs", "2", "--out", str(fake_papers / "p"),
+             "--no-report"])
+    assert r.exit_code == 0, r.output
+    lines = [ln.strip() for ln in r.output.splitlines() if ln.strip().startswith(("start", "done"))]
+    assert lines[:2] == ["start A03 seed 0 (1/2)", "start A03 seed 1 (2/2)"]
+    assert sorted(ln.split(":")[0] for ln in lines[2:]) == ["done  A03 seed 0", "done  A03 seed 1"]
+    assert "2 at a time on local" in r.output
