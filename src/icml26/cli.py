@@ -29,13 +29,14 @@ from rich.table import Table
 
 from . import __version__
 from .catalog import PAPERS, Paper, get_paper, implemented
+from .harness.budget import Budget
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Working implementations of ICML 2026 papers, with reproductions that check their claims.")
 console = Console(width=None if Console().is_terminal else 160)  # wide tables when piped to a file or CI log
 err = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 160)
 VERDICT_STYLE = {"holds": "green", "does not hold": "red", "inconclusive": "yellow"}
-BUDGETS = ("quick", "standard", "full")  # = icml26.harness.Budget (not imported here: it pulls in scipy)
+BUDGETS = tuple(b.value for b in Budget)  # icml26.harness imports lazily, so this loads no scipy
 HEARTBEAT_S = 10.0
 log = logging.getLogger("icml26.cli")
 

@@ -2,8 +2,6 @@
 and `--out ""` refused by every command that takes --out."""
 
 import importlib.metadata
-import logging
-import os
 import re
 import subprocess
 import sys
@@ -15,26 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 import icml26
-import icml26.cli as cli_mod
 from icml26.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def restore_cli_side_effects():
-    env = dict(os.environ)
-    levels = {n: logging.getLogger(n).level for n in ("", "icml26", "icml26.testbeds")}
-    yield
-    os.environ.clear()
-    os.environ.update(env)
-    root = logging.getLogger()
-    for h in [h for h in root.handlers if isinstance(h, cli_mod._ConsoleHandler)]:
-        root.removeHandler(h)
-    for n, lv in levels.items():
-        logging.getLogger(n).setLevel(lv)
-    logging.captureWarnings(False)
 
 
 def test_python_dash_m_version(tmp_path):

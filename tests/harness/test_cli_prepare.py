@@ -2,7 +2,6 @@
 testbed builds log what they train and how far they are; the paper -> testbed map matches the reproductions."""
 
 import logging
-import os
 import re
 from dataclasses import dataclass
 
@@ -13,21 +12,6 @@ import icml26.cli as cli_mod
 from icml26.catalog import get_paper, implemented
 from icml26.cli import app
 from icml26.testbeds import progress, registry
-
-
-@pytest.fixture(autouse=True)
-def restore_cli_side_effects():
-    env = dict(os.environ)
-    levels = {n: logging.getLogger(n).level for n in ("", "icml26", "icml26.testbeds")}
-    yield
-    os.environ.clear()
-    os.environ.update(env)
-    root = logging.getLogger()
-    for h in [h for h in root.handlers if isinstance(h, cli_mod._ConsoleHandler)]:
-        root.removeHandler(h)
-    for n, lv in levels.items():
-        logging.getLogger(n).setLevel(lv)
-    logging.captureWarnings(False)
 
 
 @dataclass(frozen=True)

@@ -29,22 +29,6 @@ FAKE = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(autouse=True)
-def restore_cli_side_effects():
-    """The CLI sets environment variables and logging for its own process; undo them after each test."""
-    env = dict(os.environ)
-    root = logging.getLogger()
-    levels = {n: logging.getLogger(n).level for n in ("", "icml26", "icml26.testbeds")}
-    yield
-    os.environ.clear()
-    os.environ.update(env)
-    for h in [h for h in root.handlers if isinstance(h, cli_mod._ConsoleHandler)]:
-        root.removeHandler(h)
-    for n, lv in levels.items():
-        logging.getLogger(n).setLevel(lv)
-    logging.captureWarnings(False)
-
-
 @pytest.fixture
 def fake_papers(tmp_path, monkeypatch):
     """Every catalogue paper runs the fake reproduction above (in this process with --jobs 1)."""

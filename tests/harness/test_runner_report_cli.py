@@ -1,8 +1,6 @@
 """The runner, store, report and CLI on fake reproductions (fast), and real ones through Ray."""
 
 import json
-import logging
-import os
 import re
 import sqlite3
 import textwrap
@@ -83,24 +81,6 @@ def test_process_pool_backend_matches_in_process(fake_modules, tmp_path):
 
 
 cli = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def restore_cli_side_effects():
-    """The CLI sets environment variables and logging for its own process; undo them after each test."""
-    import icml26.cli as cli_mod
-
-    env = dict(os.environ)
-    levels = {n: logging.getLogger(n).level for n in ("", "icml26", "icml26.testbeds")}
-    yield
-    os.environ.clear()
-    os.environ.update(env)
-    root = logging.getLogger()
-    for h in [h for h in root.handlers if isinstance(h, cli_mod._ConsoleHandler)]:
-        root.removeHandler(h)
-    for n, lv in levels.items():
-        logging.getLogger(n).setLevel(lv)
-    logging.captureWarnings(False)
 
 
 def test_cli_list_shows_38_rows():
