@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .cache import cached_dir
+from .cache import load_cached
 from .code_corpus import Split, corpus_texts
 from .progress import BuildProgress, build_phase
 
@@ -89,8 +89,8 @@ def load_tokenizer(cfg: TokenizerConfig = TokenizerConfig()):
     """The cached tokenizer for ``cfg`` (trained on first use)."""
     from transformers import PreTrainedTokenizerFast
 
-    path = cached_dir("tokenizer", asdict(cfg), lambda d: train_tokenizer(cfg).save_pretrained(d))
-    return PreTrainedTokenizerFast.from_pretrained(path)
+    return load_cached("tokenizer", asdict(cfg), lambda d: train_tokenizer(cfg).save_pretrained(d),
+                       PreTrainedTokenizerFast.from_pretrained)
 
 
 def encode_split(tokenizer, split: Split = "train", max_bytes: int | None = None) -> torch.Tensor:
@@ -156,9 +156,8 @@ def load_causal_lm(cfg: CausalLMConfig = TOY_4L):
     def build(d: Path) -> None:
         train_causal_lm(cfg, load_tokenizer(cfg.tokenizer), d)
 
-    path = cached_dir("causal_lm", asdict(cfg), build)
-    model = LlamaForCausalLM.from_pretrained(path).eval()
-    return model, PreTrainedTokenizerFast.from_pretrained(path)
+    return load_cached("causal_lm", asdict(cfg), build,
+                       lambda d: (LlamaForCausalLM.from_pretrained(d).eval(), PreTrainedTokenizerFast.from_pretrained(d)))
 
 
 @torch.no_grad()

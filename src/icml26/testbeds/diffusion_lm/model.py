@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...harness.threads import limit_threads
-from ..cache import cached_dir
+from ..cache import load_cached
 from ..progress import BuildProgress, build_phase
 
 log = logging.getLogger(__name__)
@@ -207,8 +207,10 @@ def load_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMask
     def build(folder: Path) -> None:
         torch.save(train_masked_diffusion_lm(cfg).state_dict(), folder / "model.pt")
 
-    folder = cached_dir("masked_diffusion_lm", asdict(cfg), build)
-    model = TinyMaskedDiffusionLM(task.vocab_size, task.prompt_length + task.response_length,
-                                  cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff)
-    model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
-    return model.eval()
+    def load(folder: Path) -> TinyMaskedDiffusionLM:
+        model = TinyMaskedDiffusionLM(task.vocab_size, task.prompt_length + task.response_length,
+                                      cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff)
+        model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+        return model.eval()
+
+    return load_cached("masked_diffusion_lm", asdict(cfg), build, load)
