@@ -261,6 +261,49 @@ def test_bad_options():
             ctor()
 
 
+# Gram (dual) forms of the baselines, and K = 1
+
+
+@pytest.mark.parametrize("m, K", [(16, 4), (16, 40), (32, 200)])
+def test_gram_forms_equal_covariance_forms(m, K):
+    f, g = pair(m, K)
+    f.requires_grad_()
+    g.requires_grad_()
+    assert soft_hgr(f, g, form="gram").item() == pytest.approx(soft_hgr(f, g).item(), rel=1e-12)
+    a, b = canonical_correlations(f, g), canonical_correlations(f, g, form="gram")
+    assert torch.allclose(a, b, atol=1e-5)
+    ga = torch.autograd.grad(a.sum(), (f, g))
+    gb = torch.autograd.grad(b.sum(), (f, g))
+    assert all(torch.allclose(x, y, atol=1e-4 * float(x.abs().max())) for x, y in zip(ga, gb))
+    assert DCCALoss(form="gram")(f, g).item() == pytest.approx(DCCALoss()(f, g).item(), rel=1e-5)
+
+
+def test_gram_form_dcca_finite_in_float32_at_large_K():
+    f, g = pair(32, 4096, dtype=torch.float32)
+    f.requires_grad_()
+    loss = DCCALoss(form="gram")(f, g)
+    (grad,) = torch.autograd.grad(loss, f)
+    assert loss.dtype == torch.float32 and torch.isfinite(loss) and torch.isfinite(grad).all()
+
+
+def test_single_feature_raises_instead_of_zero_gradient():
+    f, g = pair(16, 1)
+    for fn in (unifast_hgr, optfast_hgr, UniFastHGRLoss(), OptFastHGRLoss()):
+        with pytest.raises(ValueError, match="K >= 2"):
+            fn(f, g)
+    assert torch.isfinite(soft_hgr(f, g))  # the baselines still take scalar features
+
+
+def test_unknown_form_raises():
+    f, g = pair(8, 4)
+    with pytest.raises(ValueError, match="form"):
+        soft_hgr(f, g, form="dual")
+    with pytest.raises(ValueError, match="form"):
+        DCCALoss(form="K")
+    with pytest.raises(ValueError, match="form"):
+        SoftHGRLoss(form=None)
+
+
 # benchmark helper
 
 
@@ -292,13 +335,23 @@ def test_reproduce_quick_is_well_formed():
     from icml26.learning.unifast_hgr.reproduce import reproduce
 
     out = reproduce(Budget.QUICK, seed=0)
-    assert isinstance(out, Outcome) and len(out.claims) == 8
+    assert isinstance(out, Outcome) and len(out.claims) == 12 and len(out.checks) == 3
     assert all(isinstance(c, Claim) for c in out.claims)
     assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(c.falsifier for c in out.claims if c.kind == "claim")
+    # quality claims are paired over the 540 test pairs; the untrained-encoder anchor is one of them
+    quality = [c for c in out.claims if c.paired is not None]
+    assert len(quality) == 4 and all(len(c.paired) == 540 for c in quality)
+    assert any("untrained" in c.statement for c in quality)
+    # the fast (Gram-form) baselines are timed and compared, and equal their covariance forms
+    assert math.isfinite(out.metrics["dcca_gram_over_unifast_time"])
+    assert next(c for c in out.checks if c.statement.startswith("Gram-form")).verdict == "holds"
     assert {"cost_vs_K", "quality"} <= set(out.figures)
     assert {"scaling", "quality"} <= set(out.tables)
     assert math.isfinite(out.metrics["slope_unifast"])
     # the quadratic/cubic baselines are stopped well before the largest K; UniFast reaches it
     rows = [r for r in out.tables["scaling"] if r["K"] == 65536]
-    assert {r["loss"]: r["status"] for r in rows}["Soft-HGR"].startswith("DNF")
-    assert {r["loss"]: r["status"] for r in rows}["DCCA / whitened HGR"].startswith("DNF")
+    status = {r["loss"]: r["status"] for r in rows}
+    assert status["Soft-HGR (covariance form)"].startswith("DNF")
+    assert status["DCCA / whitened HGR (covariance form)"].startswith("DNF")
+    assert status["DCCA / whitened HGR (Gram form)"] == "ok" and status["Soft-HGR (Gram form)"] == "ok"

@@ -8,6 +8,13 @@ Two classical finite-sample surrogates:
     Soft-HGR (Wang et al., AAAI 2019):   H_soft = E[f^T g] - 1/2 tr(Sigma_f Sigma_g)        O(m K^2) time, K^2 memory
     whitened HGR / DCCA (Andrew 2013):  H_cca  = sum_k sigma_k(Sigma_ff^-1/2 Sigma_fg Sigma_gg^-1/2)   O(m K^2 + K^3)
 
+Both baselines also have a batch (Gram, "dual") form whose cost is linear in K (``form="gram"``):
+    tr(Sigma_f Sigma_g) = ||F0 G0^T||_F^2 / (m-1)^2                                             O(m^2 K)
+    canonical correlations depend on the data only through K_f = F0 F0^T and K_g = G0 G0^T (linear-kernel
+    CCA): with any X_f X_f^T = K_f (we take the Cholesky factor), they are those of the m-column data X_f, X_g.
+                                                                                               O(m^2 K + m^3)
+These are the honest fast baselines for UniFast-HGR's cost claims.
+
 UniFast-HGR [A17] (our reconstruction, see README) keeps Soft-HGR's target but works in batch (Gram) space:
 
     1. centre over the batch:            F_bar = F - 1 mean(F)
@@ -32,6 +39,8 @@ from torch import Tensor, nn
 
 Penalty = Literal["cross", "within"]
 _PENALTIES = ("cross", "within")
+Form = Literal["covariance", "gram"]
+_FORMS = ("covariance", "gram")
 
 # helper functions
 
@@ -72,6 +81,22 @@ def _check_options(lam: float, penalty: str) -> None:
         raise ValueError(f"unknown penalty {penalty!r}; choose 'cross' (Soft-HGR's term) or 'within'")
 
 
+def _check_min_features(f: Tensor) -> None:
+    """Cosine features need K >= 2: with one feature every normalised row is +-1, so the score is piecewise
+    constant and its gradient is exactly zero."""
+    if f.shape[1] < 2:
+        raise ValueError(
+            f"UniFast/OptFast-HGR need feature dimension K >= 2, got K={f.shape[1]}: with one feature each "
+            "l2-normalised row is +-1, so the score is constant and every gradient is exactly zero; use K >= 2 "
+            "(or soft_hgr for scalar features)"
+        )
+
+
+def _check_form(form: object) -> None:
+    if form not in _FORMS:
+        raise ValueError(f"unknown form {form!r}; choose 'covariance' (K x K, O(m K^2)) or 'gram' (m x m, O(m^2 K))")
+
+
 def _check_positive_int(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -107,13 +132,14 @@ def unifast_hgr(
     (penalty="within"). tss=False keeps the diagonal and divides by m^2. Cost O(m^2 K), memory O(m^2 + mK).
 
     Args:
-        f, g: paired features, shape (m, K), m >= 2.
+        f, g: paired features, shape (m, K), m >= 2, K >= 2 (K = 1 has zero gradient and raises).
         lam: weight of the structural term (1.0 reproduces Soft-HGR's 1/2).
         center: centre over the batch before normalising (False: the ICLR version's simplified normalisation).
         tss: Trivial Spectrum Suppression (drop the diagonal of the structural term).
         penalty: "cross" or "within", see above.
     """
     _check_pair(f, g)
+    _check_min_features(f)
     _check_options(lam, penalty)
     fh, gh = cosine_features(f, center=center), cosine_features(g, center=center)
     align = (fh * gh).sum(dim=1)  # S_ii, O(mK)
@@ -154,6 +180,7 @@ def optfast_hgr(
     seeded `generator` is passed.
     """
     _check_pair(f, g)
+    _check_min_features(f)
     _check_options(lam, penalty)
     _check_positive_int("num_probes", num_probes)
     if generator is not None and not isinstance(generator, torch.Generator):
@@ -174,16 +201,20 @@ def optfast_hgr(
 # baselines
 
 
-def soft_hgr(f: Tensor, g: Tensor) -> Tensor:
-    """Soft-HGR score (Wang et al., AAAI 2019), covariance form: mean_i f0_i^T g0_i - 1/2 tr(Sigma_f Sigma_g).
+def soft_hgr(f: Tensor, g: Tensor, *, form: Form = "covariance") -> Tensor:
+    """Soft-HGR score (Wang et al., AAAI 2019): mean_i f0_i^T g0_i - 1/2 tr(Sigma_f Sigma_g).
 
-    f0, g0 are batch-centred; Sigma = f0^T f0 / (m - 1). tr(Sigma_f Sigma_g) = sum(Sigma_f * Sigma_g) since both
-    are symmetric, so the cost is O(m K^2) time and O(K^2) memory (the trace of a product would be O(K^3)).
+    f0, g0 are batch-centred; Sigma = f0^T f0 / (m - 1).
+    form="covariance": tr(Sigma_f Sigma_g) = sum(Sigma_f * Sigma_g) (both symmetric), O(m K^2) time, O(K^2) memory.
+    form="gram": the same number as ||F0 G0^T||_F^2 / (m-1)^2 (the m x m cross Gram), O(m^2 K) time, O(m^2) memory.
     """
     _check_pair(f, g)
+    _check_form(form)
     m = f.shape[0]
     f0, g0 = f - f.mean(dim=0, keepdim=True), g - g.mean(dim=0, keepdim=True)
     corr = (f0 * g0).sum(dim=1).mean()
+    if form == "gram":  # tr(F0^T F0 G0^T G0) = ||F0 G0^T||_F^2 (not <F0 F0^T, G0 G0^T> = ||F0^T G0||_F^2)
+        return corr - 0.5 * (f0 @ g0.T).square().sum() / (m - 1) ** 2
     cov_f, cov_g = f0.T @ f0 / (m - 1), g0.T @ g0 / (m - 1)
     return corr - 0.5 * (cov_f * cov_g).sum()
 
@@ -210,35 +241,62 @@ class _InvSqrtm(torch.autograd.Function):
         return v @ (gbar * dd) @ v.T, None
 
 
-def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3) -> Tensor:
-    """Batch canonical correlations: the top r = min(K_f, K_g, m - 1) singular values of
-    T = Sigma_ff^-1/2 Sigma_fg Sigma_gg^-1/2, descending (the rest are 0: centred data has rank <= m - 1).
-
-    Sigma_ff = f0^T f0/(m-1) + ridge I (likewise g); sigma_k = sqrt(eig_k(T^T T)) as in Andrew et al.'s DCCA
-    code. O(m K^2 + K^3) time, O(K^2) memory.
-    """
-    _check_pair(f, g, same_dim=False)
-    if not isinstance(ridge, (int, float)) or isinstance(ridge, bool) or not ridge > 0:
-        raise ValueError(f"ridge must be a positive number (whitening needs it when K >= m), got {ridge!r}")
-    m = f.shape[0]
-    f0, g0 = f - f.mean(dim=0, keepdim=True), g - g.mean(dim=0, keepdim=True)
-    eye_f = torch.eye(f.shape[1], dtype=f.dtype, device=f.device)
-    eye_g = torch.eye(g.shape[1], dtype=g.dtype, device=g.device)
-    sff = f0.T @ f0 / (m - 1) + ridge * eye_f
-    sgg = g0.T @ g0 / (m - 1) + ridge * eye_g
-    sfg = f0.T @ g0 / (m - 1)
-    t = _InvSqrtm.apply(sff, ridge) @ sfg @ _InvSqrtm.apply(sgg, ridge)
-    r = min(f.shape[1], g.shape[1], m - 1)
+def _cca_of_rows(x: Tensor, y: Tensor, ridge: float, r: int) -> Tensor:
+    """Top r singular values of Sxx^-1/2 Sxy Syy^-1/2 for already-centred rows x (m x p), y (m x q)."""
+    m = x.shape[0]
+    eye_x = torch.eye(x.shape[1], dtype=x.dtype, device=x.device)
+    eye_y = torch.eye(y.shape[1], dtype=y.dtype, device=y.device)
+    sxx = x.T @ x / (m - 1) + ridge * eye_x
+    syy = y.T @ y / (m - 1) + ridge * eye_y
+    sxy = x.T @ y / (m - 1)
+    t = _InvSqrtm.apply(sxx, ridge) @ sxy @ _InvSqrtm.apply(syy, ridge)
     eig = torch.linalg.eigvalsh(t.T @ t).flip(0)[:r]  # eigvalsh has stable gradients at repeated values
     return eig.clamp_min(torch.finfo(eig.dtype).eps).sqrt()
 
 
-def whitened_hgr(f: Tensor, g: Tensor, *, k: int | None = None, ridge: float = 1e-3) -> Tensor:
+def _gram_rows(x0: Tensor, ridge: float) -> Tensor:
+    """An m x m matrix L with L L^T = x0 x0^T + eps I (Gram and Cholesky in float64), eps = 1e-6 (m-1) ridge.
+
+    Linear-kernel CCA sees the data only through x0 x0^T, so L's rows stand in for x0's. The jitter makes the
+    centred (rank <= m-1) Gram positive definite; it adds a spurious canonical correlation of about
+    eps / (eps + (m-1) ridge) = 1e-6 along the all-ones direction, below every correlation that is kept.
+    The Gram is formed in float64: a float32 Gram at large K has round-off far above eps and is not positive
+    definite (this makes the Gram form ~2x dearer than a float32 matmul; its cost stays linear in K).
+    """
+    m = x0.shape[0]
+    xd = x0.double()
+    gram = xd @ xd.T
+    eps = 1e-6 * (m - 1) * ridge
+    return torch.linalg.cholesky(gram + eps * torch.eye(m, dtype=gram.dtype, device=gram.device))
+
+
+def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3, form: Form = "covariance") -> Tensor:
+    """Batch canonical correlations: the top r = min(K_f, K_g, m - 1) singular values of
+    T = Sigma_ff^-1/2 Sigma_fg Sigma_gg^-1/2, descending (the rest are 0: centred data has rank <= m - 1).
+
+    Sigma_ff = f0^T f0/(m-1) + ridge I (likewise g); sigma_k = sqrt(eig_k(T^T T)) as in Andrew et al.'s DCCA
+    code. form="covariance": whitening in K x K space, O(m K^2 + K^3) time, O(K^2) memory.
+    form="gram": the same correlations from the m x m Grams (dual / linear-kernel CCA; Cholesky rows in
+    float64), O(m^2 K + m^3) time, O(m^2 + mK) memory; equal to the covariance form up to ~1e-6.
+    """
+    _check_pair(f, g, same_dim=False)
+    _check_form(form)
+    if not isinstance(ridge, (int, float)) or isinstance(ridge, bool) or not ridge > 0:
+        raise ValueError(f"ridge must be a positive number (whitening needs it when K >= m), got {ridge!r}")
+    f0, g0 = f - f.mean(dim=0, keepdim=True), g - g.mean(dim=0, keepdim=True)
+    r = min(f.shape[1], g.shape[1], f.shape[0] - 1)
+    if form == "gram":
+        return _cca_of_rows(_gram_rows(f0, ridge), _gram_rows(g0, ridge), ridge, r).to(f.dtype)
+    return _cca_of_rows(f0, g0, ridge, r)
+
+
+def whitened_hgr(f: Tensor, g: Tensor, *, k: int | None = None, ridge: float = 1e-3,
+                 form: Form = "covariance") -> Tensor:
     """Whitened HGR / DCCA score (Andrew et al., 2013): the sum of the top-k batch canonical correlations
-    (k=None: all of them, i.e. the trace norm of T)."""
+    (k=None: all of them, i.e. the trace norm of T); ``form`` as in :func:`canonical_correlations`."""
     if k is not None:
         _check_positive_int("k", k)
-    return canonical_correlations(f, g, ridge=ridge)[:k].sum()
+    return canonical_correlations(f, g, ridge=ridge, form=form)[:k].sum()
 
 
 def info_nce_loss(f: Tensor, g: Tensor, *, tau: float = 0.1) -> Tensor:
@@ -297,28 +355,37 @@ class OptFastHGRLoss(nn.Module):
 
 
 class SoftHGRLoss(nn.Module):
-    """Loss -H_soft of :func:`soft_hgr` (Wang et al., AAAI 2019)."""
+    """Loss -H_soft of :func:`soft_hgr` (Wang et al., AAAI 2019); form="gram" is the O(m^2 K) batch form."""
+
+    def __init__(self, *, form: Form = "covariance") -> None:
+        super().__init__()
+        _check_form(form)
+        self.form = form
 
     def forward(self, f: Tensor, g: Tensor) -> Tensor:
-        return -soft_hgr(f, g)
+        return -soft_hgr(f, g, form=self.form)
+
+    def extra_repr(self) -> str:
+        return f"form={self.form!r}"
 
 
 class DCCALoss(nn.Module):
     """Loss -(sum of top-k canonical correlations) of :func:`whitened_hgr` (deep CCA, Andrew et al., 2013)."""
 
-    def __init__(self, k: int | None = None, ridge: float = 1e-3) -> None:
+    def __init__(self, k: int | None = None, ridge: float = 1e-3, *, form: Form = "covariance") -> None:
         super().__init__()
         if k is not None:
             _check_positive_int("k", k)
         if not isinstance(ridge, (int, float)) or isinstance(ridge, bool) or not ridge > 0:
             raise ValueError(f"ridge must be a positive number, got {ridge!r}")
-        self.k, self.ridge = k, ridge
+        _check_form(form)
+        self.k, self.ridge, self.form = k, ridge, form
 
     def forward(self, f: Tensor, g: Tensor) -> Tensor:
-        return -whitened_hgr(f, g, k=self.k, ridge=self.ridge)
+        return -whitened_hgr(f, g, k=self.k, ridge=self.ridge, form=self.form)
 
     def extra_repr(self) -> str:
-        return f"k={self.k}, ridge={self.ridge}"
+        return f"k={self.k}, ridge={self.ridge}, form={self.form!r}"
 
 
 class InfoNCELoss(nn.Module):
