@@ -52,7 +52,7 @@ class Sizes:
 
 SIZES = {
     Budget.QUICK: Sizes(d_hub=30, n=300, bench="ecoli70", ges=False, perf_d=(20, 30)),
-    Budget.STANDARD: Sizes(d_hub=50, n=500, bench="ecoli70", ges=True, perf_d=(50, 100)),
+    Budget.STANDARD: Sizes(d_hub=50, n=500, bench="ecoli70", ges=False, perf_d=(50, 100)),
     Budget.FULL: Sizes(d_hub=100, n=1000, bench="arth150", ges=True, perf_d=(50, 100, 200), n_dsep_orders=5),
 }
 
