@@ -19,7 +19,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
 
-from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
 
 from .labels import RandomResizedCrop, StoredSoftLabels
 from .losses import matched_smoothing
@@ -119,7 +119,11 @@ def train_student(method: str, stored: StoredSoftLabels, labels: torch.Tensor, e
 
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
-    s = budget.pick(SIZES)
+    with limit_threads(1):  # tiny CNNs: one thread is fastest and avoids spinning on a shared machine
+        return _reproduce(budget.pick(SIZES), seed)
+
+
+def _reproduce(s: Sizes, seed: int) -> Outcome:
     seed_everything(seed)
     X, y = load_digits(return_X_y=True)
     X = F.interpolate(torch.tensor(X / 16.0, dtype=torch.float32).view(-1, 1, 8, 8), size=16, mode="bilinear",
