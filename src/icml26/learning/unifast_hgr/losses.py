@@ -255,7 +255,8 @@ def _cca_of_rows(x: Tensor, y: Tensor, ridge: float, r: int) -> Tensor:
 
 
 def _gram_rows(x0: Tensor, ridge: float) -> Tensor:
-    """An m x m matrix L with L L^T = x0 x0^T + eps I (Gram and Cholesky in float64), eps = 1e-6 (m-1) ridge.
+    """An m x m matrix L with L L^T = x0 x0^T + eps I (Gram and Cholesky in float64), eps = 1e-6 (m-1) ridge,
+    when K > m; for K <= m, x0 itself (in float64), whose rows already have the right Gram.
 
     Linear-kernel CCA sees the data only through x0 x0^T, so L's rows stand in for x0's. The jitter makes the
     centred (rank <= m-1) Gram positive definite; it adds a spurious canonical correlation of about
@@ -265,6 +266,8 @@ def _gram_rows(x0: Tensor, ridge: float) -> Tensor:
     """
     m = x0.shape[0]
     xd = x0.double()
+    if x0.shape[1] <= m:  # x0 itself already satisfies X X^T = x0 x0^T with <= m columns: no factor needed
+        return xd
     gram = xd @ xd.T
     eps = 1e-6 * (m - 1) * ridge
     return torch.linalg.cholesky(gram + eps * torch.eye(m, dtype=gram.dtype, device=gram.device))
