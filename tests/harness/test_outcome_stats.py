@@ -125,3 +125,14 @@ def test_duplicate_seeds_are_refused():
     with pytest.raises(ValueError, match="more than once"):
         _seed_list([0, 0])
     assert _seed_list([2, 0]) == [2, 0]
+
+
+def test_threads_per_job_honours_omp_num_threads(monkeypatch):
+    from icml26.harness.runner import _threads_per_job
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert _threads_per_job(8, 2) == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert _threads_per_job(8, 2) == 4 and _threads_per_job(2, 4) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "junk")
+    assert _threads_per_job(8, 2) == 4

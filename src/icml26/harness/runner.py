@@ -124,7 +124,7 @@ def run_reproductions(
     n_cpu = os.cpu_count() or 1
     total = len(entries) * len(seed_list)
     jobs = max(1, min(jobs or n_cpu, total if total else 1))
-    threads = max(1, n_cpu // jobs)
+    threads = _threads_per_job(n_cpu, jobs)
     batch = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
     todo = [Job(p.id, p.module + ".reproduce", budget.value, s, batch, threads) for p in entries for s in seed_list]
     if on_start:
@@ -333,6 +333,15 @@ def _run_ray(todo: list[Job], collect: Callable, address: str | None, jobs: int,
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _threads_per_job(n_cpu: int, jobs: int) -> int:
+    """Torch threads per job: ``$OMP_NUM_THREADS`` when the user set it (a shared or loaded machine), else the
+    cores divided among the parallel jobs."""
+    raw = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if raw.isdigit() and int(raw) >= 1:
+        return int(raw)
+    return max(1, n_cpu // jobs)
 
 
 def _set_threads(n: int) -> None:
