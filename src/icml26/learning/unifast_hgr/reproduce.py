@@ -338,7 +338,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               falsifier=f"UniFast's probe accuracy more than 1 pp below Soft-HGR's at K={K0}",
               paired=paired(f"probe_unifast_K{K0}", f"probe_softhgr_K{K0}", -0.01),
               note=f"untrained encoders already reach {metrics[f'probe_untrained_K{K0}']:.3f}"),
-        Claim(statement=f"UniFast-HGR matches Soft-HGR's learning quality (retrieval) with K > m",
+        Claim(statement="UniFast-HGR matches Soft-HGR's learning quality (retrieval) with K > m",
               measured=metrics[f"r1_unifast_K{K1}"], op=">=", reference=metrics[f"r1_softhgr_K{K1}"] - 0.01,
               metric=f"test R@1, view A -> B, K={K1}, m={sz.batch}", baseline="Soft-HGR R@1 - 1 pp, same run and init",
               falsifier=f"UniFast's R@1 more than 1 pp below Soft-HGR's at K={K1}",

@@ -147,7 +147,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     mism = [s for s in sz.sigmas_test if s >= 2 * SIGMA_TRAIN]  # strong mismatch: 50, 75, 100
     mean_at = lambda name, ss: float(np.mean([curves[name][s] for s in ss]))  # noqa: E731
     # per-instance PSNR averaged over the given sigmas: one number per (image, noise draw), paired across models
-    inst_at = lambda name, ss: np.mean([per_instance[name][s] for s in ss], axis=0)  # noqa: E731
+    inst_at = lambda name, ss: np.mean([per_instance[name][s] for s in ss], axis=0)
     gap = {s: curves["wne"][s] - curves["ordinary"][s] for s in sz.sigmas_test}
     metrics: dict[str, float] = {f"psnr_{m}_s{s}": v for m, c in curves.items() for s, v in c.items()}
     metrics.update({f"gap_wne_minus_ordinary_s{s}": g for s, g in gap.items()})
