@@ -316,11 +316,12 @@ def test_loglog_slope_of_power_law():
 
 def test_benchmark_marks_dnf_past_cap():
     def slow(f, g):
-        time.sleep(f.shape[1] * 1e-3)
+        time.sleep(f.shape[1] * 1e-2)
         return (f * g).sum()
 
+    # the cap is 10x above the "fast" loss's worst scheduling hiccup seen on a loaded 2-core machine
     res = benchmark_loss_scaling({"slow": slow, "fast": lambda f, g: (f * g).sum()},
-                                 m=4, Ks=[10, 20, 80, 160], reps=2, warmup=0, time_cap_s=0.05)
+                                 m=4, Ks=[10, 20, 80, 160], reps=2, warmup=0, time_cap_s=0.5)
     assert res["fast"]["status"] == ["ok"] * 4 and all(res["fast"]["finite"])
     assert res["slow"]["status"][0] == "ok" and res["slow"]["status"][2].startswith("DNF")
     assert res["slow"]["status"][3] == res["slow"]["status"][2] and math.isnan(res["slow"]["min_s"][3])
