@@ -5,7 +5,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from icml26.harness.runner import _env, _overlapping, tidy_figure  # noqa: E402
+from icml26.harness.figures import _overlapping, tidy_figure  # noqa: E402
+from icml26.harness.provenance import run_env as _env  # noqa: E402
 
 
 def test_crowded_tick_labels_no_longer_overlap():
@@ -43,7 +44,7 @@ def test_env_has_provenance():
 def test_legend_over_data_is_moved_off_it():
     import numpy as np
 
-    from icml26.harness.runner import _legend_covers_data
+    from icml26.harness.figures import _legend_covers_data
 
     fig, ax = plt.subplots(figsize=(4, 3))
     x = np.linspace(0, 1, 50)

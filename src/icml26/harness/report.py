@@ -281,9 +281,9 @@ def provenance(records: Sequence[dict[str, Any]], command: str | None = None) ->
     if gits:
         code = distinct(f"{g['commit'][:12]}{' with uncommitted changes' if g.get('dirty') else ''}" for g in gits)
     else:
-        from .runner import _git_state
+        from .provenance import git_state
 
-        g = _git_state()
+        g = git_state()
         code = (f"{g['commit'][:12]}{' with uncommitted changes' if g.get('dirty') else ''} (at report time; the runs "
                 "did not record it)") if g else "not recorded (not a git checkout)"
     versions = []

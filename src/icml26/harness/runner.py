@@ -16,24 +16,20 @@ import io
 import logging
 import math
 import os
-import platform
-import shlex
 import socket
-import subprocess
-import sys
 import time
 import traceback
 import uuid
-import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from functools import lru_cache
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .budget import Budget
+from .figures import tidy_figure
 from .outcome import Outcome, _num
+from .provenance import command_line, run_env
 from .stats import aggregate_claims, aggregate_metrics
 from .store import ResultStore, atomic_write_bytes, check_writable, valid_records
 
@@ -86,7 +82,7 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
         record["error"] = traceback.format_exc()
         record["wall_time"] = time.perf_counter() - t0
     try:
-        record["env"] = _env()  # after the run: it then knows the device torch used
+        record["env"] = run_env()  # after the run: it then knows the device torch used
     except Exception:  # noqa: BLE001 - provenance is best effort, never a crash
         pass
     return record, pngs
@@ -328,7 +324,7 @@ def _run_ray(todo: list[Job], collect: Callable, address: str | None, jobs: int,
                 rec, pngs = ray.get(ref)
                 env = rec.setdefault("env", {})
                 if env.get("command") is None:  # a Ray worker's own command line says nothing; the driver's does
-                    env["command"] = _command()
+                    env["command"] = command_line()
                 collect((rec, pngs))
     finally:
         if started_here:
@@ -353,167 +349,6 @@ def _set_threads(n: int) -> None:
         pass
 
 
-_VERSIONED = ("icml26", "torch", "numpy", "scipy", "scikit-learn", "transformers", "matplotlib")
-
-
-def _env() -> dict[str, Any]:
-    """Provenance of one run, recorded in the worker that ran it: package versions, git commit of the code (when
-    it runs from a git checkout), the command line, the machine and the device torch used."""
-    from importlib import metadata
-
-    from .. import __version__
-
-    versions: dict[str, str | None] = {}
-    for dist in _VERSIONED:
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = None
-    versions["icml26"] = __version__
-    return {"icml26": __version__, "python": platform.python_version(), "torch": versions["torch"],
-            "numpy": versions["numpy"], "versions": versions, "machine": platform.machine(), "cpus": os.cpu_count(),
-            "os": platform.platform(terse=True), "cpu_model": _cpu_model(), "device": _device(),
-            "git": _git_state(), "command": _command()}
-
-
-def _command() -> str | None:
-    """The command line that started this process (``icml26 reproduce ...``), program name without its folder;
-    ``None`` inside a Ray worker, whose own command line says nothing about the run."""
-    argv = list(sys.argv)
-    if not argv or not argv[0] or argv[0].endswith("default_worker.py"):
-        return None
-    prog = Path(argv[0]).name
-    if prog == "__main__.py":  # python -m <package>
-        prog = f"python -m {Path(argv[0]).parent.name}"
-    return " ".join([prog, shlex.join(argv[1:])]).strip()
-
-
-@lru_cache(maxsize=1)
-def _git_state() -> dict[str, Any] | None:
-    """``{"commit": sha, "dirty": bool}`` of the checkout this package runs from, or ``None`` (installed wheel,
-    no git). Dirty means tracked files differ from the commit."""
-    here = Path(__file__).resolve().parent
-    root = next((d for d in (here, *here.parents) if (d / ".git").exists()), None)
-    if root is None:
-        return None
-    try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"commit": sha, "dirty": dirty} if sha else None
-
-
-@lru_cache(maxsize=1)
-def _cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def _device() -> str:
-    """``cuda: <name>`` when the run had torch imported and a GPU visible, else ``cpu`` (torch is never imported
-    just to ask)."""
-    torch = sys.modules.get("torch")
-    try:
-        if torch is not None and torch.cuda.is_available():
-            return f"cuda: {torch.cuda.get_device_name(0)}"
-    except Exception:  # noqa: BLE001
-        pass
-    return "cpu"
-
-
-def tidy_figure(fig: Any) -> None:
-    """Lay a figure out before it is saved: ``tight_layout`` (unless it uses constrained layout); a legend that hides
-    plotted data moves to the best free spot, or beside the axes when there is none; x tick labels that overlap
-    are turned vertical; where tick labels still overlap only every k-th is shown."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            engine = fig.get_layout_engine()
-            constrained = engine is not None and "Constrained" in type(engine).__name__
-            relayout = (lambda: None) if constrained else fig.tight_layout
-            relayout()
-            renderer = fig.canvas.get_renderer()
-            fig.draw_without_rendering()
-            moved = False
-            for ax in fig.axes:
-                leg = ax.get_legend()
-                if leg is None or not hasattr(leg, "set_loc") or not _legend_covers_data(ax, leg, renderer):
-                    continue
-                leg.set_loc("best")
-                fig.draw_without_rendering()
-                if _legend_covers_data(ax, leg, renderer):  # no free corner: put it beside the axes
-                    leg.set_loc("upper left")
-                    leg.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
-                moved = True
-            if moved:
-                relayout()
-                fig.draw_without_rendering()
-            rotated = False
-            for ax in fig.axes:
-                if _overlapping(ax.get_xticklabels(), renderer, "x"):
-                    for t in ax.get_xticklabels():
-                        t.set_rotation(90)
-                        t.set_horizontalalignment("center")
-                    rotated = True
-            if rotated:
-                relayout()
-                fig.draw_without_rendering()
-            for ax in fig.axes:
-                for labels, axis in ((ax.get_xticklabels(), "x"), (ax.get_yticklabels(), "y")):
-                    step = 2
-                    while _overlapping(labels, renderer, axis) and step <= len(labels):
-                        for i, t in enumerate(labels):
-                            t.set_visible(i % step == 0)
-                        step += 1
-    except Exception as e:  # noqa: BLE001 - layout is cosmetic; never lose a figure over it
-        log.debug("could not tidy figure: %s", e)
-
-
-def _legend_covers_data(ax: Any, leg: Any, renderer: Any) -> bool:
-    """Whether a legend inside the axes hides any plotted line or marker (vertices and points along segments)."""
-    import numpy as np
-
-    box = leg.get_window_extent(renderer)
-    for line in ax.get_lines():
-        xy = np.asarray(line.get_xydata(), dtype=float)
-        if not line.get_visible() or len(xy) == 0:
-            continue
-        pts = line.get_transform().transform(xy)
-        pts = pts[np.isfinite(pts).all(axis=1)]
-        if len(pts) > 1:  # points along each segment, so a line that crosses the legend counts
-            t = np.linspace(0.0, 1.0, 16)[:, None, None]
-            pts = (pts[:-1][None] * (1 - t) + pts[1:][None] * t).reshape(-1, 2)
-        inside = (pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1)
-        if inside.any():
-            return True
-    for coll in ax.collections:
-        try:
-            offs = coll.get_offset_transform().transform(np.asarray(coll.get_offsets(), dtype=float))
-        except Exception:  # noqa: BLE001
-            continue
-        if len(offs) and ((offs[:, 0] > box.x0) & (offs[:, 0] < box.x1) & (offs[:, 1] > box.y0) & (offs[:, 1] < box.y1)).any():
-            return True
-    return False
-
-
-def _overlapping(labels: Sequence[Any], renderer: Any, axis: str) -> bool:
-    """Whether any two visible, non-empty tick labels overlap along ``axis``."""
-    boxes = [t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text().strip()]
-    if axis == "x":
-        spans = sorted((b.x0, b.x1) for b in boxes)
-    else:
-        spans = sorted((b.y0, b.y1) for b in boxes)
-    return any(a[1] > b[0] + 0.5 for a, b in zip(spans, spans[1:]))
-
-
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:60]
 
@@ -528,4 +363,4 @@ def _close(fig: Any) -> None:
 
 
 __all__ = ["Job", "run_job", "execute", "run_reproductions", "BatchResult", "summarize_records", "BACKENDS",
-           "probe_ray_address", "tidy_figure", "RAY_CONNECT_TIMEOUT_S"]
+           "probe_ray_address", "RAY_CONNECT_TIMEOUT_S"]
