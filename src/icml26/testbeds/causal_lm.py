@@ -23,6 +23,7 @@ import torch
 from .cache import load_cached
 from .code_corpus import Split, corpus_texts
 from .progress import BuildProgress, build_phase
+from .training import train_steps
 
 log = logging.getLogger(__name__)
 EOS = "<eos>"
@@ -125,20 +126,16 @@ def train_causal_lm(cfg: CausalLMConfig, tokenizer, out_dir: Path | None = None)
     g = torch.Generator().manual_seed(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps))))
-    model.train()
     offsets = torch.arange(cfg.seq_len + 1)
+
+    def batch_loss(_step: int) -> torch.Tensor:
+        starts = torch.randint(0, len(data) - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
+        batch = data[starts[:, None] + offsets]
+        logits = model(input_ids=batch[:, :-1], use_cache=False).logits
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+
     with BuildProgress(log, cfg.name, cfg.steps) as progress:
-        for step in range(cfg.steps):
-            starts = torch.randint(0, len(data) - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
-            batch = data[starts[:, None] + offsets]
-            logits = model(input_ids=batch[:, :-1], use_cache=False).logits
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            progress.update(step + 1, loss.detach())
+        train_steps(model, opt, sched, cfg.steps, batch_loss, progress)
     model.eval()
     if out_dir is not None:
         model.save_pretrained(out_dir, safe_serialization=True)

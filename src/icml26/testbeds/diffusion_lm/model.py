@@ -27,6 +27,7 @@ from torch import nn
 from ...harness.threads import limit_threads
 from ..cache import load_cached
 from ..progress import BuildProgress, build_phase
+from ..training import train_steps
 
 log = logging.getLogger(__name__)
 
@@ -180,17 +181,13 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMas
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 *
                                               (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
+
+    def batch_loss(_step: int) -> torch.Tensor:
+        idx = torch.randint(0, len(seqs), (cfg.batch_size,), generator=gen)
+        return mdlm_loss(model, seqs[idx], task.prompt_length, task.mask_token_id, gen)
+
     with limit_threads(2), BuildProgress(log, dlm_name(cfg), cfg.steps) as progress:
-        model.train()
-        for step in range(cfg.steps):
-            idx = torch.randint(0, len(seqs), (cfg.batch_size,), generator=gen)
-            loss = mdlm_loss(model, seqs[idx], task.prompt_length, task.mask_token_id, gen)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            progress.update(step + 1, loss.detach())
+        train_steps(model, opt, sched, cfg.steps, batch_loss, progress)
     return model.eval()
 
 
