@@ -373,9 +373,8 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
     """Run the jobs with one line per job start and end (terminal or not), a bar on a terminal, and a heartbeat
     line every 10 s when stderr is not a terminal.
 
-    Start lines follow the order in which the local runner hands jobs out (paper by paper, seeds in order, at
-    most ``jobs`` at once), which is the order its process pool starts them; Ray schedules on its own, so there
-    only the end lines are exact.
+    Start lines come from the runner's ``on_job_start`` (the local runner hands a job out when a worker is free;
+    on Ray they mark submission, and Ray schedules on its own).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -384,26 +383,23 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
     plan = [(pid, s) for pid in ids for s in range(seeds)]
     width = max(1, min(jobs or os.cpu_count() or 1, len(plan)))
     lock = threading.Lock()
-    state: dict[str, Any] = {"started": 0, "done": set(), "last": time.monotonic(), "t0": time.monotonic()}
+    state: dict[str, Any] = {"started": [], "done": set(), "last": time.monotonic(), "t0": time.monotonic()}
     stop = threading.Event()
 
     def say(msg: str) -> None:
         err.print(msg, highlight=False)
         state["last"] = time.monotonic()
 
-    def start_more() -> None:
-        if backend != "local":
-            return
-        while state["started"] < min(len(plan), len(state["done"]) + width):
-            pid, s = plan[state["started"]]
-            state["started"] += 1
-            say(f"  start {pid} seed {s} ({state['started']}/{len(plan)})")
+    def on_job_start(job: Any) -> None:
+        with lock:
+            state["started"].append((job.paper, job.seed))
+            say(f"  start {job.paper} seed {job.seed} ({len(state['started'])}/{len(plan)})")
 
     def heartbeat() -> None:
         while not stop.wait(1.0):
             with lock:
                 if time.monotonic() - state["last"] >= HEARTBEAT_S:
-                    running = [f"{p} seed {s}" for p, s in plan[:state["started"]] if (p, s) not in state["done"]]
+                    running = [f"{p} seed {s}" for p, s in state["started"] if (p, s) not in state["done"]]
                     where = f"; running: {', '.join(running)}" if running else ""
                     say(f"  ... {len(state['done'])}/{len(plan)} jobs done, "
                         f"{time.monotonic() - state['t0']:.0f} s elapsed{where}")
@@ -418,7 +414,6 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
             with lock:
                 progress.update(task, total=total)
                 state["t0"] = time.monotonic()
-                start_more()
 
         def on_done(rec: dict) -> None:
             with lock:
@@ -429,14 +424,13 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
                     f"({wall:.1f} s) ({len(state['done'])}/{len(plan)})" if wall is not None else
                     f"  done  {rec['paper']} seed {rec['seed']}: {mark}")
                 progress.advance(task)
-                start_more()
 
         beat = threading.Thread(target=heartbeat, daemon=True)
         if not err.is_terminal:
             beat.start()
         try:
             return run_reproductions(ids, budget, seeds, jobs=jobs, backend=backend, out=out, ray_address=ray_address,
-                                     on_start=on_start, on_done=on_done)
+                                     on_start=on_start, on_done=on_done, on_job_start=on_job_start)
         except ValueError as e:
             fail(str(e))
         finally:

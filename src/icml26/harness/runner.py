@@ -20,7 +20,7 @@ import socket
 import time
 import traceback
 import uuid
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -99,6 +99,7 @@ def run_reproductions(
     ray_address: str | None = None,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    on_job_start: Callable[[Job], None] | None = None,
 ) -> "BatchResult":
     """Run every (paper, seed) job and store one JSON record per run under ``out``.
 
@@ -126,7 +127,8 @@ def run_reproductions(
     if on_start:
         on_start(total)
 
-    records = execute(todo, store, backend=backend, jobs=jobs, ray_address=ray_address, on_done=on_done)
+    records = execute(todo, store, backend=backend, jobs=jobs, ray_address=ray_address, on_done=on_done,
+                      on_job_start=on_job_start)
     store.reindex()
     order = {(j.paper, j.seed): i for i, j in enumerate(todo)}
     records.sort(key=lambda r: order[(r["paper"], r["seed"])])
@@ -142,6 +144,7 @@ def execute(
     jobs: int = 1,
     ray_address: str | None = None,
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    on_job_start: Callable[[Job], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``todo`` on ``backend`` and write each record and its figures to ``store`` as it arrives."""
     records: list[dict[str, Any]] = []
@@ -157,18 +160,36 @@ def execute(
         if on_done:
             on_done(rec)
 
+    def started(job: Job) -> Job:
+        if on_job_start:
+            on_job_start(job)
+        return job
+
     if backend == "ray":
-        _run_ray(list(todo), collect, ray_address, jobs)
+        _run_ray([started(j) for j in todo], collect, ray_address, jobs)  # Ray schedules them itself
     elif backend != "local":
         raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     elif jobs == 1:
         for job in todo:
-            collect(run_job(job))
-    else:
+            collect(run_job(started(job)))
+    else:  # at most `jobs` in flight, so a job is handed out when a worker is free to start it
+        pending = iter(todo)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(run_job, job) for job in todo]
-            for fut in as_completed(futures):
-                collect(fut.result())
+            running: set[Future] = set()
+
+            def submit_next() -> None:
+                job = next(pending, None)
+                if job is not None:
+                    running.add(pool.submit(run_job, started(job)))
+
+            for _ in range(jobs):
+                submit_next()
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    running.discard(fut)
+                    collect(fut.result())
+                    submit_next()
     return records
 
 
