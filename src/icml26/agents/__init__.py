@@ -1,0 +1,1 @@
+"""RL-trained LLM agents and reasoners."""

@@ -1,0 +1,1 @@
+"""Embodied agents: world models and skill-routed policies."""

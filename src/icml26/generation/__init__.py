@@ -1,0 +1,1 @@
+"""Search over token sequences (test-time search with verifiers)."""

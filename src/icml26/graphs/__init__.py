@@ -1,0 +1,1 @@
+"""Graph and hypergraph learning."""

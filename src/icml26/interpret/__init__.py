@@ -1,0 +1,1 @@
+"""Analysis of trained models (measurement tools that run on a user's own model)."""

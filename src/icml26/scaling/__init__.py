@@ -1,0 +1,1 @@
+"""Scaling-law fitting and compute allocation."""

@@ -1,0 +1,1 @@
+"""Numerical theory: kernels, mean-field dynamics, bandits — solvers checked against simulation."""
