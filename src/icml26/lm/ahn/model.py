@@ -1,0 +1,322 @@
+"""[A07] Augmenting a frozen Hugging Face Llama-style model with Artificial Hippocampus Networks.
+
+Per attention layer, with q, k, v after RoPE (as in the reference code) and x the layer's normalised input:
+
+    o_att(t) = softmax over sinks ∪ window(t) of q_t k_j / sqrt(d)  ·  v_j        window(t) = {t-W+1 .. t}
+    o_mem(t) = AHN.out_proj(RMSNorm(S_{t-W}^T q_t / sqrt(d)))                    S_m: state after tokens S..m
+    y_t      = W_O (o_att(t) + o_mem(t))
+
+Every token that leaves the window (j = t - W, j >= S) is absorbed into the AHN state with its own k_j, v_j and gates
+from x_j. ``out_proj`` is zero-initialised, so a fresh AHN model is exactly the window-only model, and for
+t < S + W exactly the base model. The base model's weights are frozen; only the AHN parameters train.
+
+Works on any model laid out like ``LlamaForCausalLM`` / ``MistralForCausalLM`` / ``Qwen2ForCausalLM``
+(``model.model.{embed_tokens, layers, norm, rotary_emb}``, ``layer.self_attn.{q,k,v,o}_proj``, ``layer.mlp``).
+The attention is computed here (not by patching HF internals), from the layer's own projections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import check_window, sliding_window_mask
+from .memory import KINDS, AHNMemory
+
+
+@dataclass(frozen=True)
+class AHNConfig:
+    """AHN settings [A07].
+
+    Args:
+        kind: ``"gdn"`` | ``"deltanet"`` | ``"mamba2"``.
+        window: sliding-window size W (tokens of lossless KV cache besides the sinks).
+        num_sinks: attention-sink tokens S kept from the start.
+        use_q_proj: re-project the query before reading the memory.
+        chunk_size: chunk length of the parallel (training) form.
+    """
+
+    kind: str = "gdn"
+    window: int = 32
+    num_sinks: int = 4
+    use_q_proj: bool = False
+    chunk_size: int = 64
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown AHN kind {self.kind!r}; use one of {', '.join(KINDS)}")
+        check_window(self.window, self.num_sinks)
+        if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive int, got {self.chunk_size!r}")
+
+
+@dataclass
+class AHNOutput:
+    logits: torch.Tensor
+    cache: "AHNCache | None" = None
+
+
+@dataclass
+class AHNCache:
+    """Fixed-size decoding cache [A07]: per layer the S sink K/V, a ring of the last W tokens' K/V (and their AHN
+    gates), and the AHN state. With ``window=None`` it is a plain growing-in-use full-attention cache of capacity
+    ``capacity`` (the baseline). ``pos`` is the number of tokens seen."""
+
+    window: int | None
+    num_sinks: int
+    sink_k: list[torch.Tensor]
+    sink_v: list[torch.Tensor]
+    win_k: list[torch.Tensor]
+    win_v: list[torch.Tensor]
+    win_beta: list[torch.Tensor] | None = None
+    win_g: list[torch.Tensor] | None = None
+    state: list[torch.Tensor] | None = None
+    pos: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def nbytes(self) -> int:
+        """Bytes held by the cache tensors (what decoding keeps in memory)."""
+        ts = [*self.sink_k, *self.sink_v, *self.win_k, *self.win_v, *(self.win_beta or []), *(self.win_g or []),
+              *(self.state or [])]
+        return int(sum(t.numel() * t.element_size() for t in ts))
+
+
+def _check_layout(model: nn.Module) -> None:
+    inner = getattr(model, "model", None)
+    need = ("embed_tokens", "layers", "norm", "rotary_emb")
+    if inner is None or any(not hasattr(inner, n) for n in need) or not hasattr(model, "lm_head"):
+        raise ValueError(f"{type(model).__name__} is not laid out like LlamaForCausalLM (model.model.embed_tokens/"
+                         "layers/norm/rotary_emb and lm_head); pass a LlamaForCausalLM, MistralForCausalLM or "
+                         "Qwen2ForCausalLM (or a model with the same module names)")
+    for i, layer in enumerate(inner.layers):
+        attn = getattr(layer, "self_attn", None)
+        if attn is None or any(not hasattr(attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")) \
+                or not hasattr(layer, "input_layernorm") or not hasattr(layer, "mlp"):
+            raise ValueError(f"layer {i} of {type(model).__name__} has no Llama-style self_attn.q_proj/k_proj/v_proj/"
+                             "o_proj, input_layernorm and mlp; AHN needs standard multi-head attention layers")
+
+
+# main class
+
+class AHNModel(nn.Module):
+    """A frozen causal LM with sliding-window attention + sinks and one AHN per attention layer [A07].
+
+    ``forward(ids, window=..., num_sinks=..., use_memory=...)`` is the parallel (training / prefill) form;
+    ``window=None`` gives the base model's full attention (the teacher). ``generate`` decodes with an
+    :class:`AHNCache` whose size does not grow with the sequence.
+    """
+
+    def __init__(self, base: nn.Module, cfg: AHNConfig) -> None:
+        super().__init__()
+        if not isinstance(cfg, AHNConfig):
+            raise TypeError(f"cfg must be an AHNConfig, got {type(cfg).__name__}")
+        _check_layout(base)
+        self.base, self.cfg = base, cfg
+        for p in base.parameters():
+            p.requires_grad_(False)
+        c = base.config
+        self.num_heads = c.num_attention_heads
+        self.num_kv_heads = getattr(c, "num_key_value_heads", None) or self.num_heads
+        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // self.num_heads
+        self.memories = nn.ModuleList(
+            AHNMemory(cfg.kind, c.hidden_size, self.num_heads, self.head_dim, use_q_proj=cfg.use_q_proj,
+                      chunk_size=cfg.chunk_size) for _ in base.model.layers)
+        ref = next(base.parameters())
+        self.memories.to(device=ref.device)
+
+    # helper functions
+
+    def ahn_parameters(self) -> list[nn.Parameter]:
+        """The trainable parameters (the AHNs only)."""
+        return list(self.memories.parameters())
+
+    def _check_ids(self, input_ids: torch.Tensor) -> None:
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.long, torch.int):
+            raise ValueError("input_ids must be an integer tensor of shape [batch, seq_len]")
+        if input_ids.shape[1] == 0:
+            raise ValueError("input_ids is empty; pass at least one token")
+        V = self.base.config.vocab_size
+        if input_ids.min() < 0 or input_ids.max() >= V:
+            raise ValueError(f"input_ids out of range [0, {V}); check the tokenizer matches the model")
+
+    def _qkv(self, layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        attn = layer.self_attn
+        B, T, _ = h.shape
+        q = attn.q_proj(h).view(B, T, -1, self.head_dim)
+        k = attn.k_proj(h).view(B, T, -1, self.head_dim)
+        v = attn.v_proj(h).view(B, T, -1, self.head_dim)
+        if hasattr(attn, "q_norm"):  # Qwen3-style per-head norms
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        rep = self.num_heads // self.num_kv_heads
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        return q, k, v
+
+    def _scale(self, layer) -> float:
+        return getattr(layer.self_attn, "scaling", self.head_dim ** -0.5)
+
+    # parallel form
+
+    def forward(self, input_ids: torch.Tensor, *, window: int | None | str = "cfg", num_sinks: int | None = None,
+                use_memory: bool = True, return_cache: bool = False) -> AHNOutput:
+        """Logits [B, T, V] of sliding-window attention (+ sinks) + AHN memory, all positions in parallel.
+
+        ``window="cfg"`` uses ``cfg.window``; ``window=None`` is full attention (then no memory is used).
+        ``use_memory=False`` gives the window-only model (StreamingLLM). ``return_cache`` also returns the
+        :class:`AHNCache` to continue decoding from (prefill)."""
+        self._check_ids(input_ids)
+        W = self.cfg.window if window == "cfg" else window
+        S = self.cfg.num_sinks if num_sinks is None else num_sinks
+        check_window(W, S)
+        use_memory = use_memory and W is not None
+        inner = self.base.model
+        B, T = input_ids.shape
+        x = inner.embed_tokens(input_ids)
+        pos = torch.arange(T, device=x.device)[None].expand(B, T)
+        cos, sin = inner.rotary_emb(x, pos)
+        mask = sliding_window_mask(T, W, S, device=x.device)
+        n_ev = T - W - S if W is not None else 0   # positions that read the memory: t = S+W .. T-1
+        caches = [] if return_cache else None
+        for layer, mem in zip(inner.layers, self.memories):
+            h = layer.input_layernorm(x)
+            q, k, v = self._qkv(layer, h, cos, sin)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self._scale(layer))
+            state = None
+            if use_memory and n_ev > 0:
+                # evicted token j = S.. T-1-W is read by the query at j + W (its first position outside the window)
+                o_mem, state = mem(k[:, :, S:T - W], v[:, :, S:T - W], h[:, S:T - W], q[:, :, S + W:])
+                o = torch.cat([o[:, :, :S + W], o[:, :, S + W:] + o_mem.to(o.dtype)], 2)
+            if return_cache:
+                caches.append((k, v, h, state))
+            x = x + layer.self_attn.o_proj(o.transpose(1, 2).reshape(B, T, -1))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        logits = self.base.lm_head(inner.norm(x))
+        cache = self._cache_from_prefill(caches, W, S, T, use_memory) if return_cache else None
+        return AHNOutput(logits=logits, cache=cache)
+
+    # streaming form
+
+    def new_cache(self, batch: int, *, window: int | None | str = "cfg", num_sinks: int | None = None,
+                  use_memory: bool = True, capacity: int | None = None) -> AHNCache:
+        """An empty cache. ``window=None`` (full attention) needs ``capacity`` (max tokens)."""
+        W = self.cfg.window if window == "cfg" else window
+        S = self.cfg.num_sinks if num_sinks is None else num_sinks
+        check_window(W, S)
+        if W is None and (capacity is None or capacity < 1):
+            raise ValueError("a full-attention cache (window=None) needs capacity=<max tokens>")
+        ref = next(self.base.parameters())
+        L, H, d = len(self.memories), self.num_heads, self.head_dim
+        n = capacity if W is None else W
+        z = lambda m: [torch.zeros(batch, H, m, d, dtype=ref.dtype, device=ref.device) for _ in range(L)]  # noqa: E731
+        mem = use_memory and W is not None
+        return AHNCache(window=W, num_sinks=S if W is not None else 0, sink_k=z(S if W is not None else 0),
+                        sink_v=z(S if W is not None else 0), win_k=z(n), win_v=z(n),
+                        win_beta=[torch.zeros(batch, H, n, device=ref.device) for _ in range(L)] if mem else None,
+                        win_g=[torch.zeros(batch, H, n, device=ref.device) for _ in range(L)] if mem else None,
+                        state=[m.init_state(batch, ref.device) for m in self.memories] if mem else None)
+
+    def _cache_from_prefill(self, caches, W, S, T, use_memory) -> AHNCache:
+        B = caches[0][0].shape[0]
+        cache = self.new_cache(B, window=W, num_sinks=S, use_memory=use_memory, capacity=None if W else T)
+        cache.pos = T
+        for li, ((k, v, h, state), mem) in enumerate(zip(caches, self.memories)):
+            if W is None:
+                cache.win_k[li], cache.win_v[li] = k.clone(), v.clone()
+                continue
+            s = min(S, T)
+            cache.sink_k[li][:, :, :s], cache.sink_v[li][:, :, :s] = k[:, :, :s], v[:, :, :s]
+            j = torch.arange(max(S, T - W), T, device=k.device)      # the window's tokens (not yet evicted)
+            slot = (j - S) % W
+            cache.win_k[li][:, :, slot], cache.win_v[li][:, :, slot] = k[:, :, j], v[:, :, j]
+            if cache.state is not None:
+                beta, g = mem.gates(h[:, j])
+                cache.win_beta[li][:, :, slot], cache.win_g[li][:, :, slot] = beta, g
+                if state is not None:
+                    cache.state[li] = state
+        return cache
+
+    def step(self, token: torch.Tensor, cache: AHNCache) -> torch.Tensor:
+        """Decode one token per row (token [B]) at position ``cache.pos``, updating ``cache`` in place; returns
+        logits [B, V]. Cost per token is O(S + W) attention + one AHN update, independent of the position."""
+        inner = self.base.model
+        t, W, S = cache.pos, cache.window, cache.num_sinks
+        B = token.shape[0]
+        x = inner.embed_tokens(token[:, None])
+        cos, sin = inner.rotary_emb(x, torch.full((B, 1), t, device=x.device, dtype=torch.long))
+        if W is None:
+            if t >= cache.win_k[0].shape[2]:
+                raise ValueError(f"full-attention cache is full ({t} tokens); create it with a larger capacity")
+            slot, evict = t, False
+            n_valid = t + 1
+        else:
+            slot = None if t < S else (t - S) % W
+            evict = t - W >= S and cache.state is not None
+        for li, (layer, mem) in enumerate(zip(inner.layers, self.memories)):
+            h = layer.input_layernorm(x)
+            q, k, v = self._qkv(layer, h, cos, sin)                        # [B, H, 1, d]
+            if W is None:
+                cache.win_k[li][:, :, slot], cache.win_v[li][:, :, slot] = k[:, :, 0], v[:, :, 0]
+                keys, vals = cache.win_k[li][:, :, :n_valid], cache.win_v[li][:, :, :n_valid]
+                o = F.scaled_dot_product_attention(q, keys, vals, scale=self._scale(layer))
+            else:
+                if slot is None:
+                    cache.sink_k[li][:, :, t], cache.sink_v[li][:, :, t] = k[:, :, 0], v[:, :, 0]
+                else:
+                    if evict:  # token t - W leaves the window: absorb it into the AHN state
+                        cache.state[li] = mem.absorb(cache.state[li], cache.win_k[li][:, :, slot],
+                                                     cache.win_v[li][:, :, slot], cache.win_beta[li][:, :, slot],
+                                                     cache.win_g[li][:, :, slot])
+                    cache.win_k[li][:, :, slot], cache.win_v[li][:, :, slot] = k[:, :, 0], v[:, :, 0]
+                    if cache.state is not None:
+                        beta, g = mem.gates(h)
+                        cache.win_beta[li][:, :, slot], cache.win_g[li][:, :, slot] = beta[..., 0], g[..., 0]
+                n_sink, n_win = min(t + 1, S), max(0, min(t + 1 - S, W))
+                keys = torch.cat([cache.sink_k[li][:, :, :n_sink], cache.win_k[li][:, :, :n_win]], 2)
+                vals = torch.cat([cache.sink_v[li][:, :, :n_sink], cache.win_v[li][:, :, :n_win]], 2)
+                o = F.scaled_dot_product_attention(q, keys, vals, scale=self._scale(layer))
+                if cache.state is not None and t - W >= S:
+                    o = o + mem.read(cache.state[li], q[:, :, 0])[:, :, None].to(o.dtype)
+            x = x + layer.self_attn.o_proj(o.transpose(1, 2).reshape(B, 1, -1))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        cache.pos = t + 1
+        return self.base.lm_head(inner.norm(x))[:, 0]
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, *, window: int | None | str = "cfg",
+                 num_sinks: int | None = None, use_memory: bool = True) -> torch.Tensor:
+        """Greedy decoding: parallel prefill of the prompt, then :meth:`step` per token with a fixed-size cache
+        (``window=None``: full attention with a growing-in-use cache, the baseline). Returns [B, T + new]."""
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+        self._check_ids(input_ids)
+        W = self.cfg.window if window == "cfg" else window
+        out = self.forward(input_ids, window=W, num_sinks=num_sinks, use_memory=use_memory, return_cache=True)
+        cache = out.cache
+        if W is None:  # grow the full-attention cache to its final capacity once
+            T, extra = input_ids.shape[1], max_new_tokens
+            cache.win_k = [F.pad(k, (0, 0, 0, extra)) for k in cache.win_k]
+            cache.win_v = [F.pad(v, (0, 0, 0, extra)) for v in cache.win_v]
+        seq = [input_ids]
+        nxt = out.logits[:, -1].argmax(-1)
+        for i in range(max_new_tokens):
+            seq.append(nxt[:, None])
+            if i + 1 < max_new_tokens:
+                nxt = self.step(nxt, cache).argmax(-1)
+        return torch.cat(seq, 1)
+
+
+def augment_with_ahn(model: nn.Module, cfg: AHNConfig | None = None, **kw) -> AHNModel:
+    """Wrap a Hugging Face Llama-style causal LM with per-layer AHNs; the base is frozen (``requires_grad=False``)
+    and otherwise unchanged [A07]. ``augment_with_ahn(model, kind="gdn", window=32)`` also works."""
+    if cfg is None:
+        cfg = AHNConfig(**kw)
+    elif kw:
+        raise ValueError("pass either cfg or keyword settings, not both")
+    return AHNModel(model, cfg)
