@@ -89,6 +89,7 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
 # paper id -> budget -> testbed names (read from each reproduce.py's loads and its per-budget sizes)
 _BOTH = ("standard", "full")
 NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "A07": {b: ("toy-4L",) for b in BUDGETS},
     "A15": {b: ("dlm-t1c",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
     "A19": {"quick": ("toy-4L",), "standard": ("toy-4L",), "full": ("toy-8L",)},
     "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full
