@@ -1,0 +1,171 @@
+"""Token-expert drop policies [A09]: which (token, expert) pairs an MoE layer computes, and how much of each.
+
+Every policy maps the routing weights of the selected pairs, ``w`` of shape ``[N, K]`` (sorted descending per
+token; parent-equivalent weights after the model's own normalisation, see :class:`SparseMoE`), to a *level* per
+pair: 0 = dropped, 1 = major part only (the first ``major_fraction`` of the expert's neurons), 2 = full expert.
+
+    ThresholdDrop(tau)              level = 2 if w >= tau else 0                                   (the paper)
+    DualThresholdDrop(lo, hi)       level = 0 if w < lo; 1 if lo <= w < hi; 2 if w >= hi           (the paper)
+    RandomDrop(rate)                drop pairs uniformly at random at the given pair rate          (baseline)
+    TopKReduce(k)                   keep the k highest-weight pairs of each token (static top-k)   (baseline)
+    CapacityDrop(capacity_factor)   each expert takes at most C = cf * N * K / E pairs, highest w first (baseline)
+    RatioSkip(beta)                 NAEE-style dynamic skipping: drop pair j if w_j < beta * w_1   (baseline)
+
+By default every policy keeps each token's highest-weight pair (``keep_top1=True``, our choice), so no token is
+left with no expert; with Mixtral's renormalised top-2 the top weight is >= 0.5 and thresholds <= 0.5 never
+touch it anyway.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+# helper functions
+
+
+def _check_unit(name: str, v: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+        raise ValueError(f"{name} must be a finite number in [0, 1], got {v!r}")
+    if not 0.0 <= float(v) <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1] (a routing weight after normalisation), got {v}; "
+                         f"pass a value between 0 (drop nothing) and 1")
+    return float(v)
+
+
+def _protect_top1(level: torch.Tensor, keep_top1: bool) -> torch.Tensor:
+    if keep_top1:
+        level[:, 0] = torch.clamp(level[:, 0], min=2)  # weights are sorted descending: column 0 is the top pair
+    return level
+
+
+# main classes
+
+
+class DropPolicy:
+    """Base class: ``policy(w, experts, num_experts) -> level`` (int8 ``[N, K]``; 0 drop, 1 major, 2 full)."""
+
+    keep_top1: bool = True
+
+    def __call__(self, w: torch.Tensor, experts: torch.Tensor, num_experts: int) -> torch.Tensor:
+        raise NotImplementedError
+
+
+@dataclass
+class ThresholdDrop(DropPolicy):
+    """Drop the pair (token, e) when its routing weight w_e < tau [A09]; survivors keep their weight."""
+
+    tau: float
+    keep_top1: bool = True
+
+    def __post_init__(self) -> None:
+        self.tau = _check_unit("tau", self.tau)
+
+    def __call__(self, w, experts, num_experts):
+        return _protect_top1((w >= self.tau).to(torch.int8) * 2, self.keep_top1)
+
+
+@dataclass
+class DualThresholdDrop(DropPolicy):
+    """Two thresholds tau_lo <= tau_hi [A09]: w < tau_lo drops the expert, tau_lo <= w < tau_hi computes only its
+    major (most important) neurons, w >= tau_hi computes the full expert. tau_lo == tau_hi is ThresholdDrop."""
+
+    tau_lo: float
+    tau_hi: float
+    keep_top1: bool = True
+
+    def __post_init__(self) -> None:
+        self.tau_lo, self.tau_hi = _check_unit("tau_lo", self.tau_lo), _check_unit("tau_hi", self.tau_hi)
+        if self.tau_lo > self.tau_hi:
+            raise ValueError(f"tau_lo must be <= tau_hi, got tau_lo={self.tau_lo} > tau_hi={self.tau_hi}; swap them")
+
+    def __call__(self, w, experts, num_experts):
+        level = (w >= self.tau_lo).to(torch.int8) + (w >= self.tau_hi).to(torch.int8)
+        return _protect_top1(level, self.keep_top1)
+
+
+@dataclass
+class RandomDrop(DropPolicy):
+    """Baseline: drop each pair at random so that a fraction ``rate`` of all pairs is dropped (top-1 kept)."""
+
+    rate: float
+    seed: int = 0
+    keep_top1: bool = True
+
+    def __post_init__(self) -> None:
+        self.rate = _check_unit("rate", self.rate)
+        self._gen = torch.Generator().manual_seed(int(self.seed))
+
+    def __call__(self, w, experts, num_experts):
+        n, k = w.shape
+        droppable = k - 1 if self.keep_top1 else k
+        if self.rate > droppable / k + 1e-12:
+            raise ValueError(f"RandomDrop(rate={self.rate}) would leave tokens with no expert: with top-{k} routing "
+                             f"and the top pair kept at most {droppable / k:.3g} of the pairs can be dropped; "
+                             f"use rate <= {droppable / k:.3g}")
+        p = 0.0 if droppable == 0 else self.rate * k / droppable
+        drop = torch.rand(w.shape, generator=self._gen) < p
+        if self.keep_top1:
+            drop[:, 0] = False
+        return (~drop).to(torch.int8) * 2
+
+
+@dataclass
+class TopKReduce(DropPolicy):
+    """Baseline: static top-k reduction, keep only the ``k`` highest-weight pairs of each token."""
+
+    k: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ValueError(f"TopKReduce needs k >= 1 (k = 0 would leave every token with no expert), got {self.k!r}")
+
+    def __call__(self, w, experts, num_experts):
+        level = torch.zeros_like(w, dtype=torch.int8)
+        level[:, : self.k] = 2
+        return level
+
+
+@dataclass
+class RatioSkip(DropPolicy):
+    """Baseline, NAEE-style dynamic skipping (Lu et al. 2024): drop pair j when w_j < beta * w_1."""
+
+    beta: float
+
+    def __post_init__(self) -> None:
+        self.beta = _check_unit("beta", self.beta)
+
+    def __call__(self, w, experts, num_experts):
+        return _protect_top1((w >= self.beta * w[:, :1]).to(torch.int8) * 2, True)
+
+
+@dataclass
+class CapacityDrop(DropPolicy):
+    """Baseline, capacity-factor dropping (GShard / DeepSpeed-MoE style): expert e processes at most
+    C = ceil(capacity_factor * N * K / E) pairs; the highest-weight ones win (our choice, instead of token order)."""
+
+    capacity_factor: float
+    keep_top1: bool = True
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(float(self.capacity_factor)) or self.capacity_factor <= 0:
+            raise ValueError(f"capacity_factor must be > 0, got {self.capacity_factor!r}")
+
+    def __call__(self, w, experts, num_experts):
+        n, k = w.shape
+        cap = math.ceil(self.capacity_factor * n * k / num_experts)
+        flat_w, flat_e = w.reshape(-1), experts.reshape(-1)
+        # rank of each pair inside its expert by descending weight: sort by (expert, -w)
+        key = flat_e.to(torch.float64) * 4.0 - flat_w.to(torch.float64)  # w in [0, 1]: experts never interleave
+        order = torch.argsort(key, stable=True)
+        counts = torch.bincount(flat_e, minlength=num_experts)
+        starts = torch.cumsum(counts, 0) - counts
+        rank = torch.empty_like(order)
+        rank[order] = torch.arange(len(order)) - starts[flat_e[order]]
+        level = ((rank < cap).to(torch.int8) * 2).view(n, k)
+        return _protect_top1(level, self.keep_top1)
+
+
+__all__ = ["DropPolicy", "ThresholdDrop", "DualThresholdDrop", "RandomDrop", "TopKReduce", "RatioSkip", "CapacityDrop"]

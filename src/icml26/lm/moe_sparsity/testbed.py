@@ -1,0 +1,114 @@
+"""The tiny MoE causal LM testbed of [A09]: a Hugging Face Mixtral (SwiGLU experts, softmax-then-top-k router,
+Mixtral renormalisation) trained on the standard-library code corpus with the shared BPE tokenizer, cached on
+disk (cache kind ``"moe_lm"``) and loaded with its MoE blocks converted to :class:`SparseMoE`.
+
+    >>> model, tok = load_moe_lm(MOE_4L)      # trains once (~1-3 min CPU), then loads from the cache
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from icml26.testbeds.cache import load_cached
+from icml26.testbeds.causal_lm import TokenizerConfig, encode_split, load_tokenizer
+from icml26.testbeds.progress import BuildProgress, build_phase
+from icml26.testbeds.training import train_steps
+
+from .moe import convert_hf_moe
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MoELMConfig:
+    """A tiny Mixtral and its training recipe (AdamW, warmup + cosine, fixed steps, load-balance loss)."""
+
+    name: str = "moe-4L"
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    ffn_size: int = 256
+    num_experts: int = 8
+    top_k: int = 2
+    aux_loss_coef: float = 0.01
+    context: int = 256
+    steps: int = 200
+    batch_size: int = 8
+    seq_len: int = 128
+    lr: float = 2e-3
+    warmup: int = 20
+    weight_decay: float = 0.1
+    train_bytes: int = 6_000_000
+    seed: int = 0
+
+
+MOE_4L = MoELMConfig()
+MOE_2L = replace(MOE_4L, name="moe-2L", num_layers=2, hidden_size=64, num_heads=2, ffn_size=128, steps=60,
+                 batch_size=8, seq_len=64, warmup=10, train_bytes=1_000_000)
+
+
+def build_moe_lm(cfg: MoELMConfig, vocab_size: int):
+    """An untrained ``MixtralForCausalLM`` for ``cfg`` (seeded)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    config = MixtralConfig(vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_size,
+                           num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
+                           num_key_value_heads=cfg.num_heads, num_local_experts=cfg.num_experts,
+                           num_experts_per_tok=cfg.top_k, router_aux_loss_coef=cfg.aux_loss_coef,
+                           max_position_embeddings=cfg.context, sliding_window=None, tie_word_embeddings=True,
+                           bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    torch.manual_seed(cfg.seed)
+    return MixtralForCausalLM(config)
+
+
+def train_moe_lm(cfg: MoELMConfig, tokenizer, out_dir: Path | None = None):
+    """Train for ``cfg.steps`` steps on the train split: cross-entropy + aux_loss_coef * load-balance loss."""
+    model = build_moe_lm(cfg, len(tokenizer))
+    with build_phase(log, cfg.name, f"tokenizing {cfg.train_bytes / 1e6:.1f} MB of training text for {cfg.name}"):
+        data = encode_split(tokenizer, "train", cfg.train_bytes)
+    g = torch.Generator().manual_seed(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps))))
+    offsets = torch.arange(cfg.seq_len + 1)
+
+    def batch_loss(_step: int) -> torch.Tensor:
+        starts = torch.randint(0, len(data) - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
+        batch = data[starts[:, None] + offsets]
+        out = model(input_ids=batch[:, :-1], use_cache=False, output_router_logits=True)
+        ce = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), batch[:, 1:].flatten())
+        return ce + cfg.aux_loss_coef * out.aux_loss
+
+    with BuildProgress(log, cfg.name, cfg.steps) as progress:
+        train_steps(model, opt, sched, cfg.steps, batch_loss, progress)
+    model.eval()
+    if out_dir is not None:
+        model.save_pretrained(out_dir, safe_serialization=True)
+        tokenizer.save_pretrained(out_dir)
+    return model
+
+
+def load_moe_lm(cfg: MoELMConfig = MOE_4L, *, convert: bool = True):
+    """The trained ``(model, tokenizer)`` for ``cfg``, trained once and cached; with ``convert`` its Mixtral
+    MoE blocks are replaced by equivalent :class:`SparseMoE` layers (drop policies off)."""
+    from transformers import MixtralForCausalLM, PreTrainedTokenizerFast
+
+    if not isinstance(cfg, MoELMConfig):
+        raise TypeError(f"cfg must be a MoELMConfig (e.g. MOE_4L), got {type(cfg).__name__}")
+
+    def build(d: Path) -> None:
+        train_moe_lm(cfg, load_tokenizer(cfg.tokenizer), d)
+
+    model, tok = load_cached("moe_lm", asdict(cfg), build,
+                             lambda d: (MixtralForCausalLM.from_pretrained(d).eval(),
+                                        PreTrainedTokenizerFast.from_pretrained(d)))
+    return (convert_hf_moe(model, inplace=True) if convert else model), tok
+
+
+__all__ = ["MoELMConfig", "MOE_4L", "MOE_2L", "build_moe_lm", "train_moe_lm", "load_moe_lm"]
