@@ -1,0 +1,444 @@
+"""Reproduction of [B09]: SE-kernel spectrum on S^d, maximum information gain vs the paper's rate, GP-bandit
+regret curves vs the lower-bound rates, and the cost of our incremental GP-UCB.
+
+1. Spectrum. Closed-form eigenvalues vs Funk-Hecke quadrature and the trace identity, d = 1, 2, 3 (checks);
+   Gram-matrix eigenvalues of uniform points (metric).
+2. Information gain. l = 0.5, sigma^2 = 0.01, d = 1, 2, 3. Greedy maximum-variance gamma~_T over N uniform
+   candidates (a (1 - 1/e) lower estimate of the MIG over them), the analytic upper bound up to T = 1e12, and the
+   rates (ln T)^{d+1} (ln ln T)^{-d} (new) and (ln T)^{d+1} (old).
+3. Regret. RKHS functions of norm B = 1 (random kernel expansions), noise sd 0.1; GP-UCB (Srinivas beta_t), MVR,
+   uniform random and BoTorch's UCB on the same functions, candidates and noise; curves next to the paper's
+   lower-bound rates (shapes only: a worst-case bound cannot be checked on typical functions).
+4. Cost. Per-step time of the incremental GP update vs t (log-log slope), and one GP-UCB step (observe + the
+   posterior over N candidates) incremental vs refit from scratch at t = 1000; interleaved timing.
+
+Claims (refutable): gamma~_T tracks the new rate more closely than the old one (d = 1, 2, 3); GP-UCB beats
+uniform random (a sanity claim about the baseline, not the paper's); the incremental update costs ~t^2 and is
+>= 5x faster than refitting at t = 1000 (claims about our implementation, from the issue). Checks (theorems and
+exactness): trace identity, quadrature, greedy = log det, gamma~_T <= analytic bound, the analytic bound grows
+like the new rate and slower than the old one, GP posteriors equal scikit-learn's and the refit.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.figure import Figure
+from threadpoolctl import threadpool_limits
+
+from icml26.harness import Budget, Claim, Outcome, seed_everything
+
+from .bandit import GPUCB, MaximumVarianceReduction, UniformRandom, beta_srinivas, rkhs_test_function, run_bandit
+from .gp import IncrementalGP, refit_posterior
+from .information_gain import (
+    greedy_information_gain, information_gain, mig_rate_new, mig_rate_old, mig_upper_bound, regret_lower_rate,
+)
+from .peers import botorch_available, botorch_ucb_run, sklearn_posterior
+from .spectrum import funk_hecke_eigenvalues, harmonic_multiplicity, sample_sphere, se_kernel, se_sphere_eigenvalues
+
+
+@dataclass(frozen=True)
+class Sizes:
+    gram_n: int                  # uniform points for the Gram-spectrum comparison (d = 2)
+    mig_candidates: int          # candidates for the greedy information gain
+    mig_T: int                   # largest T for the greedy information gain
+    bandit_dims: tuple           # sphere dimensions for the regret curves
+    bandit_functions: int        # RKHS test functions per dimension
+    bandit_candidates: int
+    bandit_T: int
+    botorch_T: int               # steps of BoTorch's UCB (it refits from scratch every step)
+    timing_ts: tuple             # t at which the per-step cost is timed (must include 1000)
+    timing_candidates: int       # candidates tracked in the GP-UCB step timing
+    timing_reps: int
+
+
+SIZES = {
+    Budget.QUICK: Sizes(600, 1000, 300, (1, 2), 3, 300, 60, 30, (500, 1000, 2000), 500, 3),
+    Budget.STANDARD: Sizes(1500, 3000, 1200, (1, 2, 3), 5, 800, 200, 100, (500, 1000, 2000, 3000), 1000, 5),
+    Budget.FULL: Sizes(3000, 8000, 4000, (1, 2, 3), 20, 3000, 1000, 500, (500, 1000, 2000, 4000, 6000), 2000, 9),
+}
+
+DIMS = (1, 2, 3)
+LENGTHSCALE = 0.5
+NOISE_VAR = 0.01                 # sigma^2; noise sd 0.1
+NORM_B = 1.0
+N_SPEC = 25                      # degrees compared with quadrature
+T_BOUND = np.logspace(1, 12, 45)
+SPEEDUP_T = 1000
+
+
+# helper functions
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def _T_grid(T_max: int) -> np.ndarray:
+    return np.unique(np.round(np.geomspace(5, T_max, 24)).astype(int))
+
+
+# 1. spectrum
+
+def spectrum(sz: Sizes, rng: np.random.Generator) -> dict:
+    out: dict = {"closed": {}, "quad": {}, "trace_err": {}, "quad_err": {}}
+    for d in DIMS:
+        lam = se_sphere_eigenvalues(d, LENGTHSCALE, 200)
+        out["closed"][d] = lam
+        out["quad"][d] = funk_hecke_eigenvalues(d, LENGTHSCALE, N_SPEC)
+        out["trace_err"][d] = abs(float(np.sum(harmonic_multiplicity(d, np.arange(201)) * lam)) - 1.0)
+        out["quad_err"][d] = float(np.max(np.abs(out["quad"][d] - lam[: N_SPEC + 1])))
+    # Gram eigenvalues / n of uniform points on S^2 vs the closed form repeated N(2, n) times
+    X = sample_sphere(sz.gram_n, 2, rng)
+    gram = np.sort(np.linalg.eigvalsh(se_kernel(LENGTHSCALE, check=False)(X, X)))[::-1] / sz.gram_n
+    lam2 = out["closed"][2]
+    rep = np.repeat(lam2[:30], harmonic_multiplicity(2, np.arange(30)).astype(int))
+    k = 50
+    out["gram"], out["gram_rep"] = gram[:k], rep[:k]
+    out["gram_relerr_top50"] = float(np.mean(np.abs(gram[:k] - rep[:k]) / rep[:k]))
+    return out
+
+
+# 2. information gain
+
+def information_gain_study(sz: Sizes, rng: np.random.Generator) -> dict:
+    kern = se_kernel(LENGTHSCALE, check=False)
+    Ts = _T_grid(sz.mig_T)
+    out: dict = {"T": Ts, "greedy": {}, "bound": {}, "logdet_err": {}, "bound_far": {}}
+    for d in DIMS:
+        X = sample_sphere(sz.mig_candidates, d, rng)
+        gam, idx = greedy_information_gain(X, kern, sz.mig_T, NOISE_VAR)
+        S = X[idx]
+        out["logdet_err"][d] = abs(information_gain(kern(S, S), NOISE_VAR) - gam[-1]) / gam[-1]
+        out["greedy"][d] = gam[Ts - 1]
+        out["bound"][d] = mig_upper_bound(Ts.astype(float), d, LENGTHSCALE, NOISE_VAR)
+        out["bound_far"][d] = mig_upper_bound(T_BOUND, d, LENGTHSCALE, NOISE_VAR)
+    return out
+
+
+def _flatness(T: np.ndarray, g: np.ndarray, rate: np.ndarray, T_lo: float) -> float:
+    """|log(g / rate)| change over T in [T_lo, T_max]: |slope of log(g/rate) vs log T| x log(T_max / T_lo)."""
+    m = T >= T_lo
+    return abs(_slope(T[m], g[m] / rate[m])) * math.log(T[m][-1] / T[m][0])
+
+
+# 3. regret
+
+def regret_study(sz: Sizes, rng: np.random.Generator) -> dict:
+    kern = se_kernel(LENGTHSCALE, check=False)
+    runs: dict = {}
+    for d in sz.bandit_dims:
+        X = sample_sphere(sz.bandit_candidates, d, rng)
+        for j in range(sz.bandit_functions):
+            f = rkhs_test_function(d, NORM_B, LENGTHSCALE, rng)
+            fv = f(X)
+            noise = math.sqrt(NOISE_VAR) * rng.standard_normal(sz.bandit_T)
+            pol_rng = int(rng.integers(2 ** 31))
+            policies = {
+                "GP-UCB": GPUCB(kern, X, NOISE_VAR, beta="srinivas"),
+                "MVR": MaximumVarianceReduction(kern, X, NOISE_VAR),
+                "uniform random": UniformRandom(kern, X, NOISE_VAR, rng=pol_rng),
+            }
+            for name, pol in policies.items():
+                runs[d, j, name] = run_bandit(pol, fv, sz.bandit_T, noise)
+            if botorch_available() and sz.botorch_T > 0:
+                n = len(X)
+                runs[d, j, "BoTorch UCB"] = botorch_ucb_run(
+                    X, fv, min(sz.botorch_T, sz.bandit_T), noise, LENGTHSCALE, NOISE_VAR,
+                    lambda t: beta_srinivas(t, n), first=int(runs[d, j, "GP-UCB"]["indices"][0]))
+    return runs
+
+
+# 4. cost of the incremental update
+
+def timing_study(sz: Sizes, rng: np.random.Generator) -> dict:
+    kern = se_kernel(LENGTHSCALE, check=False)
+    t_max = max(sz.timing_ts)
+    X = sample_sphere(t_max + 8, 2, rng)
+    y = rng.standard_normal(t_max + 8)
+    Q = sample_sphere(sz.timing_candidates, 2, rng)
+    ones = np.ones(len(Q))
+    n_add = 4
+    bases = {t: IncrementalGP.fit(kern, NOISE_VAR, X[:t], y[:t], capacity=t + n_add + 1) for t in sz.timing_ts}
+    samples: dict = {t: [] for t in sz.timing_ts}
+    for rep in range(sz.timing_reps + 1):                # interleaved over t; the first round is warm-up
+        for t in sz.timing_ts:
+            gp = copy.deepcopy(bases[t])                 # untimed: each timed run starts from the same state
+            gp.add(X[t], y[t])                           # untimed: brings the copied factor into cache
+            t0 = time.perf_counter()
+            for i in range(1, n_add + 1):
+                gp.add(X[t + i], y[t + i])
+            if rep:
+                samples[t].append((time.perf_counter() - t0) / n_add)
+    step = {t: float(np.min(v)) for t, v in samples.items()}   # min: load on a shared machine only adds time
+    # one GP-UCB step at t = 1000: observe + posterior over the candidates, incremental vs refit
+    t = SPEEDUP_T
+    base = IncrementalGP.fit(kern, NOISE_VAR, X[:t], y[:t], queries=Q, capacity=t + 2)
+    t_inc_s, t_ref_s = [], []
+    for rep in range(sz.timing_reps + 1):                # interleaved; the first round is warm-up
+        gp = copy.deepcopy(base)
+        t0 = time.perf_counter()
+        gp.add(X[t], y[t])
+        int(np.argmax(gp.query_mean + 2.0 * np.sqrt(np.maximum(gp.query_var, 0))))
+        t1 = time.perf_counter()
+        m, v = refit_posterior(kern, NOISE_VAR, X[: t + 1], y[: t + 1], Q, prior_var=ones)
+        int(np.argmax(m + 2.0 * np.sqrt(np.maximum(v, 0))))
+        t2 = time.perf_counter()
+        if rep:
+            t_inc_s.append(t1 - t0)
+            t_ref_s.append(t2 - t1)
+    t_inc, t_ref = float(np.min(t_inc_s)), float(np.min(t_ref_s))
+    # exactness: the incremental posterior equals the refit one on the same data
+    m_ref, v_ref = refit_posterior(kern, NOISE_VAR, X[: t + 1], y[: t + 1], Q, prior_var=ones)
+    err = max(float(np.abs(gp.query_mean - m_ref).max()), float(np.abs(gp.query_var - v_ref).max()))
+    return {"step": step, "t_inc": t_inc, "t_refit": t_ref, "inc_vs_refit_err": err}
+
+
+def sklearn_agreement(rng: np.random.Generator) -> float:
+    """max |ours - scikit-learn| over posterior means and variances, d = 2, 200 points, 300 queries."""
+    kern = se_kernel(LENGTHSCALE, check=False)
+    X, Q = sample_sphere(200, 2, rng), sample_sphere(300, 2, rng)
+    y = rng.standard_normal(200)
+    gp = IncrementalGP(kern, NOISE_VAR, queries=Q)
+    for x, yy in zip(X, y):
+        gp.add(x, yy)
+    m, v = gp.predict(Q)
+    ms, vs = sklearn_posterior(X, y, Q, LENGTHSCALE, NOISE_VAR)
+    return max(float(np.abs(m - ms).max()), float(np.abs(v - vs).max()),
+               float(np.abs(gp.query_mean - ms).max()), float(np.abs(gp.query_var - vs).max()))
+
+
+# figures
+
+def _figure_spectrum(spec: dict) -> Figure:
+    fig = Figure(figsize=(9.0, 3.8))
+    a1, a2 = fig.subplots(1, 2)
+    for d in DIMS:
+        a1.semilogy(np.arange(N_SPEC + 1), spec["closed"][d][: N_SPEC + 1], "-", label=f"closed form, S^{d}")
+        a1.semilogy(np.arange(N_SPEC + 1), np.abs(spec["quad"][d]), "k.", ms=3)
+    a1.set_xlabel("degree n")
+    a1.set_ylabel("lambda_n (dots: quadrature)")
+    a1.legend(fontsize=7)
+    k = np.arange(1, len(spec["gram"]) + 1)
+    a2.semilogy(k, spec["gram_rep"], "o-", ms=3, label="closed form (with multiplicity)")
+    a2.semilogy(k, spec["gram"], "x", ms=4, label="Gram eigenvalues / n")
+    a2.set_xlabel("rank")
+    a2.set_title("S^2: Gram vs Mercer", fontsize=9)
+    a2.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _figure_mig(ig: dict) -> Figure:
+    fig = Figure(figsize=(13.0, 3.8))
+    a1, a2, a3 = fig.subplots(1, 3)
+    T = ig["T"]
+    for d in DIMS:
+        l, = a1.loglog(T, ig["greedy"][d], "o-", ms=3, label=f"greedy, S^{d}")
+        a1.loglog(T, ig["bound"][d], "--", color=l.get_color(), lw=0.8)
+        m = T >= 10
+        a2.semilogx(T[m], ig["greedy"][d][m] / mig_rate_new(T[m], d), "o-", ms=3, color=l.get_color(),
+                    label=f"/ new rate, S^{d}")
+        a2.semilogx(T[m], ig["greedy"][d][m] / mig_rate_old(T[m], d), "x:", ms=3, color=l.get_color(),
+                    label=f"/ old rate, S^{d}")
+        a3.loglog(T_BOUND, ig["bound_far"][d] / mig_rate_new(T_BOUND, d), "-", color=l.get_color(),
+                  label=f"bound / new, S^{d}")
+        a3.loglog(T_BOUND, ig["bound_far"][d] / mig_rate_old(T_BOUND, d), ":", color=l.get_color(),
+                  label=f"bound / old, S^{d}")
+    a1.set_title("information gain (dashed: analytic bound)", fontsize=9)
+    a2.set_title("greedy gamma_T / rate", fontsize=9)
+    a3.set_title("analytic bound / rate, T to 1e12", fontsize=9)
+    for ax in (a1, a2, a3):
+        ax.set_xlabel("T")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def _figure_regret(runs: dict, dims: tuple) -> Figure:
+    fig = Figure(figsize=(4.2 * len(dims), 7.0))
+    axes = fig.subplots(2, len(dims), squeeze=False)
+    names = sorted({k[2] for k in runs}, key=["GP-UCB", "BoTorch UCB", "MVR", "uniform random"].index)
+    for c, d in enumerate(dims):
+        for name in names:
+            curves = [v["cumulative"] for k, v in runs.items() if k[0] == d and k[2] == name]
+            simple = [v["simple"] for k, v in runs.items() if k[0] == d and k[2] == name]
+            n = min(len(x) for x in curves)
+            t = np.arange(1, n + 1)
+            style = "--" if name == "BoTorch UCB" else "-"
+            axes[0, c].loglog(t, np.mean([x[:n] for x in curves], 0), style, label=name)
+            axes[1, c].loglog(t, np.mean([x[:n] for x in simple], 0) + 1e-6, style, label=name)
+        ref = [v["cumulative"] for k, v in runs.items() if k[0] == d and k[2] == "GP-UCB"]
+        n = len(ref[0])
+        t = np.arange(3, n + 1, dtype=float)
+        lower = regret_lower_rate(t, d)
+        scale = np.mean([x[-1] for x in ref]) / lower[-1]
+        axes[0, c].loglog(t, scale * lower, "k:", lw=1, label="sqrt(T (ln T)^d (ln ln T)^-d), scaled")
+        axes[1, c].loglog(t, scale * lower / t, "k:", lw=1, label="lower rate / T, scaled")
+        axes[0, c].set_title(f"S^{d}: cumulative regret (mean over functions)", fontsize=8)
+        axes[1, c].set_title(f"S^{d}: simple regret", fontsize=8)
+        axes[1, c].set_xlabel("T")
+        axes[0, c].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def _figure_timing(tm: dict, slope: float) -> Figure:
+    fig = Figure(figsize=(5.0, 3.8))
+    ax = fig.add_subplot()
+    ts = np.array(sorted(tm["step"]), dtype=float)
+    st = np.array([tm["step"][int(t)] for t in ts])
+    ax.loglog(ts, st, "o-", label=f"incremental update (slope {slope:.2f})")
+    ax.loglog(ts, st[-1] * (ts / ts[-1]) ** 2, "k:", lw=0.8, label="t^2")
+    ax.loglog([SPEEDUP_T], [tm["t_refit"]], "rs", label="refit GP-UCB step, t=1000")
+    ax.loglog([SPEEDUP_T], [tm["t_inc"]], "g^", label="incremental GP-UCB step, t=1000")
+    ax.set_xlabel("t (observations)")
+    ax.set_ylabel("seconds per step")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# main
+
+def reproduce(budget: Budget, seed: int) -> Outcome:
+    sz = Budget.parse(budget).pick(SIZES)
+    seed_everything(seed)
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5)]
+    with threadpool_limits(1):
+        spec = spectrum(sz, rngs[0])
+        ig = information_gain_study(sz, rngs[1])
+        runs = regret_study(sz, rngs[2])
+        tm = timing_study(sz, rngs[3])
+        sk_err = sklearn_agreement(rngs[4])
+
+    T = ig["T"].astype(float)
+    T_lo = sz.mig_T / 8
+    flat_new = {d: _flatness(T, ig["greedy"][d], mig_rate_new(T, d), T_lo) for d in DIMS}
+    flat_old = {d: _flatness(T, ig["greedy"][d], mig_rate_old(T, d), T_lo) for d in DIMS}
+    far = T_BOUND >= 1e6
+    bound_vs_new = {d: _slope(mig_rate_new(T_BOUND[far], d), ig["bound_far"][d][far]) for d in DIMS}
+    bound_vs_old = {d: _slope(mig_rate_old(T_BOUND[far], d), ig["bound_far"][d][far]) for d in DIMS}
+    greedy_over_bound = max(float(np.max(ig["greedy"][d] / ig["bound"][d])) for d in DIMS)
+
+    keys = sorted({(k[0], k[1]) for k in runs})
+    R_ucb = np.array([runs[d, j, "GP-UCB"]["cumulative"][-1] for d, j in keys])
+    R_rand = np.array([runs[d, j, "uniform random"]["cumulative"][-1] for d, j in keys])
+    R_mvr = np.array([runs[d, j, "MVR"]["cumulative"][-1] for d, j in keys])
+    ts = np.array(sorted(tm["step"]), dtype=float)
+    cost_slope = _slope(ts, np.array([tm["step"][int(t)] for t in ts]))
+    speedup = tm["t_refit"] / tm["t_inc"]
+
+    metrics: dict[str, float] = {}
+    for d in DIMS:
+        metrics[f"trace_err_d{d}"] = spec["trace_err"][d]
+        metrics[f"quad_abs_err_d{d}"] = spec["quad_err"][d]
+        metrics[f"greedy_gamma_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d][-1])
+        metrics[f"bound_T{sz.mig_T}_d{d}"] = float(ig["bound"][d][-1])
+        metrics[f"greedy_over_new_rate_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d][-1] / mig_rate_new(T[-1], d))
+        metrics[f"greedy_over_old_rate_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d][-1] / mig_rate_old(T[-1], d))
+        metrics[f"flatness_new_d{d}"], metrics[f"flatness_old_d{d}"] = flat_new[d], flat_old[d]
+        metrics[f"bound_slope_vs_new_rate_d{d}"], metrics[f"bound_slope_vs_old_rate_d{d}"] = bound_vs_new[d], bound_vs_old[d]
+        metrics[f"bound_over_new_rate_T1e12_d{d}"] = float(ig["bound_far"][d][-1] / mig_rate_new(1e12, d))
+        metrics[f"bound_over_old_rate_T1e12_d{d}"] = float(ig["bound_far"][d][-1] / mig_rate_old(1e12, d))
+    metrics["gram_relerr_top50_d2"] = spec["gram_relerr_top50"]
+    for d in sz.bandit_dims:
+        for name in ("GP-UCB", "MVR", "uniform random", "BoTorch UCB"):
+            vals = [runs[k]["cumulative"][-1] for k in runs if k[0] == d and k[2] == name]
+            simp = [runs[k]["simple"][-1] for k in runs if k[0] == d and k[2] == name]
+            if vals and name != "BoTorch UCB":
+                tag = name.replace(" ", "_").replace("-", "").lower()
+                metrics[f"cum_regret_{tag}_d{d}"] = float(np.mean(vals))
+                metrics[f"simple_regret_{tag}_d{d}"] = float(np.mean(simp))
+    bt = [(k, runs[k]) for k in runs if k[2] == "BoTorch UCB"]
+    if bt:
+        n = len(bt[0][1]["indices"])
+        metrics["botorch_same_picks_fraction"] = float(np.mean(
+            [np.mean(v["indices"] == runs[k[0], k[1], "GP-UCB"]["indices"][:n]) for k, v in bt]))
+        for d in sz.bandit_dims:
+            ours = [runs[k[0], k[1], "GP-UCB"]["cumulative"][n - 1] for k, _ in bt if k[0] == d]
+            theirs = [v["cumulative"][n - 1] for k, v in bt if k[0] == d]
+            metrics[f"cum_regret_T{n}_gpucb_d{d}"] = float(np.mean(ours))
+            metrics[f"cum_regret_T{n}_botorch_ucb_d{d}"] = float(np.mean(theirs))
+    for t in sorted(tm["step"]):
+        metrics[f"update_seconds_t{t}"] = tm["step"][t]
+    metrics |= {"update_cost_slope": cost_slope, "ucb_step_seconds_incremental_t1000": tm["t_inc"],
+                "ucb_step_seconds_refit_t1000": tm["t_refit"], "speedup_t1000": speedup,
+                "sklearn_max_abs_diff": sk_err, "incremental_vs_refit_max_abs_diff": tm["inc_vs_refit_err"],
+                "greedy_logdet_rel_err": max(ig["logdet_err"].values()), "greedy_over_bound_max": greedy_over_bound}
+
+    mig_note = (f"l={LENGTHSCALE}, sigma^2={NOISE_VAR}, greedy max-variance over {sz.mig_candidates} uniform "
+                f"candidates (within 1-1/e of their MIG). Measured: |change of log(gamma~_T / rate_new)| over "
+                f"T in [{T_lo:g}, {sz.mig_T}] (fitted slope x log range); reference: the same for rate_old. "
+                "ln ln T moves only from ~1.2 to ~1.8 here, so the two rates differ by a factor (ln ln T)^d that "
+                "changes slowly: a weak but real test.")
+    claims = []
+    for d in DIMS:
+        claims.append(Claim(
+            f"S^{d}: measured information gain tracks (ln T)^{d + 1} (ln ln T)^-{d} more closely than (ln T)^{d + 1}",
+            flat_new[d], "<", flat_old[d], baseline="same change measured against the old rate (ln T)^(d+1)",
+            metric="|change of log(gamma~_T / new rate)| over the top 3 octaves of T",
+            paper="O((ln T)^(d+1) (ln ln T)^-d)", note=mig_note,
+            falsifier="gamma~_T / old rate flatter than gamma~_T / new rate over the same T range (gamma~ growing "
+                      "like (ln T)^(d+1) or faster)"))
+    claims += [
+        Claim("Sanity (not the paper's claim): GP-UCB has lower cumulative regret than uniform random",
+              float(R_ucb.mean()), "<", float(R_rand.mean()), baseline="uniform random on the same functions/noise",
+              metric=f"cumulative regret at T={sz.bandit_T}, mean over {len(keys)} RKHS functions (norm {NORM_B})",
+              paired=list(R_ucb - R_rand), note="Typical RKHS functions, not the paper's worst-case ones; the lower "
+                                               "bound itself cannot be checked by simulation.",
+              falsifier="GP-UCB's cumulative regret not below uniform random's, or the per-function difference "
+                        "not separable from 0"),
+        Claim("Our incremental GP update costs ~t^2 per step (not t^3)", cost_slope, "in", (1.5, 2.5),
+              baseline="t^2 band", metric=f"log-log slope of seconds per update vs t over t in {sz.timing_ts}",
+              note="One triangular solve per observation; minimum over interleaved repetitions (load only adds time). "
+                   "Timed on a shared machine; fixed per-call overhead flattens the slope at small t.",
+              falsifier="slope outside [1.5, 2.5] (about 3 would mean a refactorisation per step)"),
+        Claim("Our incremental GP-UCB step is >= 5x faster than refitting at t = 1000", speedup, ">=", 5.0,
+              baseline="5x (issue's margin)", metric="refit step time / incremental step time",
+              note=f"One GP-UCB step = observe + posterior over {sz.timing_candidates} candidates + argmax; "
+                   "refit = new Cholesky + solves for all candidates. Interleaved, minimum over repetitions.",
+              falsifier="speed-up below 5x"),
+        # checks
+        Claim("Trace identity: sum_n N(d,n) lambda_n = 1 (d = 1, 2, 3)", max(spec["trace_err"].values()), "<=",
+              1e-12, baseline="1e-12", metric="max |sum - 1|", kind="check",
+              note="Addition theorem; closed-form eigenvalues and multiplicities."),
+        Claim("Closed-form eigenvalues equal Funk-Hecke quadrature (d = 1, 2, 3)", max(spec["quad_err"].values()),
+              "<=", 1e-12, baseline="1e-12", metric=f"max |closed - quadrature|, n <= {N_SPEC}", kind="check",
+              note="Gauss-Jacobi quadrature of the Funk-Hecke integral with normalised Gegenbauer polynomials."),
+        Claim("Greedy information gain equals 1/2 log det(I + K_S / sigma^2) recomputed from scratch",
+              max(ig["logdet_err"].values()), "<=", 1e-8, baseline="1e-8", metric="max relative difference",
+              kind="check", note="Chain rule of the log determinant."),
+        Claim("Greedy gamma~_T never exceeds the analytic MIG upper bound", greedy_over_bound, "<=", 1.0,
+              baseline="1 (bound)", metric="max over d, T of gamma~_T / bound", kind="check",
+              note="A theorem (Vakili-style bound with the exact spectrum); a violation would be a bug."),
+        Claim("Analytic MIG bound grows no faster than the new rate (T in [1e6, 1e12])", max(bound_vs_new.values()),
+              "<=", 1.0, baseline="slope 1", metric="max over d of the log-log slope of bound vs new rate",
+              kind="check", note="The paper's theorem, evaluated numerically (not reproduced)."),
+        Claim("Analytic MIG bound grows slower than the old rate (T in [1e6, 1e12])", max(bound_vs_old.values()),
+              "<", 1.0, baseline="slope 1", metric="max over d of the log-log slope of bound vs old rate",
+              kind="check", note="The (ln ln T)^-d improvement, visible in the exact bound."),
+        Claim("GP posterior equals scikit-learn's GaussianProcessRegressor (fixed kernel)", sk_err, "<=", 1e-8,
+              baseline="1e-8", metric="max |difference| of mean and variance", kind="check",
+              note="RBF(0.5), alpha = sigma^2, optimizer=None; batch predict and tracked candidates."),
+        Claim("Incremental posterior equals the refit posterior at t = 1001", tm["inc_vs_refit_err"], "<=", 1e-8,
+              baseline="1e-8", metric="max |difference| over candidates", kind="check",
+              note="Same data, exact algebra."),
+    ]
+
+    tables = {
+        "information_gain": [{"T": int(t), **{f"greedy S^{d}": float(ig["greedy"][d][i]) for d in DIMS},
+                              **{f"bound S^{d}": float(ig["bound"][d][i]) for d in DIMS}} for i, t in enumerate(ig["T"])],
+        "regret": [{"d": d, "policy": name, "cumulative": float(np.mean(
+            [runs[k]["cumulative"][-1] for k in runs if k[0] == d and k[2] == name])), "simple": float(np.mean(
+            [runs[k]["simple"][-1] for k in runs if k[0] == d and k[2] == name]))}
+            for d in sz.bandit_dims for name in sorted({k[2] for k in runs})],
+        "timing": [{"t": t, "update_seconds": tm["step"][t]} for t in sorted(tm["step"])],
+    }
+    figures = {"spectrum": _figure_spectrum(spec), "information_gain": _figure_mig(ig),
+               "regret": _figure_regret(runs, sz.bandit_dims), "timing": _figure_timing(tm, cost_slope)}
+    notes = "" if botorch_available() else "BoTorch is not installed: its UCB peer was skipped."
+    return Outcome(metrics=metrics, claims=claims, tables=tables, figures=figures, notes=notes)

@@ -1,0 +1,251 @@
+"""Tests for [B09] SE-kernel GP bandits on the hypersphere: spectrum, information gain, GP posterior, bandits."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special
+
+from icml26.harness import Budget, Outcome
+from icml26.theory.gp_bandit import (
+    GPUCB, IncrementalGP, MaximumVarianceReduction, UniformRandom, beta_srinivas, check_on_sphere,
+    funk_hecke_eigenvalues, greedy_information_gain, harmonic_multiplicity, information_gain, mig_rate_new,
+    mig_rate_old, mig_upper_bound, refit_posterior, regret_lower_rate, rkhs_test_function, run_bandit,
+    sample_sphere, se_kernel, se_sphere_eigenvalues, simple_regret_lower_steps,
+)
+from icml26.theory.gp_bandit.peers import botorch_available, botorch_ucb_run, sklearn_posterior
+
+LS, NV = 0.5, 0.01
+
+
+# spectrum
+
+def test_multiplicities_match_known_values():
+    assert list(harmonic_multiplicity(1, np.arange(5))) == [1, 2, 2, 2, 2]          # cos, sin per degree
+    assert list(harmonic_multiplicity(2, np.arange(5))) == [1, 3, 5, 7, 9]          # 2n + 1
+    assert list(harmonic_multiplicity(3, np.arange(5))) == [1, 4, 9, 16, 25]        # (n + 1)^2
+    # harmonic homogeneous polynomials of degree n in d+1 variables: C(n+d, d) - C(n+d-2, d)
+    for d in (4, 5):
+        n = np.arange(8)
+        want = special.comb(n + d, d) - special.comb(n + d - 2, d)
+        np.testing.assert_array_equal(harmonic_multiplicity(d, n), want)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+@pytest.mark.parametrize("ls", [0.3, 0.5, 1.0, 2.0])
+def test_trace_identity(d, ls):
+    lam = se_sphere_eigenvalues(d, ls, 300)
+    assert abs(np.sum(harmonic_multiplicity(d, np.arange(301)) * lam) - 1.0) < 1e-12
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_closed_form_equals_quadrature(d):
+    lam = se_sphere_eigenvalues(d, LS, 20)
+    np.testing.assert_allclose(funk_hecke_eigenvalues(d, LS, 20), lam, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(funk_hecke_eigenvalues(d, LS, 6), lam[:7], rtol=1e-10)
+
+
+def test_circle_eigenvalues_are_bessel():
+    a = 1 / LS ** 2
+    np.testing.assert_allclose(se_sphere_eigenvalues(1, LS, 10), np.exp(-a) * special.iv(np.arange(11), a),
+                               rtol=1e-12)
+
+
+def test_mercer_expansion_on_the_circle():
+    """k(x, y) = sum_n N lambda_n P_n(x.y): on S^1 P_n = cos(n theta)."""
+    th = np.linspace(0, np.pi, 7)
+    lam = se_sphere_eigenvalues(1, LS, 60)
+    mult = harmonic_multiplicity(1, np.arange(61))
+    series = (mult * lam) @ np.cos(np.outer(np.arange(61), th))
+    np.testing.assert_allclose(series, np.exp((np.cos(th) - 1) / LS ** 2), atol=1e-14)
+
+
+def test_kernel_and_sampling():
+    X = sample_sphere(50, 2, 0)
+    assert X.shape == (50, 3)
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0)
+    np.testing.assert_array_equal(X, sample_sphere(50, 2, 0))
+    K = se_kernel(LS)(X, X)
+    D2 = ((X[:, None] - X[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(K, np.exp(-D2 / (2 * LS ** 2)), atol=1e-14)
+
+
+# information gain and rates
+
+def test_greedy_equals_logdet_and_is_below_bound():
+    k = se_kernel(LS, check=False)
+    for d in (1, 2):
+        X = sample_sphere(300, d, d)
+        g, idx = greedy_information_gain(X, k, 60, NV)
+        assert np.all(np.diff(g) > 0)
+        for t in (1, 10, 60):
+            S = X[idx[:t]]
+            assert g[t - 1] == pytest.approx(information_gain(k(S, S), NV), rel=1e-10)
+        assert np.all(g <= mig_upper_bound(np.arange(1, 61), d, LS, NV) + 1e-9)
+
+
+def test_greedy_beats_random_subsets():
+    k = se_kernel(LS, check=False)
+    X = sample_sphere(200, 2, 3)
+    g, _ = greedy_information_gain(X, k, 20, NV)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        S = X[rng.choice(200, 20, replace=False)]
+        assert information_gain(k(S, S), NV) <= g[-1] + 1e-9
+
+
+def test_upper_bound_is_monotone_and_valid_at_T1():
+    T = np.array([1, 2, 10, 100, 1e4, 1e8])
+    for d in (1, 2, 3):
+        b = mig_upper_bound(T, d, LS, NV)
+        assert np.all(np.diff(b) > 0)
+        # at T = 1: gamma_1 = 1/2 ln(1 + 1/sigma^2) exactly (one point of prior variance 1)
+        assert b[0] >= 0.5 * math.log1p(1 / NV)
+
+
+def test_rates():
+    T = np.array([100.0, 1e6])
+    np.testing.assert_allclose(mig_rate_new(T, 2), np.log(T) ** 3 / np.log(np.log(T)) ** 2)
+    np.testing.assert_allclose(mig_rate_old(T, 2) / mig_rate_new(T, 2), np.log(np.log(T)) ** 2)
+    np.testing.assert_allclose(regret_lower_rate(T, 1), np.sqrt(T * np.log(T) / np.log(np.log(T))))
+    assert simple_regret_lower_steps(0.01, 1) == pytest.approx(1e4 * math.log(100) / math.log(math.log(100)))
+
+
+# GP posterior
+
+def test_incremental_gp_matches_sklearn_and_refit():
+    rng = np.random.default_rng(1)
+    X, Q = sample_sphere(80, 2, rng), sample_sphere(40, 2, rng)
+    y = rng.standard_normal(80)
+    k = se_kernel(LS)
+    gp = IncrementalGP(k, NV, queries=Q, capacity=3)           # forces several capacity doublings
+    for x, yy in zip(X, y):
+        gp.add(x, yy)
+    m, v = gp.predict(Q)
+    ms, vs = sklearn_posterior(X, y, Q, LS, NV)
+    mr, vr = refit_posterior(k, NV, X, y, Q)
+    for a, b in ((m, ms), (v, vs), (gp.query_mean, ms), (gp.query_var, vs), (mr, ms), (vr, vs)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-8)
+    gb = IncrementalGP.fit(k, NV, X, y, queries=Q)
+    np.testing.assert_allclose(gb.query_mean, ms, atol=1e-8)
+    np.testing.assert_allclose(gb.predict(Q)[1], vs, atol=1e-8)
+    # log marginal likelihood equals scikit-learn's
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF
+    gpr = GaussianProcessRegressor(RBF(LS, "fixed"), alpha=NV, optimizer=None).fit(X, y)
+    assert gp.log_marginal_likelihood() == pytest.approx(gpr.log_marginal_likelihood_value_, rel=1e-10)
+
+
+def test_incremental_gp_any_kernel():
+    """A non-spherical kernel callable (Matern on R^2) works: matches the refit posterior."""
+    from sklearn.gaussian_process.kernels import Matern
+    kern = Matern(length_scale=0.7, nu=1.5)
+    rng = np.random.default_rng(2)
+    X, Q, y = rng.standard_normal((30, 2)), rng.standard_normal((10, 2)), rng.standard_normal(30)
+    gp = IncrementalGP(kern, 0.05)
+    for x, yy in zip(X, y):
+        gp.add(x, yy)
+    m, v = gp.predict(Q)
+    mr, vr = refit_posterior(kern, 0.05, X, y, Q)
+    np.testing.assert_allclose(m, mr, atol=1e-10)
+    np.testing.assert_allclose(v, vr, atol=1e-10)
+
+
+# bandits
+
+def test_rkhs_function_norm_and_bandit_loop():
+    f = rkhs_test_function(2, 1.5, LS, rng=4)
+    assert f.norm == pytest.approx(1.5)
+    X = sample_sphere(150, 2, 5)
+    fv = f(X)
+    noise = 0.1 * np.random.default_rng(6).standard_normal(40)
+    k = se_kernel(LS, check=False)
+    res = run_bandit(GPUCB(k, X, NV), fv, 40, noise)
+    assert res["cumulative"].shape == (40,) and np.all(res["instant"] >= 0) and np.all(res["simple"] >= 0)
+    again = run_bandit(GPUCB(k, X, NV), fv, 40, noise)
+    np.testing.assert_array_equal(res["indices"], again["indices"])          # deterministic
+    mvr = run_bandit(MaximumVarianceReduction(k, X, NV), fv, 40, noise)
+    assert len(set(mvr["indices"][:10])) == 10                               # pure exploration: no early repeats
+    r1 = run_bandit(UniformRandom(k, X, NV, rng=1), fv, 40, noise)
+    r2 = run_bandit(UniformRandom(k, X, NV, rng=1), fv, 40, noise)
+    np.testing.assert_array_equal(r1["indices"], r2["indices"])
+
+
+def test_gpucb_picks_argmax_ucb():
+    X = sample_sphere(60, 1, 7)
+    k = se_kernel(LS, check=False)
+    pol = GPUCB(k, X, NV, beta=4.0)
+    for i in (3, 10, 20):
+        pol.observe(i, float(i) / 10)
+    mu, sd = pol.posterior()
+    assert pol.suggest() == int(np.argmax(mu + 2.0 * sd))
+    assert beta_srinivas(1, 60, 0.1) == pytest.approx(2 * math.log(60 * math.pi ** 2 / 0.6))
+
+
+@pytest.mark.skipif(not botorch_available(), reason="BoTorch not installed")
+def test_botorch_ucb_makes_the_same_picks():
+    X = sample_sphere(80, 1, 8)
+    f = rkhs_test_function(1, 1.0, LS, rng=9)
+    noise = 0.1 * np.random.default_rng(10).standard_normal(12)
+    k = se_kernel(LS, check=False)
+    ours = run_bandit(GPUCB(k, X, NV), f(X), 12, noise)
+    theirs = botorch_ucb_run(X, f(X), 12, noise, LS, NV, lambda t: beta_srinivas(t, 80), first=ours["indices"][0])
+    np.testing.assert_array_equal(ours["indices"], theirs["indices"])
+
+
+# bad input
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="norm"):
+        se_kernel(LS)(np.array([[1.0, 1.0]]), np.array([[1.0, 0.0]]))
+    with pytest.raises(ValueError, match="unit sphere"):
+        check_on_sphere(np.array([[0.5, 0.0, 0.0]]))
+    for ls in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="lengthscale"):
+            se_sphere_eigenvalues(2, ls, 5)
+        with pytest.raises(ValueError, match="lengthscale"):
+            se_kernel(ls)
+    with pytest.raises(ValueError, match="d must be >= 1"):
+        se_sphere_eigenvalues(0, LS, 5)
+    with pytest.raises(ValueError, match="d must be >= 1"):
+        sample_sphere(3, 0)
+    with pytest.raises(TypeError, match="int"):
+        harmonic_multiplicity(2.5, 1)
+    with pytest.raises(ValueError, match="noise_var"):
+        mig_upper_bound(10, 2, LS, 0.0)
+    with pytest.raises(ValueError, match="noise_var"):
+        IncrementalGP(se_kernel(LS), -1.0)
+    with pytest.raises(TypeError, match="callable"):
+        IncrementalGP("rbf", 0.1)
+    with pytest.raises(ValueError, match="ln ln T"):
+        mig_rate_new(2.0, 1)
+    with pytest.raises(ValueError, match="T must be"):
+        greedy_information_gain(sample_sphere(5, 1, 0), se_kernel(LS), 0, NV)
+    gp = IncrementalGP(se_kernel(LS), NV)
+    gp.add(np.array([1.0, 0.0]), 0.0)
+    with pytest.raises(ValueError, match="coordinates"):
+        gp.add(np.array([1.0, 0.0, 0.0]), 0.0)
+    with pytest.raises(ValueError, match="beta"):
+        GPUCB(se_kernel(LS), sample_sphere(5, 1, 0), NV, beta="ucb")
+    with pytest.raises(ValueError, match="f_values"):
+        run_bandit(GPUCB(se_kernel(LS), sample_sphere(5, 1, 0), NV), np.zeros(4), 3, np.zeros(3))
+
+
+# reproduction
+
+def test_reproduce_quick_is_well_formed():
+    from icml26.theory.gp_bandit.reproduce import reproduce
+    out = reproduce(Budget.QUICK, seed=0)
+    assert isinstance(out, Outcome)
+    assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
+    assert all(math.isfinite(v) for v in out.metrics.values())
+    claims = [c for c in out.claims if c.kind == "claim"]
+    checks = [c for c in out.claims if c.kind == "check"]
+    assert len(claims) == 6 and len(checks) == 8
+    assert all(c.falsifier for c in claims)
+    # theorems and exactness are checks, never counted as evidence
+    assert all(c.kind == "check" for c in out.claims if "bound" in c.statement or "equal" in c.statement)
+    sanity = next(c for c in claims if c.statement.startswith("Sanity"))
+    assert sanity.paired is not None and len(sanity.paired) >= 2
+    assert {"spectrum", "information_gain", "regret", "timing"} <= set(out.figures)
