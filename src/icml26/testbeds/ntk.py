@@ -164,14 +164,20 @@ class NTKOperator:
         self.dtype = next(iter(self.params.values())).dtype
         f = _batch_fn(model, params)
         g = lambda p: f(p, X)  # noqa: E731
+        self._g = g
         self.outputs, self._vjp = vjp(g, self.params)
-        with warnings.catch_warnings():   # torch.fx const-folding inside linearize warns about get_attr nodes
-            warnings.simplefilter("ignore", UserWarning)
-            _, self._jvp = linearize(g, self.params)
+        self._jvp_fn: Callable[[Params], torch.Tensor] | None = None
         self.outputs = self.outputs.detach()
         self.shape = (self.outputs.numel(), self.outputs.numel())
         self.precond = _flat_precond(precond, self.params)
         self.n_matvec = 0
+
+    def _jvp(self, t: Params) -> torch.Tensor:
+        if self._jvp_fn is None:   # traced once, on first use (r^T K r needs only the VJP)
+            with warnings.catch_warnings():   # torch.fx const-folding inside linearize warns about get_attr nodes
+                warnings.simplefilter("ignore", UserWarning)
+                _, self._jvp_fn = linearize(self._g, self.params)
+        return self._jvp_fn(t)
 
     def rmatvec(self, v: torch.Tensor) -> Params:
         """J^T v as a name -> tensor dict (a gradient-shaped tangent)."""
