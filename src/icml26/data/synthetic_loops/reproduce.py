@@ -1,0 +1,283 @@
+"""[A05] Reproduction: information-closed vs information-open synthetic-data loops.
+
+1. Closed-form chains (checks): Gaussian refit on n own samples, E[s_t^2] = ((n-1)/n)^t s_0^2; categorical refit,
+   support never grows and a lost category never returns.
+2. Gaussian-mean task (P paths, each with its own task mu ~ N(0, tau^2 I_d); model N(m, sigma^2 I); m_0 from n_0
+   real draws, a weak start n_0 = 2 and a strong start n_0 = 20; n samples per generation, last round only):
+   closed loop vs a binary verifier (coarse) vs a graded rubric (fine), both of which know mu. Task information
+   I(mu; m_t) per generation (plug-in over paths, with a bootstrap interval; exact closed form for the closed
+   loop) and quality KL(truth || model) per path.
+3. Questions a + b mod 11 (121 questions), ``TabularPolicy`` from 20% labelled questions, 8 samples per question
+   per generation: closed, majority vote (looks open, is closed), binary verifier, graded partial credit
+   (1 - circular distance / 3, clipped at 0), imitation of the reference answer. Task information I(Y; A_t) =
+   log 11 - H(answer offset) (exact under a uniformly shifted task prior; the offset distribution is averaged
+   over replicate loops), pass@1 and entropy per generation. Any closed loop obeys I(Y; A_t) <= I(Y; theta_0)
+   = 0.2 log 11 (a labelled row reveals its answer, an unlabelled row nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from icml26.harness import Budget, Claim, Outcome, seed_everything
+
+from .information import (closed_loop_gaussian_information, gaussian_information_estimate, gaussian_kl,
+                          self_consuming_categorical, self_consuming_gaussian)
+from .loop import ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
+from .tasks import GaussianMeanTask, TabularPolicy, circular_distance, modular_addition, task_information
+
+
+@dataclass(frozen=True)
+class Sizes:
+    chain_paths: int        # paths of the closed-form chains
+    paths: int              # Gaussian-task paths (independent tasks)
+    rounds: int             # generations
+    n_per_round: int        # Gaussian samples per path per generation
+    bootstrap: int          # bootstrap resamples of paths for the information interval
+    replicates: int         # independent modular-addition loops
+
+
+SIZES = {
+    Budget.QUICK: Sizes(2000, 600, 6, 20, 100, 6),
+    Budget.STANDARD: Sizes(20000, 4000, 10, 20, 200, 30),
+    Budget.FULL: Sizes(100000, 20000, 20, 20, 500, 100),
+}
+D, TAU2, SIGMA2 = 4, 1.0, 1.0                  # Gaussian task
+STARTS = {"weak": 2, "strong": 20}            # n0: real points behind m_0
+P_MOD, K_SAMPLES, LABELLED = 11, 8, 0.2        # modular addition
+CHAIN_N = 10
+GAUSS_LOOPS = ("closed", "binary verifier", "graded rubric")
+MOD_LOOPS = ("closed", "majority vote", "binary verifier", "graded rubric", "imitation")
+
+
+# 2. Gaussian-mean task
+
+def gaussian_loops(sz: Sizes, n0: int, rng: np.random.Generator) -> tuple[GaussianMeanTask, dict[str, list[np.ndarray]]]:
+    """Means m_t (P, d) per generation for each loop, all from the same tasks and the same m_0."""
+    task = GaussianMeanTask.draw(sz.paths, D, TAU2, SIGMA2, rng)
+    m0 = task.real_mean(n0, rng)
+    filters = {"closed": None, "binary verifier": VerifierFilter(task.verifier),
+               "graded rubric": RubricWeighting(task.rubric)}
+    out = {}
+    for name, flt in filters.items():
+        loop = SyntheticDataLoop(fit=task.fit, sample=lambda m, n, r: task.sample(m, n, r), filter=flt,
+                                 n_per_round=sz.n_per_round, rounds=sz.rounds, axis=1)
+        out[name] = [h["model"] for h in loop.run(m0, rng=rng)]
+    return task, out
+
+
+def _boot_info(mu: np.ndarray, m: np.ndarray, B: int, rng: np.random.Generator) -> tuple[float, float]:
+    idx = rng.integers(len(mu), size=(B, len(mu)))
+    vals = [gaussian_information_estimate(mu[i], m[i]) for i in idx]
+    return float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975))
+
+
+# 3. modular addition
+
+def modular_loops(sz: Sizes, rng: np.random.Generator) -> tuple[dict[str, list[list[dict]]], np.ndarray]:
+    """History (replicates x generations of metric dicts) per loop; each replicate draws its labelled set."""
+    _, y = modular_addition(P_MOD)
+    Q = len(y)
+    verify = lambda d: d[1] == y[d[0]]                                        # noqa: E731
+    credit = lambda d: np.clip(1 - circular_distance(d[1], y[d[0]], P_MOD) / 3, 0, 1)  # noqa: E731
+    filters = {"closed": None, "majority vote": MajorityVoteFilter(), "binary verifier": VerifierFilter(verify),
+               "graded rubric": RubricWeighting(credit), "imitation": ImitationTarget(lambda d: y[d[0]])}
+    out: dict[str, list[list[dict]]] = {k: [] for k in filters}
+    first_pi = []
+    for _ in range(sz.replicates):
+        labelled = np.zeros(Q, bool)
+        labelled[rng.choice(Q, int(round(LABELLED * Q)), replace=False)] = True
+        pi0 = TabularPolicy.from_labels(y, labelled, P_MOD)
+        first_pi.append(pi0.probs[np.arange(Q), y])
+        for name, flt in filters.items():
+            loop = SyntheticDataLoop(fit=lambda d, w, prev: prev.fit(d, w),
+                                     sample=lambda pi, n, r: pi.sample(K_SAMPLES, r), filter=flt,
+                                     n_per_round=Q * K_SAMPLES, rounds=sz.rounds,
+                                     metrics=lambda pi: pi.metrics(y) | {"p_correct": pi.probs[np.arange(Q), y],
+                                                                        "argmax": pi.probs.argmax(1)})
+            out[name].append(loop.run(pi0, rng=rng))
+    return out, np.array(first_pi)
+
+
+
+
+
+def _curve(hist: list[list[dict]], key: str) -> np.ndarray:
+    """(replicates, generations) of a scalar metric."""
+    return np.array([[h[key] for h in rep] for rep in hist])
+
+
+def _mod_information(hist: list[list[dict]], rng: np.random.Generator, B: int) -> np.ndarray:
+    """I(Y; A_t) per generation and its bootstrap interval over replicates: (generations, 3) = est, lo, hi."""
+    err = np.array([[h["errors"] for h in rep] for rep in hist])          # (R, G, A)
+    est = [task_information(err[:, g].mean(0)) for g in range(err.shape[1])]
+    idx = rng.integers(len(err), size=(B, len(err)))
+    boot = np.array([[task_information(err[i, g].mean(0)) for g in range(err.shape[1])] for i in idx])
+    return np.column_stack([est, np.quantile(boot, 0.025, 0), np.quantile(boot, 0.975, 0)])
+
+
+# figures
+
+def _figure(info: dict, closed_form: dict, mod_info: dict, rounds: int) -> Figure:
+    fig = Figure(figsize=(10, 3.6))
+    a1, a2 = fig.subplots(1, 2)
+    g = np.arange(rounds + 1)
+    for j, name in enumerate(GAUSS_LOOPS):
+        for start, ls in (("weak", "-"), ("strong", "--")):
+            est, lo, hi = (np.array([r[k] for r in info[start, name]]) for k in ("info", "lo", "hi"))
+            a1.plot(g, est, "o" + ls, ms=3, color=f"C{j}", label=f"{name}, {start} start")
+            a1.fill_between(g, lo, hi, alpha=0.15, color=f"C{j}")
+    for start in STARTS:
+        a1.plot(g, closed_form[start], "k:", lw=1)
+    a1.set_xlabel("generation")
+    a1.set_ylabel("I(mu; m_t) [nats]")
+    a1.set_title("Gaussian-mean task (dotted: closed form, closed loop)", fontsize=8)
+    for name in MOD_LOOPS:
+        a2.plot(g, mod_info[name][:, 0], "o-", ms=3, label=name)
+        a2.fill_between(g, mod_info[name][:, 1], mod_info[name][:, 2], alpha=0.2)
+    a2.axhline(LABELLED * np.log(P_MOD), color="k", ls=":", lw=1, label="closed-loop bound I(Y; theta_0)")
+    a2.set_xlabel("generation")
+    a2.set_ylabel("I(Y; A_t) [nats]")
+    a2.set_title("a + b mod 11, tabular policy", fontsize=8)
+    for ax in (a1, a2):
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+# main
+
+def reproduce(budget: Budget, seed: int) -> Outcome:
+    sz = Budget.parse(budget).pick(SIZES)
+    seed_everything(seed)
+    r_chain, r_gauss, r_boot, r_mod = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    T = sz.rounds
+
+    # 1. closed-form chains
+    _, s = self_consuming_gaussian(0.0, 1.0, CHAIN_N, T, seed=int(r_chain.integers(2**31)), paths=sz.chain_paths)
+    var_ratio = (s[-1] ** 2).mean() / ((CHAIN_N - 1) / CHAIN_N) ** T
+    var_se = (s[-1] ** 2).std() / np.sqrt(sz.chain_paths) / ((CHAIN_N - 1) / CHAIN_N) ** T
+    cat = self_consuming_categorical(np.full(8, 1 / 8), CHAIN_N, T, seed=int(r_chain.integers(2**31)),
+                                     paths=sz.chain_paths)
+    alive = cat > 0
+    grew = int(np.sum(alive[1:] & ~alive[:-1]))                 # a category back after being lost
+
+    # 2. Gaussian-mean task, weak and strong start
+    info, kl, closed_form = {}, {}, {}
+    for start, n0 in STARTS.items():
+        task, means = gaussian_loops(sz, n0, r_gauss)
+        closed_form[start] = closed_loop_gaussian_information(TAU2, SIGMA2, n0, sz.n_per_round,
+                                                              np.arange(T + 1), D)
+        for name, ms in means.items():
+            info[start, name] = [dict(zip(("info", "lo", "hi"), (gaussian_information_estimate(task.mu, m),
+                                                                  *_boot_info(task.mu, m, sz.bootstrap, r_boot))))
+                                 for m in ms]
+            kl[start, name] = [gaussian_kl(task.mu, SIGMA2, m, SIGMA2) for m in ms]
+
+    # 3. modular addition
+    mod, _ = modular_loops(sz, r_mod)
+    acc = {k: _curve(h, "accuracy") for k, h in mod.items()}
+    ent = {k: _curve(h, "entropy") for k, h in mod.items()}
+    mi = {k: _mod_information(h, r_boot, sz.bootstrap) for k, h in mod.items()}
+    pc = {k: np.array([[rep[g]["p_correct"] for g in (0, T)] for rep in h]) for k, h in mod.items()}  # (R, 2, Q)
+    maj_keep = float(np.mean([np.mean(rep[T]["argmax"] == rep[0]["argmax"]) for rep in mod["majority vote"]]))
+    bound = LABELLED * np.log(P_MOD)                                       # I(Y; theta_0)
+    closed_max = max(float(mi[k][:, 0].max()) for k in ("closed", "majority vote"))
+
+    # metrics
+    metrics: dict[str, float] = {"chain_var_ratio": float(var_ratio), "chain_categories_regained": float(grew),
+                                 "chain_support_T": float(alive[-1].sum(-1).mean()),
+                                 "majority_keeps_plurality": maj_keep, "mod_closed_bound": float(bound)}
+    for (start, name), v in info.items():
+        for g in (0, T):
+            metrics[f"gauss_info_{start}_{name}_g{g}"] = v[g]["info"]
+            metrics[f"gauss_kl_{start}_{name}_g{g}"] = float(kl[start, name][g].mean())
+    for name in MOD_LOOPS:
+        for g in (0, T):
+            metrics[f"mod_acc_{name}_g{g}"] = float(acc[name][:, g].mean())
+            metrics[f"mod_info_{name}_g{g}"] = float(mi[name][g, 0])
+            metrics[f"mod_entropy_{name}_g{g}"] = float(ent[name][:, g].mean())
+
+    def gclaim(start: str, name: str) -> Claim:
+        v = info[start, name]
+        return Claim(f"Gaussian task, {start} start (n0={STARTS[start]}): the {name} loop gains task information",
+                     v[T]["info"], ">", v[0]["info"], baseline="generation 0 (the real-data fit), same paths",
+                     metric=f"I(mu; m_{T}) [nats], plug-in over {sz.paths} paths",
+                     note=f"bootstrap 95% at generation {T}: [{v[T]['lo']:.3f}, {v[T]['hi']:.3f}]; at 0: "
+                          f"[{v[0]['lo']:.3f}, {v[0]['hi']:.3f}]. {sz.n_per_round} samples per generation.",
+                     falsifier="task information at the last generation at or below generation 0's")
+
+    per_q = lambda k: (pc[k][:, 1] - pc[k][:, 0]).mean(0)      # noqa: E731  per-question gain, mean over reps
+    cw = closed_form["weak"]
+    claims = [
+        gclaim("weak", "binary verifier"),
+        gclaim("weak", "graded rubric"),
+        gclaim("strong", "binary verifier"),
+        Claim("Gaussian task: the open loop ends closer to the truth than the closed loop",
+              kl["weak", "binary verifier"][T].mean(), "<", kl["weak", "closed"][T].mean(),
+              baseline="closed loop, same tasks and m_0 (weak start)",
+              metric=f"KL(truth || model) at generation {T}, mean over paths",
+              paired=list(kl["weak", "binary verifier"][T] - kl["weak", "closed"][T]),
+              falsifier="the verifier loop's KL at or above the closed loop's, or the per-path paired interval "
+                        "containing 0"),
+        Claim("a+b mod 11: the verifier-filtered (open) loop's pass@1 rises over generations",
+              acc["binary verifier"][:, T].mean(), ">", acc["binary verifier"][:, 0].mean(),
+              baseline="the initial policy (20% labelled questions)", metric=f"pass@1 at generation {T}",
+              paper="spec target >= 0.9 within 10 rounds (MLP)", paired=list(per_q("binary verifier")),
+              note=f"{sz.replicates} replicate loops; paired = per-question gain in p(correct), mean over replicates.",
+              falsifier="final pass@1 at or below the initial one, or the per-question paired interval containing 0"),
+        Claim("a+b mod 11: the open loop's task information exceeds the bound every closed loop obeys",
+              float(mi["binary verifier"][T, 0]), ">", float(bound), baseline="I(Y; theta_0) = 0.2 log 11",
+              metric=f"I(Y; A_{T}) [nats], binary-verifier loop",
+              note=f"bootstrap 95% over replicates [{mi['binary verifier'][T, 1]:.3f}, {mi['binary verifier'][T, 2]:.3f}]",
+              falsifier="the verifier loop's I(Y; A) at or below I(Y; theta_0)"),
+        Claim("a+b mod 11: the closed loop collapses (entropy falls) without gaining pass@1 like the open loop",
+              float(per_q("closed").mean()), "<", float(per_q("binary verifier").mean()),
+              baseline="binary-verifier loop, same initial policies", metric=f"pass@1 gain by generation {T}",
+              paired=list(per_q("closed") - per_q("binary verifier")),
+              note=f"closed loop entropy {ent['closed'][:, 0].mean():.3f} -> {ent['closed'][:, T].mean():.3f} nats, "
+                   f"pass@1 {acc['closed'][:, 0].mean():.3f} -> {acc['closed'][:, T].mean():.3f}.",
+              falsifier="the closed loop's pass@1 gain at or above the verifier loop's"),
+        Claim("a+b mod 11: majority vote (information-closed) gains less than the verifier loop",
+              float(per_q("majority vote").mean()), "<", float(per_q("binary verifier").mean()),
+              baseline="binary-verifier loop, same initial policies", metric=f"pass@1 gain by generation {T}",
+              paired=list(per_q("majority vote") - per_q("binary verifier")),
+              note=f"majority vote keeps the initial plurality answer on {maj_keep:.3f} of questions.",
+              falsifier="majority vote's pass@1 gain at or above the verifier loop's"),
+        Claim("a+b mod 11: coarse binary correctness teaches more than graded partial credit",
+              acc["binary verifier"][:, T].mean(), ">", acc["graded rubric"][:, T].mean(),
+              baseline="graded partial credit 1 - d/3 (fine), same initial policies",
+              metric=f"pass@1 at generation {T}", paired=list(per_q("binary verifier") - per_q("graded rubric")),
+              note="Our operationalisation of the meta-level claim; the graded rubric also rewards near misses.",
+              falsifier="the graded loop's pass@1 at or above the binary loop's"),
+        Claim("Closed Gaussian loop: plug-in task information matches its closed form", float(cw[-1]), "in",
+              (info["weak", "closed"][T]["lo"], info["weak", "closed"][T]["hi"]), kind="check",
+              baseline="bootstrap interval of the plug-in estimate",
+              metric=f"(d/2) log(1 + tau^2/(sigma^2(1/n0 + t/n))) at generation {T}, weak start",
+              note=f"estimate {info['weak', 'closed'][T]['info']:.4f}"),
+        Claim("Closed loops (closed, majority vote) never exceed I(Y; theta_0) (data processing inequality)",
+              closed_max, "<=", float(bound), kind="check", baseline="0.2 log 11",
+              metric="max over generations of I(Y; A_t), closed and majority-vote loops"),
+        Claim("Self-consuming Gaussian: E[s_t^2] = ((n-1)/n)^t s_0^2", float(var_ratio), "in",
+              (1 - 4 * var_se, 1 + 4 * var_se), kind="check", baseline="1 +- 4 Monte Carlo SE",
+              metric=f"mean s_{T}^2 / ((n-1)/n)^{T}, n={CHAIN_N}, {sz.chain_paths} paths"),
+        Claim("Self-consuming categorical: a lost category never returns", float(grew), "<=", 0.0, kind="check",
+              baseline="0", metric="count of (path, generation, category) regained",
+              note=f"mean support {alive[0].sum(-1).mean():.2f} -> {alive[-1].sum(-1).mean():.2f} of 8."),
+    ]
+
+    tables = {
+        "gaussian_information": [{"start": start, "generation": g, "closed form (closed)": float(closed_form[start][g]),
+                                  **{f"{n}": f"{info[start, n][g]['info']:.3f} [{info[start, n][g]['lo']:.3f}, "
+                                               f"{info[start, n][g]['hi']:.3f}]" for n in GAUSS_LOOPS},
+                                  **{f"{n} KL": float(kl[start, n][g].mean()) for n in GAUSS_LOOPS}}
+                                 for start in STARTS for g in range(T + 1)],
+        "modular_addition": [{"loop": n, "generation": g, "pass@1": float(acc[n][:, g].mean()),
+                              "I(Y;A)": float(mi[n][g, 0]), "I 95%": f"[{mi[n][g, 1]:.3f}, {mi[n][g, 2]:.3f}]",
+                              "entropy": float(ent[n][:, g].mean())} for n in MOD_LOOPS for g in range(T + 1)],
+    }
+    return Outcome(metrics=metrics, claims=claims, tables=tables,
+                   figures={"information_per_generation": _figure(info, closed_form, mi, T)})

@@ -1,0 +1,135 @@
+"""Tasks and policies for the loops [A05]: the Gaussian-mean task and questions a + b mod p.
+
+Gaussian-mean task. Each path has its own task mu ~ N(0, tau^2 I_d); the model is N(m, sigma^2 I) (known noise,
+our choice, so the closed loop's information has a closed form). Open signals know mu: a binary verifier accepts
+x when |x - mu|^2 <= r^2 (r^2 the median of sigma^2 chi^2_d: half of the true distribution passes), a graded rubric
+weights x by exp(-|x - mu|^2 / (2 sigma^2 d)) in (0, 1].
+
+Modular addition. Questions q = (a, b), a, b in 0..p-1, answer y = (a + b) mod p. ``TabularPolicy`` holds
+pi(answer | question) as a table; its weighted refit is the empirical (weighted) answer distribution of each
+question with data, and the previous row where a question has no weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import chi2
+
+from .information import discrete_mutual_information, entropy
+
+
+# Gaussian-mean task
+
+@dataclass
+class GaussianMeanTask:
+    """P independent paths of the Gaussian-mean task in d dimensions (vectorised over paths)."""
+
+    mu: np.ndarray          # (P, d) task per path
+    sigma2: float = 1.0
+
+    @classmethod
+    def draw(cls, paths: int, d: int, tau2: float, sigma2: float, rng: np.random.Generator) -> "GaussianMeanTask":
+        return cls(np.sqrt(tau2) * rng.standard_normal((paths, d)), sigma2)
+
+    @property
+    def d(self) -> int:
+        return self.mu.shape[1]
+
+    def real_mean(self, n0: int, rng: np.random.Generator) -> np.ndarray:
+        """m_0: the mean of n0 real draws per path."""
+        return self.mu + np.sqrt(self.sigma2 / n0) * rng.standard_normal(self.mu.shape)
+
+    def sample(self, m: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray]:
+        """(P, n, d) draws of N(m, sigma^2 I) per path."""
+        return (m[:, None] + np.sqrt(self.sigma2) * rng.standard_normal((len(m), n, self.d)),)
+
+    def fit(self, data: tuple[np.ndarray], w: np.ndarray, prev: np.ndarray) -> np.ndarray:
+        """Weighted mean per path; paths with no weight keep their previous mean."""
+        x = data[0]
+        tot = w.sum(1, keepdims=True)
+        m = np.einsum("pn,pnd->pd", w, x) / np.maximum(tot, 1e-300)
+        return np.where(tot > 0, m, prev)
+
+    def verifier(self, data: tuple[np.ndarray]) -> np.ndarray:
+        """Binary (coarse): |x - mu|^2 <= median of sigma^2 chi^2_d."""
+        r2 = self.sigma2 * chi2.median(self.d)
+        return ((data[0] - self.mu[:, None]) ** 2).sum(-1) <= r2
+
+    def rubric(self, data: tuple[np.ndarray]) -> np.ndarray:
+        """Graded (fine): exp(-|x - mu|^2 / (2 sigma^2 d)) in (0, 1]."""
+        return np.exp(-((data[0] - self.mu[:, None]) ** 2).sum(-1) / (2 * self.sigma2 * self.d))
+
+
+# modular addition
+
+def modular_addition(p: int = 11) -> tuple[np.ndarray, np.ndarray]:
+    """Questions as (a, b) pairs (p^2, 2) and their answers (a + b) mod p."""
+    if p < 2:
+        raise ValueError(f"p must be >= 2, got {p}")
+    ab = np.array([(a, b) for a in range(p) for b in range(p)])
+    return ab, ab.sum(1) % p
+
+
+class TabularPolicy:
+    """pi(answer | question) as a (Q, A) table [A05]; numpy only."""
+
+    def __init__(self, probs: np.ndarray) -> None:
+        p = np.asarray(probs, dtype=float)
+        if p.ndim != 2 or np.any(p < 0) or not np.allclose(p.sum(1), 1.0):
+            raise ValueError("probs must be a (questions, answers) table of rows summing to 1")
+        self.probs = p
+
+    @classmethod
+    def from_labels(cls, answers: np.ndarray, labelled: np.ndarray, n_answers: int, strength: float = 3.0,
+                    alpha: float = 0.5) -> "TabularPolicy":
+        """A weak start: pseudo-counts ``strength`` on the answer of labelled questions, ``alpha`` everywhere."""
+        counts = np.full((len(answers), n_answers), alpha)
+        counts[np.flatnonzero(labelled), answers[labelled]] += strength
+        return cls(counts / counts.sum(1, keepdims=True))
+
+    def sample(self, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """k answers per question: (question ids (Q*k,), answers (Q*k,)) by inverse CDF."""
+        cdf = np.cumsum(self.probs, 1)
+        u = rng.random((len(cdf), k))
+        a = (u[..., None] > cdf[:, None, :-1]).sum(-1)
+        return np.repeat(np.arange(len(cdf)), k), a.ravel()
+
+    def fit(self, data: tuple[np.ndarray, np.ndarray], w: np.ndarray) -> "TabularPolicy":
+        """Weighted empirical answer distribution per question; rows without weight stay as they are."""
+        q, a = data
+        counts = np.zeros_like(self.probs)
+        np.add.at(counts, (q, a), w)
+        tot = counts.sum(1, keepdims=True)
+        return TabularPolicy(np.where(tot > 0, counts / np.maximum(tot, 1e-300), self.probs))
+
+    def metrics(self, answers: np.ndarray) -> dict[str, Any]:
+        """pass@1, mean entropy, mean support size, and ``errors``: the offset distribution
+        e -> mean_q pi((y_q + e) mod A | q), from which ``task_information`` computes I(Y; A)."""
+        Q, A = self.probs.shape
+        offs = (answers[:, None] + np.arange(A)) % A
+        return {"accuracy": float(self.probs[np.arange(Q), answers].mean()),
+                "entropy": float(entropy(self.probs).mean()),
+                "support": float((self.probs > 0).sum(1).mean()),
+                "errors": self.probs[np.arange(Q)[:, None], offs].mean(0)}
+
+
+def task_information(errors: np.ndarray) -> float:
+    """I(Y; A) (nats) of the answer channel with offset distribution ``errors`` [A05].
+
+    Under a task prior that shifts every answer by a uniform c (y_q = (a + b + c) mod A) and loop dynamics
+    that commute with such shifts (all filters here do), p(a | y) = errors[(a - y) mod A], so
+    I(Y; A) = log A - H(errors). Pass the offset distribution averaged over replicate runs to marginalise the
+    run's randomness (that is the I(Y; A_t) the data processing inequality bounds).
+    """
+    e = np.asarray(errors, dtype=float)
+    A = len(e)
+    joint = np.stack([np.roll(e, y) for y in range(A)]) / A           # p(y, a) = errors[(a - y) mod A] / A
+    return discrete_mutual_information(joint)
+
+
+def circular_distance(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
+    d = np.abs(np.asarray(a) - np.asarray(b)) % p
+    return np.minimum(d, p - d)
