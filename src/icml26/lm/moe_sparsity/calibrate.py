@@ -93,17 +93,31 @@ def _layer_error(layers: list[SparseMoE], xs: list[torch.Tensor], refs: list[tor
 @torch.no_grad()
 def calibrate_drop(model: nn.Module, calib_ids: torch.Tensor, target_drop: float, *, dual: bool = False,
                    grid_size: int = 12) -> Calibration:
-    """Thresholds that drop ``target_drop`` of the routed expert compute on ``calib_ids`` (see module doc).
+    """Thresholds that drop ``target_drop`` of the routed expert compute of ``model`` on ``calib_ids``
+    (one global tau or (tau_lo, tau_hi) for all layers; see the module doc).
 
     Raises ``ValueError`` when the target cannot be reached without leaving a token with no expert (the top
     pair of every token is kept, so at most 1 - 1/(kP) of the pairs can be dropped).
     """
-    if not (isinstance(target_drop, (int, float)) and math.isfinite(target_drop) and 0.0 <= target_drop < 1.0):
-        raise ValueError(f"target_drop must be a fraction in [0, 1), got {target_drop!r}")
+    _check_target(target_drop)
     layers = moe_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no SparseMoE layer; convert it first with convert_hf_moe(model)")
-    xs = moe_inputs(model, calib_ids)
+    return calibrate_layers(layers, moe_inputs(model, calib_ids), target_drop, dual=dual, grid_size=grid_size)
+
+
+def _check_target(target_drop: float) -> None:
+    if not (isinstance(target_drop, (int, float)) and math.isfinite(target_drop) and 0.0 <= target_drop < 1.0):
+        raise ValueError(f"target_drop must be a fraction in [0, 1), got {target_drop!r}")
+
+
+@torch.no_grad()
+def calibrate_layers(layers: list[SparseMoE], xs: list[torch.Tensor], target_drop: float, *, dual: bool = False,
+                     grid_size: int = 12) -> Calibration:
+    """:func:`calibrate_drop` on given layers and their captured inputs ``xs`` (each ``[N, d]``)."""
+    _check_target(target_drop)
+    if len(layers) != len(xs) or not layers:
+        raise ValueError("need one input batch per layer (and at least one layer)")
     w, total = _droppable_weights(layers, xs)
     if target_drop > w.numel() / total + 1e-9:
         raise ValueError(f"target_drop={target_drop} would leave tokens with no expert: keeping each token's top "
@@ -146,4 +160,4 @@ def calibrate_drop(model: nn.Module, calib_ids: torch.Tensor, target_drop: float
     return best
 
 
-__all__ = ["capture_moe_inputs", "moe_inputs", "calibrate_drop", "Calibration"]
+__all__ = ["capture_moe_inputs", "moe_inputs", "calibrate_drop", "calibrate_layers", "Calibration"]

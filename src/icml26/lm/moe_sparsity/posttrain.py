@@ -51,7 +51,7 @@ def post_train(model: nn.Module, tokens: torch.Tensor, *, steps: int, lr: float 
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.eval()
     for p in model.parameters():
         p.requires_grad_(True)

@@ -31,7 +31,7 @@ from torch import nn
 from icml26.harness import Budget, Claim, Outcome, interleaved_times, limit_threads, seed_everything
 from icml26.testbeds.causal_lm import encode_split
 
-from .calibrate import _layer_error, calibrate_drop, moe_inputs
+from .calibrate import _layer_error, calibrate_drop, calibrate_layers, moe_inputs
 from .moe import SparseMoE, convert_hf_moe, model_stats, moe_layers, set_drop_policy
 from .partition import neuron_importance, partition_experts, reconstruct_experts
 from .policies import (CapacityDrop, DropPolicy, DualThresholdDrop, RandomDrop, RatioSkip, ThresholdDrop,
@@ -260,14 +260,20 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     with torch.no_grad():
         w_top = layers[0].route(xs[0])[0]
 
-    # timing: the middle MoE layer on captured hidden states of evaluation tokens
+    # timing: the middle MoE layer on captured hidden states of evaluation tokens; its thresholds calibrated on
+    # that layer's calibration inputs, so the timed batch drops ~25% (a global tau drops more or less per layer)
     li = len(layers) // 2
+    lay, x_cal = layers[li], xs[li]
     x_eval = moe_inputs(recon, evalw[:, :-1])[li]
     reps = math.ceil(sz.timing_tokens / len(x_eval))
     x_time = x_eval.repeat(reps, 1)[: sz.timing_tokens].contiguous()
-    timed_pol = {"none": None, "threshold": pols[f"thr{HEADLINE}"], "dual threshold": dual.policy,
-                 "random": RandomDrop(HEADLINE, seed=seed), "capacity": cap, "ratio skip": ratio,
-                 "threshold 50%": pols["thr0.5"], "top-1": TopKReduce(1)}
+    ref_l = [refs[li]]
+    timed_pol = {"none": None, "threshold": calibrate_layers([lay], [x_cal], HEADLINE).policy,
+                 "dual threshold": calibrate_layers([lay], [x_cal], HEADLINE, dual=True).policy,
+                 "random": RandomDrop(HEADLINE, seed=seed),
+                 "capacity": _match(CapacityDrop, 0.05, 4.0, HEADLINE, [lay], [x_cal], ref_l, increasing=False),
+                 "ratio skip": _match(RatioSkip, 0.0, 1.0, HEADLINE, [lay], [x_cal], ref_l, increasing=True),
+                 "threshold 50%": calibrate_layers([lay], [x_cal], 0.5).policy, "top-1": TopKReduce(1)}
     times, tdrop = _time_layer(layers[li], x_time, timed_pol, sz.timing_iters)
     speed = [{"policy": k, "compute_drop": tdrop[k], "median_s": times[k], "speedup": times["none"] / times[k]}
              for k in times]

@@ -2,7 +2,7 @@
 Mixtral renormalisation) trained on the standard-library code corpus with the shared BPE tokenizer, cached on
 disk (cache kind ``"moe_lm"``) and loaded with its MoE blocks converted to :class:`SparseMoE`.
 
-    >>> model, tok = load_moe_lm(MOE_4L)      # trains once (~1-3 min CPU), then loads from the cache
+    >>> model, tok = load_moe_lm(MOE_4L)      # trains once (~4 min CPU), then loads from the cache
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ class MoELMConfig:
     top_k: int = 2
     aux_loss_coef: float = 0.01
     context: int = 256
-    steps: int = 200
+    steps: int = 500
     batch_size: int = 8
     seq_len: int = 128
     lr: float = 2e-3
-    warmup: int = 20
+    warmup: int = 30
     weight_decay: float = 0.1
     train_bytes: int = 6_000_000
     seed: int = 0
