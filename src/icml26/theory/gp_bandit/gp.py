@@ -20,6 +20,24 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
+_BLOCK = 128
+
+
+def forward_solve(L: np.ndarray, b: np.ndarray, block: int = _BLOCK) -> np.ndarray:
+    """Solve L x = b for lower-triangular L given as a (possibly strided) view, without copying L.
+
+    Blocked forward substitution: x_i = L_ii^{-1} (b_i - L_{i,<i} x_{<i}); the off-diagonal products are
+    matrix-vector products on views (BLAS reads the strided rows in place) and only the small diagonal blocks
+    are copied. It reads the lower triangle once (t^2 / 2 numbers), where ``solve_triangular`` on a view of a
+    larger buffer first copies the whole t x t block.
+    """
+    t = L.shape[0]
+    x = np.empty(t)
+    for i in range(0, t, block):
+        j = min(i + block, t)
+        r = b[i:j] - L[i:j, :i] @ x[:i] if i else b[i:j]
+        x[i:j] = solve_triangular(L[i:j, i:j], r, lower=True, check_finite=False)
+    return x
 
 
 class IncrementalGP:
@@ -116,7 +134,7 @@ class IncrementalGP:
             self._grow()
         t = self.t
         kx = self.kernel(self._X[:t], x[None])[:, 0] if t else np.zeros(0)
-        l = solve_triangular(self._L[:t, :t], kx, lower=True, check_finite=False) if t else kx
+        l = forward_solve(self._L[:t, :t], kx) if t else kx
         ltt2 = float(self.kernel(x[None], x[None])[0, 0]) + self.noise_var - float(l @ l)
         ltt = math.sqrt(max(ltt2, 1e-300))
         self._L[t, :t], self._L[t, t] = l, ltt

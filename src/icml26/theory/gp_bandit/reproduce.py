@@ -51,15 +51,16 @@ class Sizes:
     bandit_candidates: int
     bandit_T: int
     botorch_T: int               # steps of BoTorch's UCB (it refits from scratch every step)
+    botorch_functions: int       # of the test functions per dimension, how many BoTorch also runs
     timing_ts: tuple             # t at which the per-step cost is timed (must include 1000)
     timing_candidates: int       # candidates tracked in the GP-UCB step timing
     timing_reps: int
 
 
 SIZES = {
-    Budget.QUICK: Sizes(600, 1000, 300, (1, 2), 3, 300, 60, 30, (500, 1000, 2000), 500, 3),
-    Budget.STANDARD: Sizes(1500, 3000, 1200, (1, 2, 3), 5, 800, 200, 100, (500, 1000, 2000, 3000), 1000, 5),
-    Budget.FULL: Sizes(3000, 8000, 4000, (1, 2, 3), 20, 3000, 1000, 500, (500, 1000, 2000, 4000, 6000), 2000, 9),
+    Budget.QUICK: Sizes(600, 1000, 300, (1, 2), 3, 300, 60, 30, 1, (500, 1000, 2000), 500, 3),
+    Budget.STANDARD: Sizes(1500, 3000, 1200, (1, 2, 3), 5, 800, 200, 80, 1, (500, 1000, 2000, 3000), 1000, 5),
+    Budget.FULL: Sizes(3000, 8000, 4000, (1, 2, 3), 20, 3000, 1000, 500, 5, (500, 1000, 2000, 4000, 6000), 2000, 9),
 }
 
 DIMS = (1, 2, 3)
@@ -144,7 +145,7 @@ def regret_study(sz: Sizes, rng: np.random.Generator) -> dict:
             }
             for name, pol in policies.items():
                 runs[d, j, name] = run_bandit(pol, fv, sz.bandit_T, noise)
-            if botorch_available() and sz.botorch_T > 0:
+            if botorch_available() and j < sz.botorch_functions:
                 n = len(X)
                 runs[d, j, "BoTorch UCB"] = botorch_ucb_run(
                     X, fv, min(sz.botorch_T, sz.bandit_T), noise, LENGTHSCALE, NOISE_VAR,
