@@ -1,0 +1,183 @@
+"""Tests for [A05] synthetic-data loops: information measures against closed forms, the self-consuming chains,
+the loop and its filters, the tabular policy, bad input, determinism, and the quick reproduction's structure."""
+
+import math
+
+import numpy as np
+import pytest
+
+from icml26.data.synthetic_loops import (
+    GaussianMeanTask, ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, TabularPolicy,
+    VerifierFilter, circular_distance, closed_loop_gaussian_information, discrete_mutual_information,
+    gaussian_information_estimate, gaussian_kl, modular_addition, self_consuming_categorical,
+    self_consuming_gaussian, task_information,
+)
+from icml26.harness import Budget, Outcome
+
+
+# information measures
+
+def test_discrete_mi_independent_bijection_and_bad_input():
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(5))
+    assert abs(discrete_mutual_information(np.outer(p, q))) < 1e-12
+    assert discrete_mutual_information(np.eye(7)) == pytest.approx(math.log(7))
+    assert discrete_mutual_information(np.eye(3)[[2, 0, 1]] * 5) == pytest.approx(math.log(3))   # counts ok
+    for bad in (np.zeros((2, 2)), -np.eye(2), np.ones(3), np.array([[np.nan, 1.0], [0, 1]])):
+        with pytest.raises(ValueError):
+            discrete_mutual_information(bad)
+
+
+def test_task_information_is_the_shift_channel_mi():
+    A = 11
+    assert task_information(np.eye(A)[0]) == pytest.approx(math.log(A))            # always right
+    assert abs(task_information(np.full(A, 1 / A))) < 1e-12                        # uniform guessing
+    acc = 0.3
+    e = np.r_[acc, np.full(A - 1, (1 - acc) / (A - 1))]                            # symmetric errors
+    h = -acc * math.log(acc) - (1 - acc) * math.log((1 - acc) / (A - 1))
+    assert task_information(e) == pytest.approx(math.log(A) - h)
+
+
+def test_gaussian_information_closed_form_matches_simulation():
+    """Closed loop of the Gaussian-mean task: plug-in I(mu; m_t) from 20k simulated paths vs the closed form."""
+    rng = np.random.default_rng(1)
+    tau2, s2, n0, n, d, T = 1.0, 1.0, 4, 10, 2, 5
+    task = GaussianMeanTask.draw(20000, d, tau2, s2, rng)
+    loop = SyntheticDataLoop(fit=task.fit, sample=lambda m, k, r: task.sample(m, k, r), n_per_round=n, rounds=T,
+                             axis=1)
+    hist = loop.run(task.real_mean(n0, rng), rng=rng)
+    exact = closed_loop_gaussian_information(tau2, s2, n0, n, np.arange(T + 1), d)
+    est = np.array([gaussian_information_estimate(task.mu, h["model"]) for h in hist])
+    np.testing.assert_allclose(est, exact, atol=0.03)
+    assert np.all(np.diff(exact) < 0)                                             # data processing inequality
+    # the closed form itself: (d/2) log(1 + tau^2 / Var(m_t - mu)), Var = s2 (1/n0 + t/n)
+    assert exact[3] == pytest.approx(0.5 * d * math.log(1 + tau2 / (s2 * (1 / n0 + 3 / n))))
+    # and the per-path mean error variance of the simulation
+    assert np.var(hist[T]["model"] - task.mu) == pytest.approx(s2 * (1 / n0 + T / n), rel=0.03)
+
+
+def test_gaussian_information_estimate_edge_cases():
+    rng = np.random.default_rng(2)
+    mu = rng.standard_normal((5000, 3))
+    assert gaussian_information_estimate(mu, rng.standard_normal((5000, 3))) < 0.01
+    assert gaussian_information_estimate(mu, mu + 0.1 * rng.standard_normal((5000, 3))) == pytest.approx(
+        1.5 * math.log(1 + 100), rel=0.05)
+    with pytest.raises(ValueError, match="one shape"):
+        gaussian_information_estimate(mu, mu[:, :2])
+
+
+def test_gaussian_kl_closed_form():
+    mu, m = np.array([[0.0, 1.0]]), np.array([[1.0, 1.0]])
+    assert gaussian_kl(mu, 1.0, m, 1.0)[0] == pytest.approx(0.5)
+    assert gaussian_kl(mu, 1.0, mu, 2.0)[0] == pytest.approx(0.5 * 2 * (0.5 - 1 - math.log(0.5)))
+
+
+# self-consuming chains
+
+def test_self_consuming_gaussian_variance_decay():
+    n, T = 8, 6
+    _, s = self_consuming_gaussian(0.0, 2.0, n, T, seed=0, paths=40000)
+    ratio = (s ** 2).mean(1) / (4.0 * ((n - 1) / n) ** np.arange(T + 1))
+    np.testing.assert_allclose(ratio, 1.0, atol=0.03)
+
+
+def test_self_consuming_categorical_support_only_shrinks():
+    p = self_consuming_categorical(np.full(6, 1 / 6), 5, 30, seed=3, paths=500)
+    alive = p > 0
+    assert not np.any(alive[1:] & ~alive[:-1])                                    # never regained
+    assert np.all(np.diff(alive.sum(-1), axis=0) <= 0)
+    assert alive[-1].sum(-1).mean() < 3
+    with pytest.raises(ValueError):
+        self_consuming_categorical(np.array([0.5, 0.6]), 5, 3)
+
+
+# loop and filters
+
+def test_filters():
+    rng = np.random.default_rng(0)
+    q, a = np.array([0, 0, 0, 1, 1]), np.array([2, 2, 1, 0, 3])
+    _, w = MajorityVoteFilter()((q, a), rng)
+    np.testing.assert_array_equal(w, [1, 1, 0, 1, 0])                             # tie at q=1 -> smallest id
+    _, w = VerifierFilter(lambda d: d[1] == 2)((q, a), rng)
+    np.testing.assert_array_equal(w, [1, 1, 0, 0, 0])
+    (q2, a2), w = ImitationTarget(lambda d: d[0] + 5)((q, a), rng)
+    np.testing.assert_array_equal(a2, q + 5)
+    with pytest.raises(ValueError, match="\\[0, 1\\]"):
+        RubricWeighting(lambda d: d[1] * 1.0)((q, a), rng)
+    np.testing.assert_array_equal(circular_distance(np.array([0, 10, 5]), np.array([10, 0, 5]), 11), [1, 1, 0])
+
+
+def test_perfect_verifier_tabular_policy_converges_where_possible():
+    """Spec check 2: with a perfect verifier, questions with p0(correct) > 0 reach pass@1 = 1, others stay 0."""
+    _, y = modular_addition(5)
+    Q = len(y)
+    probs = np.full((Q, 5), 0.25)
+    probs[np.arange(Q), y] = 0.0
+    probs[: Q // 2] = 0.2                                                          # half can be right
+    pi0 = TabularPolicy(probs / probs.sum(1, keepdims=True))
+    loop = SyntheticDataLoop(fit=lambda d, w, prev: prev.fit(d, w), sample=lambda pi, n, r: pi.sample(8, r),
+                             filter=VerifierFilter(lambda d: d[1] == y[d[0]]), n_per_round=Q * 8, rounds=12)
+    pi = loop.run(pi0, rng=0)[-1]["model"]
+    pc = pi.probs[np.arange(Q), y]
+    np.testing.assert_allclose(pc[: Q // 2], 1.0)
+    np.testing.assert_array_equal(pc[Q // 2:], 0.0)
+
+
+def test_closed_tabular_loop_collapses_entropy_and_is_deterministic():
+    ab, y = modular_addition(11)
+    labelled = np.zeros(len(y), bool)
+    labelled[:24] = True
+    pi0 = TabularPolicy.from_labels(y, labelled, 11)
+    mk = lambda: SyntheticDataLoop(fit=lambda d, w, prev: prev.fit(d, w),          # noqa: E731
+                                   sample=lambda pi, n, r: pi.sample(8, r), n_per_round=len(y) * 8, rounds=8,
+                                   metrics=lambda pi: pi.metrics(y))
+    h1, h2 = mk().run(pi0, rng=5), mk().run(pi0, rng=5)
+    np.testing.assert_array_equal(h1[-1]["model"].probs, h2[-1]["model"].probs)
+    assert h1[-1]["entropy"] < 0.5 * h1[0]["entropy"]
+    assert h1[-1]["support"] <= h1[0]["support"]
+    assert ab.shape == (121, 2) and np.all(y == ab.sum(1) % 11)
+
+
+def test_loop_keep_previous_and_mix_real():
+    calls = []
+
+    def fit(data, w, prev):
+        calls.append(len(data[0]))
+        return prev
+
+    loop = SyntheticDataLoop(fit=fit, sample=lambda m, n, r: (r.standard_normal(n),), n_per_round=10, rounds=3,
+                             keep_previous=True, mix_real=0.3)
+    loop.run(0.0, real=(np.arange(4.0),), rng=0)
+    assert calls == [10, 20, 30]
+    with pytest.raises(ValueError, match="real data"):
+        SyntheticDataLoop(fit=fit, sample=lambda m, n, r: (np.zeros(n),), mix_real=0.5).run(0.0)
+    for bad in (dict(n_per_round=0), dict(rounds=-1), dict(mix_real=1.5)):
+        with pytest.raises(ValueError):
+            SyntheticDataLoop(fit=fit, sample=lambda m, n, r: (np.zeros(n),), **bad)
+
+
+def test_tabular_policy_bad_input_and_sampling():
+    with pytest.raises(ValueError, match="rows summing"):
+        TabularPolicy(np.ones((2, 3)))
+    pi = TabularPolicy(np.array([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]]))
+    q, a = pi.sample(4000, np.random.default_rng(0))
+    assert np.all(a[q == 0] == 1) and set(np.unique(a[q == 1])) == {0, 2}
+    assert abs(np.mean(a[q == 1] == 0) - 0.5) < 0.03
+
+
+# reproduction
+
+def test_quick_reproduction_structure():
+    from icml26.data.synthetic_loops.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, seed=0)
+    assert isinstance(out, Outcome)
+    assert len([c for c in out.claims if c.kind == "claim"]) >= 8 and len(out.checks) >= 4
+    for c in out.claims:
+        assert math.isfinite(c.measured), c.statement
+        assert c.verdict in ("holds", "does not hold", "inconclusive")
+        if c.kind == "claim":
+            assert c.falsifier
+    gens = {r["generation"] for r in out.tables["gaussian_information"]}
+    assert gens == set(range(7))                                                  # every generation reported
+    assert "information_per_generation" in out.figures
