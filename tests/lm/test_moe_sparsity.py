@@ -250,7 +250,7 @@ def test_quick_reproduction_structure():
 
     out = reproduce("quick", 0)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) >= 6 and len(out.checks) >= 6
+    assert len(claims) >= 5 and len(out.checks) >= 6
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")

@@ -5,7 +5,9 @@ On disjoint calibration / evaluation windows of the validation split (picked by 
 
 1. held-out loss and top-1 accuracy vs compute dropped: threshold (calibrated to each target drop) vs random
    dropping at the same pair rate; at ~25%: dual threshold with reconstruction, capacity-factor dropping and
-   NAEE-style ratio skipping calibrated to the same rate; at 50%: threshold vs static top-1 routing;
+   NAEE-style ratio skipping calibrated to the same rate; static top-1 routing (50%) in the table (with
+   Mixtral's renormalised top-2 it is the threshold policy at tau = 0.5, and ratio skip at beta is the threshold
+   at tau = beta / (1 + beta), so neither can differ from threshold dropping at its own rate);
 2. the wall time of one MoE layer (grouped gather/scatter, one matmul chain per expert) on captured hidden states
    of >= 4096 tokens, every policy timed interleaved in one run; speed-up = median time without dropping /
    median time with it;
@@ -56,7 +58,7 @@ class Sizes:
 
 SIZES = {
     Budget.QUICK: Sizes("moe-2L", 300_000, 64, 8, 16, (0.25, 0.5), 1024, 5, 0, ()),
-    Budget.STANDARD: Sizes("moe-4L", 1_500_000, 128, 32, 64, (0.1, 0.25, 0.4, 0.5), 4096, 25, 0, ()),
+    Budget.STANDARD: Sizes("moe-4L", 1_500_000, 128, 32, 96, (0.1, 0.25, 0.4, 0.5), 4096, 25, 0, ()),
     Budget.FULL: Sizes("moe-4L", 3_000_000, 128, 64, 160, (0.05, 0.1, 0.15, 0.25, 0.35, 0.4, 0.5), 8192, 40,
                        150, (2, 4)),
 }
@@ -320,11 +322,6 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               note=f"compute dropped: dual {res['dual']['compute_drop']:.3f}, single {thr['compute_drop']:.3f}; "
                    f"({dual.policy.tau_lo:.3f}, {dual.policy.tau_hi:.3f}) by grid search on calibration output MSE.",
               falsifier="dual threshold's held-out loss above single threshold's at equal compute"),
-        Claim("Threshold dropping beats static top-1 routing at the same drop (50%)",
-              thr50["loss"], "<", top1["loss"], baseline="static top-1 routing (50% of pairs)",
-              metric="held-out loss, threshold at 50%", paired=list(thr50["loss_w"] - top1["loss_w"]),
-              note=f"threshold compute drop {thr50['compute_drop']:.3f} vs top-1 {top1['compute_drop']:.3f}",
-              falsifier="threshold at 50% drop no better than keeping each token's top expert only"),
         Claim("MoE layer is >= 1.25x faster at 25% of token-expert pairs dropped (real skipping)",
               sp["threshold"], ">=", SPEEDUP, baseline="same grouped layer without dropping, timed interleaved",
               metric="MoE-layer speed-up (median wall time ratio)", paper="1.19x (Mixtral), up to 1.41x (OLMoE)",
