@@ -59,7 +59,7 @@ def attention_flops(T: int, *, num_layers: int, num_heads: int, head_dim: int, w
 def kv_cache_bytes(T: int, *, num_layers: int, num_kv_heads: int, head_dim: int, window: int | None = None,
                    num_sinks: int = 0, num_heads: int | None = None, memory: bool = False,
                    dtype_bytes: int = 4) -> int:
-    """Bytes of the decoding cache after T tokens: K and V for min(T, S + W) tokens per layer (all T for full
+    """Bytes of one sequence's decoding cache after T tokens: K and V for min(T, S + W) tokens per layer (all T for full
     attention), plus with ``memory`` one d x d state per query head and layer and the two gate scalars per windowed
     token [A07]."""
     check_window(window, num_sinks)

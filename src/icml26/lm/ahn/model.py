@@ -37,6 +37,7 @@ class AHNConfig:
         num_sinks: attention-sink tokens S kept from the start.
         use_q_proj: re-project the query before reading the memory.
         chunk_size: chunk length of the parallel (training) form.
+        seed: seed of the AHN parameters' initialisation (the global RNG is left untouched).
     """
 
     kind: str = "gdn"
@@ -44,6 +45,7 @@ class AHNConfig:
     num_sinks: int = 4
     use_q_proj: bool = False
     chunk_size: int = 64
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -121,9 +123,11 @@ class AHNModel(nn.Module):
         self.num_heads = c.num_attention_heads
         self.num_kv_heads = getattr(c, "num_key_value_heads", None) or self.num_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // self.num_heads
-        self.memories = nn.ModuleList(
-            AHNMemory(cfg.kind, c.hidden_size, self.num_heads, self.head_dim, use_q_proj=cfg.use_q_proj,
-                      chunk_size=cfg.chunk_size) for _ in base.model.layers)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            self.memories = nn.ModuleList(
+                AHNMemory(cfg.kind, c.hidden_size, self.num_heads, self.head_dim, use_q_proj=cfg.use_q_proj,
+                          chunk_size=cfg.chunk_size) for _ in base.model.layers)
         ref = next(base.parameters())
         self.memories.to(device=ref.device)
 
@@ -154,10 +158,12 @@ class AHNModel(nn.Module):
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        return q, k, v   # k, v keep the model's num_key_value_heads (GQA); see _rep
+
+    def _rep(self, x: torch.Tensor) -> torch.Tensor:
+        """K/V heads repeated to the query heads (the AHN keeps one state per query head)."""
         rep = self.num_heads // self.num_kv_heads
-        if rep > 1:
-            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        return q, k, v
+        return x.repeat_interleave(rep, 1) if rep > 1 else x
 
     def _scale(self, layer) -> float:
         return getattr(layer.self_attn, "scaling", self.head_dim ** -0.5)
@@ -187,11 +193,12 @@ class AHNModel(nn.Module):
         for layer, mem in zip(inner.layers, self.memories):
             h = layer.input_layernorm(x)
             q, k, v = self._qkv(layer, h, cos, sin)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self._scale(layer))
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self._scale(layer), enable_gqa=True)
             state = None
             if use_memory and n_ev > 0:
                 # evicted token j = S.. T-1-W is read by the query at j + W (its first position outside the window)
-                o_mem, state = mem(k[:, :, S:T - W], v[:, :, S:T - W], h[:, S:T - W], q[:, :, S + W:])
+                o_mem, state = mem(self._rep(k[:, :, S:T - W]), self._rep(v[:, :, S:T - W]), h[:, S:T - W],
+                                   q[:, :, S + W:])
                 o = torch.cat([o[:, :, :S + W], o[:, :, S + W:] + o_mem.to(o.dtype)], 2)
             if return_cache:
                 caches.append((k, v, h, state))
@@ -212,14 +219,14 @@ class AHNModel(nn.Module):
         if W is None and (capacity is None or capacity < 1):
             raise ValueError("a full-attention cache (window=None) needs capacity=<max tokens>")
         ref = next(self.base.parameters())
-        L, H, d = len(self.memories), self.num_heads, self.head_dim
+        L, H, d = len(self.memories), self.num_kv_heads, self.head_dim
         n = capacity if W is None else W
         z = lambda m: [torch.zeros(batch, H, m, d, dtype=ref.dtype, device=ref.device) for _ in range(L)]  # noqa: E731
         mem = use_memory and W is not None
         return AHNCache(window=W, num_sinks=S if W is not None else 0, sink_k=z(S if W is not None else 0),
                         sink_v=z(S if W is not None else 0), win_k=z(n), win_v=z(n),
-                        win_beta=[torch.zeros(batch, H, n, device=ref.device) for _ in range(L)] if mem else None,
-                        win_g=[torch.zeros(batch, H, n, device=ref.device) for _ in range(L)] if mem else None,
+                        win_beta=[torch.zeros(batch, self.num_heads, n, device=ref.device) for _ in range(L)] if mem else None,
+                        win_g=[torch.zeros(batch, self.num_heads, n, device=ref.device) for _ in range(L)] if mem else None,
                         state=[m.init_state(batch, ref.device) for m in self.memories] if mem else None)
 
     def _cache_from_prefill(self, caches, W, S, T, use_memory) -> AHNCache:
@@ -264,14 +271,14 @@ class AHNModel(nn.Module):
             if W is None:
                 cache.win_k[li][:, :, slot], cache.win_v[li][:, :, slot] = k[:, :, 0], v[:, :, 0]
                 keys, vals = cache.win_k[li][:, :, :n_valid], cache.win_v[li][:, :, :n_valid]
-                o = F.scaled_dot_product_attention(q, keys, vals, scale=self._scale(layer))
+                o = F.scaled_dot_product_attention(q, keys, vals, scale=self._scale(layer), enable_gqa=True)
             else:
                 if slot is None:
                     cache.sink_k[li][:, :, t], cache.sink_v[li][:, :, t] = k[:, :, 0], v[:, :, 0]
                 else:
                     if evict:  # token t - W leaves the window: absorb it into the AHN state
-                        cache.state[li] = mem.absorb(cache.state[li], cache.win_k[li][:, :, slot],
-                                                     cache.win_v[li][:, :, slot], cache.win_beta[li][:, :, slot],
+                        cache.state[li] = mem.absorb(cache.state[li], self._rep(cache.win_k[li][:, :, slot]),
+                                                     self._rep(cache.win_v[li][:, :, slot]), cache.win_beta[li][:, :, slot],
                                                      cache.win_g[li][:, :, slot])
                     cache.win_k[li][:, :, slot], cache.win_v[li][:, :, slot] = k[:, :, 0], v[:, :, 0]
                     if cache.state is not None:
@@ -280,13 +287,28 @@ class AHNModel(nn.Module):
                 n_sink, n_win = min(t + 1, S), max(0, min(t + 1 - S, W))
                 keys = torch.cat([cache.sink_k[li][:, :, :n_sink], cache.win_k[li][:, :, :n_win]], 2)
                 vals = torch.cat([cache.sink_v[li][:, :, :n_sink], cache.win_v[li][:, :, :n_win]], 2)
-                o = F.scaled_dot_product_attention(q, keys, vals, scale=self._scale(layer))
+                o = F.scaled_dot_product_attention(q, keys, vals, scale=self._scale(layer), enable_gqa=True)
                 if cache.state is not None and t - W >= S:
                     o = o + mem.read(cache.state[li], q[:, :, 0])[:, :, None].to(o.dtype)
             x = x + layer.self_attn.o_proj(o.transpose(1, 2).reshape(B, 1, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         cache.pos = t + 1
         return self.base.lm_head(inner.norm(x))[:, 0]
+
+    @torch.no_grad()
+    def prefill(self, input_ids: torch.Tensor, *, window: int | None | str = "cfg", num_sinks: int | None = None,
+                use_memory: bool = True, extra_capacity: int = 0) -> tuple[torch.Tensor, AHNCache]:
+        """Parallel forward of a prompt; returns (last logits [B, V], the cache to decode from). A full-attention
+        cache (``window=None``) gets room for ``extra_capacity`` more tokens."""
+        if not isinstance(extra_capacity, int) or extra_capacity < 0:
+            raise ValueError(f"extra_capacity must be an int >= 0, got {extra_capacity!r}")
+        W = self.cfg.window if window == "cfg" else window
+        out = self.forward(input_ids, window=W, num_sinks=num_sinks, use_memory=use_memory, return_cache=True)
+        cache = out.cache
+        if W is None and extra_capacity:
+            cache.win_k = [F.pad(k, (0, 0, 0, extra_capacity)) for k in cache.win_k]
+            cache.win_v = [F.pad(v, (0, 0, 0, extra_capacity)) for v in cache.win_v]
+        return out.logits[:, -1], cache
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, *, window: int | None | str = "cfg",
@@ -296,15 +318,10 @@ class AHNModel(nn.Module):
         if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
         self._check_ids(input_ids)
-        W = self.cfg.window if window == "cfg" else window
-        out = self.forward(input_ids, window=W, num_sinks=num_sinks, use_memory=use_memory, return_cache=True)
-        cache = out.cache
-        if W is None:  # grow the full-attention cache to its final capacity once
-            T, extra = input_ids.shape[1], max_new_tokens
-            cache.win_k = [F.pad(k, (0, 0, 0, extra)) for k in cache.win_k]
-            cache.win_v = [F.pad(v, (0, 0, 0, extra)) for v in cache.win_v]
+        logits, cache = self.prefill(input_ids, window=window, num_sinks=num_sinks, use_memory=use_memory,
+                                     extra_capacity=max_new_tokens)
         seq = [input_ids]
-        nxt = out.logits[:, -1].argmax(-1)
+        nxt = logits.argmax(-1)
         for i in range(max_new_tokens):
             seq.append(nxt[:, None])
             if i + 1 < max_new_tokens:
