@@ -1,0 +1,201 @@
+"""Optimizer-Aware Kernel (OAK): the eNTK with an estimated Adam preconditioner [B14].
+
+Adam with beta1 -> 0 and a frozen second moment v is preconditioned gradient descent,
+theta' = -P grad L with P = diag(1 / (sqrt(v) + eps)). In function space (L = n^-1 sum_j l(f_j, y_j)):
+
+    df(x)/dt = -n^-1 sum_j K_P(x, x_j) dl/df_j,      K_OAK(x, x') = grad f(x)^T P grad f(x')      (symmetric PSD)
+
+The preconditioner is estimated before fine-tuning: v_hat = mean over B warm-up minibatches of the squared
+fine-tuning gradient at the pretrained theta_0 (no update), or read from an Adam optimiser's bias-corrected
+second moment. Baselines: the plain eNTK (P = I) and the asymmetric SignGD kernel of Malladi et al. (2023),
+K_A(x, x') = grad f(x)^T sign(grad f(x')), which describes Adam's sign-like early phase.
+
+Kernel prediction of fine-tuning (discrete, same learning rate and step count as the network):
+
+    mu_k = beta1 mu_{k-1} + (1 - beta1) r_k,   f_{k+1} = f_k - (lr / n) K mu_k / (1 - beta1^k),   r = dl/df
+
+(beta1 = 0: kernel gradient descent; beta1 > 0 carries Adam's bias-corrected first moment into function space,
+which is exact for a model linear in theta with frozen P). Kernel-regime error on held-out points:
+E(T) = |f_T^net - f_T^kernel| / |f_T^net - f_0|.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Literal, Sequence
+
+import math
+
+import torch
+from torch import nn
+
+from icml26.testbeds.ntk import empirical_ntk, jacobian, trainable_parameters
+
+__all__ = ["estimate_preconditioner", "optimizer_aware_kernel", "asymmetric_signgd_kernel", "kernel_finetune_predict",
+           "matched_learning_rate", "kernel_regime_error"]
+
+
+# helper functions
+
+def _flat_grad(model: nn.Module, loss: torch.Tensor) -> torch.Tensor:
+    params = list(trainable_parameters(model).values())
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, grads)])
+
+
+def _residual(f: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
+    if loss == "mse":
+        return f - y
+    if loss == "ce":
+        if f.ndim == 1:     # binary logistic, y in {0, 1}
+            return torch.sigmoid(f) - y
+        return torch.softmax(f, dim=1) - torch.nn.functional.one_hot(y.long(), f.shape[1]).to(f.dtype)
+    raise ValueError(f"unknown loss {loss!r}; use 'mse' or 'ce'")
+
+
+# preconditioner
+
+def estimate_preconditioner(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                            batches: Iterable[tuple[torch.Tensor, torch.Tensor]] | None = None, *,
+                            n_batches: int | None = None, eps: float = 1e-8,
+                            from_optimizer: torch.optim.Optimizer | None = None) -> torch.Tensor:
+    """Flat diagonal P = 1 / (sqrt(v_hat) + eps) over the trainable parameters (``named_parameters`` order).
+
+    - warm-up (default): v_hat = mean over the first ``n_batches`` of ``batches`` of (grad loss_fn(model(X), y))^2
+      at the current parameters; nothing is updated.
+    - ``from_optimizer``: v_hat = Adam/AdamW's ``exp_avg_sq / (1 - beta2^t)`` (bias-corrected) from its state.
+    """
+    if not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps must be a finite non-negative number, got {eps!r}")
+    params = trainable_parameters(model)
+    if from_optimizer is not None:
+        if not isinstance(from_optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+            raise TypeError(f"from_optimizer must be torch.optim.Adam or AdamW, got {type(from_optimizer).__name__}")
+        beta2 = from_optimizer.param_groups[0]["betas"][1]
+        vs = []
+        for p in params.values():
+            st = from_optimizer.state.get(p)
+            if not st or "exp_avg_sq" not in st:
+                raise ValueError("the optimiser has no second-moment state for some trainable parameter: take at "
+                                 "least one step with it first (or use the warm-up estimate)")
+            t = float(st["step"])
+            vs.append((st["exp_avg_sq"] / (1 - beta2 ** t)).reshape(-1))
+        v = torch.cat(vs).detach()
+        return 1.0 / (v.sqrt() + eps)
+    if loss_fn is None or batches is None:
+        raise ValueError("pass loss_fn and batches (warm-up estimate) or from_optimizer")
+    if n_batches is not None and (not isinstance(n_batches, int) or n_batches < 1):
+        raise ValueError(f"n_batches must be a positive integer, got {n_batches!r}")
+    acc, count = None, 0
+    for X, y in batches:
+        if n_batches is not None and count >= n_batches:
+            break
+        g = _flat_grad(model, loss_fn(model(X), y)).detach()
+        acc = g * g if acc is None else acc + g * g
+        count += 1
+    if count == 0:
+        raise ValueError("batches yielded no (X, y) pairs")
+    if not torch.isfinite(acc).all():
+        raise ValueError("a warm-up gradient was NaN or inf")
+    return 1.0 / ((acc / count).sqrt() + eps)
+
+
+# kernels
+
+def optimizer_aware_kernel(model: nn.Module, X1: torch.Tensor, X2: torch.Tensor | None = None, *,
+                           precond: torch.Tensor | None = None) -> torch.Tensor:
+    """K_OAK(X1, X2) = J1 diag(precond) J2^T (summed over outputs); ``precond=None`` gives the plain eNTK."""
+    return empirical_ntk(model, X1, X2, precond=precond)
+
+
+def asymmetric_signgd_kernel(model: nn.Module, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
+    """Malladi et al. (2023) A-SignGD kernel K(x, x') = grad f(x)^T sign(grad f(x')) (summed over outputs)."""
+    J1 = jacobian(model, X1)
+    J2 = J1 if X2 is None else jacobian(model, X2)
+    return torch.einsum("icp,jcp->ij", J1, torch.sign(J2))
+
+
+# kernel dynamics
+
+def kernel_finetune_predict(K_train: torch.Tensor, K_test_train: torch.Tensor, f0_train: torch.Tensor,
+                            f0_test: torch.Tensor, y: torch.Tensor, lr: float, steps: int, *,
+                            loss: Literal["mse", "ce"] = "mse", beta1: float = 0.0,
+                            checkpoints: Sequence[int] | None = None
+                            ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """Discrete kernel dynamics f_{k+1} = f_k - (lr/n) K mu_k / (1 - beta1^k) on train and test points.
+
+    Multi-output f (n, C) applies the (output-traced) kernel to every output column. Returns
+    {step: (f_train, f_test)} at ``checkpoints`` (default: the last step).
+    """
+    n = K_train.shape[0]
+    if K_train.shape != (n, n):
+        raise ValueError(f"K_train must be square (n, n), got {tuple(K_train.shape)}")
+    if K_test_train.ndim != 2 or K_test_train.shape[1] != n:
+        raise ValueError(f"K_test_train must be (m, {n}), got {tuple(K_test_train.shape)}")
+    if f0_train.shape[0] != n or y.shape[0] != n or f0_test.shape[0] != K_test_train.shape[0]:
+        raise ValueError("f0_train, y must have n rows and f0_test m rows, matching the kernels")
+    if not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    if not 0.0 <= beta1 < 1.0:
+        raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    checkpoints = sorted(set(checkpoints)) if checkpoints is not None else [steps]
+    if any(c < 0 or c > steps for c in checkpoints):
+        raise ValueError(f"checkpoints must lie in [0, steps={steps}]")
+    dt = K_train.dtype
+    f_tr, f_te = f0_train.to(dt).clone(), f0_test.to(dt).clone()
+    y = y.to(dt)
+    mu = torch.zeros_like(f_tr)
+    out = {}
+    for k in range(steps + 1):
+        if k in checkpoints:
+            out[k] = (f_tr.clone(), f_te.clone())
+        if k == steps:
+            break
+        r = _residual(f_tr, y, loss)
+        mu = beta1 * mu + (1 - beta1) * r
+        m_hat = mu / (1 - beta1 ** (k + 1))
+        f_tr = f_tr - (lr / n) * (K_train @ m_hat)
+        f_te = f_te - (lr / n) * (K_test_train @ m_hat)
+    return out
+
+
+def matched_learning_rate(K_train: torch.Tensor, f0_train: torch.Tensor, y: torch.Tensor, target: float, *,
+                          match: Literal["loss", "displacement"] = "displacement") -> float:
+    """Learning rate at which one kernel-GD step from f0 matches a target (MSE, L = |f - y|^2 / (2n), r = f0 - y).
+
+    - ``match="displacement"``: |f1 - f0| = lr |K r| / n equals ``target`` (the network's first-step change of
+      its train outputs). Always defined.
+    - ``match="loss"``: L0 - L(lr) equals ``target``, with L(lr) = L0 - lr r^T K r / n^2 + lr^2 |K r|^2 / (2 n^3)
+      (smaller root; the minimiser if out of reach). Undefined when the network's first step raises the loss,
+      which Adam's sign-like first step often does near a pretrained minimum.
+    Used to give the plain eNTK and A-SignGD a fair learning rate [B14 spec].
+    """
+    if not math.isfinite(target) or target <= 0:
+        raise ValueError(f"target must be a positive finite number, got {target!r}")
+    n = K_train.shape[0]
+    r = (f0_train - y).reshape(n, -1).to(K_train.dtype)
+    Kr = K_train @ r
+    if match == "displacement":
+        norm = float(Kr.norm())
+        if norm == 0.0:
+            raise ValueError("K r = 0: the kernel does not move the outputs")
+        return target * n / norm
+    if match != "loss":
+        raise ValueError(f"unknown match {match!r}; use 'displacement' or 'loss'")
+    b = float((r * Kr).sum()) / n ** 2
+    a = float((Kr * Kr).sum()) / (2 * n ** 3)
+    if b <= 0 or a <= 0:
+        raise ValueError("the kernel does not decrease the loss at f0 (r^T K r <= 0)")
+    disc = b * b - 4 * a * target
+    return b / (2 * a) if disc < 0 else (b - math.sqrt(disc)) / (2 * a)
+
+
+def kernel_regime_error(f_net: torch.Tensor, f_kernel: torch.Tensor, f_init: torch.Tensor) -> float:
+    """E = |f_net - f_kernel| / |f_net - f_init| (0: the kernel predicts fine-tuning exactly)."""
+    if not (f_net.shape == f_kernel.shape == f_init.shape):
+        raise ValueError(f"shapes differ: {tuple(f_net.shape)}, {tuple(f_kernel.shape)}, {tuple(f_init.shape)}")
+    den = float((f_net - f_init).double().norm())
+    if den == 0.0:
+        raise ValueError("the network did not move (f_net == f_init): the relative error is undefined")
+    return float((f_net - f_kernel).double().norm()) / den

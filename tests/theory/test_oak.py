@@ -1,0 +1,188 @@
+"""Tests of [B14] OAK: preconditioner estimation, kernels, kernel dynamics exactness, bad input, quick run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from icml26.harness import Budget, Outcome
+from icml26.testbeds.ntk import empirical_ntk, jacobian
+from icml26.theory.oak import (
+    asymmetric_signgd_kernel, estimate_preconditioner, kernel_finetune_predict, kernel_regime_error,
+    matched_learning_rate, optimizer_aware_kernel,
+)
+
+
+def _mlp(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).double()
+
+
+def _data(n=12, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 4, generator=g, dtype=torch.float64), torch.randn(n, generator=g, dtype=torch.float64)
+
+
+def test_preconditioner_equals_adam_v_for_constant_gradients():
+    torch.manual_seed(0)
+    m = nn.Linear(3, 1).double()
+    X, y = _data(5)
+    X = X[:, :3]
+    loss_fn = lambda f, yy: (f.squeeze(-1) * yy).sum()   # noqa: E731  linear in theta: constant gradient
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    for _ in range(7):
+        opt.zero_grad()
+        loss_fn(m(X), y).backward()
+        opt.step()
+    g = torch.cat([(y @ X), y.sum().reshape(1)])          # d/dw, d/db
+    P_opt = estimate_preconditioner(m, from_optimizer=opt, eps=1e-8)
+    P_warm = estimate_preconditioner(m, loss_fn, [(X, y)] * 3, eps=1e-8)
+    expected = 1.0 / (g.abs() + 1e-8)
+    assert torch.allclose(P_opt, expected, rtol=1e-6)
+    assert torch.allclose(P_warm, expected, rtol=1e-12)
+
+
+def test_warmup_average_of_squares():
+    m = _mlp()
+    X, y = _data(12)
+    loss_fn = lambda f, yy: 0.5 * ((f.squeeze(-1) - yy) ** 2).mean()  # noqa: E731
+    batches = [(X[:6], y[:6]), (X[6:], y[6:]), (X, y)]
+    P = estimate_preconditioner(m, loss_fn, batches, n_batches=2, eps=0.0)
+    gs = []
+    for Xb, yb in batches[:2]:
+        grads = torch.autograd.grad(loss_fn(m(Xb), yb), list(m.parameters()))
+        gs.append(torch.cat([t.reshape(-1) for t in grads]))
+    v = (gs[0] ** 2 + gs[1] ** 2) / 2
+    assert torch.allclose(P, 1 / v.sqrt(), rtol=1e-10)
+
+
+def test_oak_kernel_symmetric_psd_and_formula():
+    m = _mlp()
+    X, _ = _data(10)
+    P = torch.rand(sum(p.numel() for p in m.parameters()), generator=torch.Generator().manual_seed(0),
+                   dtype=torch.float64)
+    K = optimizer_aware_kernel(m, X, precond=P)
+    assert torch.allclose(K, K.T, atol=1e-12)
+    assert torch.linalg.eigvalsh(K).min() > -1e-10
+    J = jacobian(m, X)[:, 0]
+    assert torch.allclose(K, J @ torch.diag(P) @ J.T, atol=1e-12)
+    assert torch.allclose(optimizer_aware_kernel(m, X), empirical_ntk(m, X), atol=1e-12)
+
+
+def test_signgd_kernel_two_parameter_toy():
+    class Toy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([0.3, -0.7], dtype=torch.float64))
+
+        def forward(self, x):
+            return (self.w[0] * x + self.w[1] * x ** 2).reshape(-1, 1)
+    x = torch.tensor([-2.0, 0.5, 1.5], dtype=torch.float64)
+    K = asymmetric_signgd_kernel(Toy(), x)
+    expected = x[:, None] * torch.sign(x)[None, :] + (x ** 2)[:, None] * torch.sign(x ** 2)[None, :]
+    assert torch.allclose(K, expected, atol=1e-12)
+
+
+def test_kernel_dynamics_exact_for_linear_model_with_momentum():
+    """For f linear in theta and frozen P, the kernel iteration equals preconditioned heavy-ball with Adam's
+    bias-corrected first moment, run in parameter space."""
+    g = torch.Generator().manual_seed(0)
+    n, m_test, p = 15, 6, 8
+    Phi = torch.randn(n + m_test, p, generator=g, dtype=torch.float64)
+    y = torch.randn(n, generator=g, dtype=torch.float64)
+    P = torch.rand(p, generator=g, dtype=torch.float64) + 0.1
+    theta = torch.zeros(p, dtype=torch.float64)
+    lr, beta1, T = 0.05, 0.9, 30
+    m_ = torch.zeros(p, dtype=torch.float64)
+    for k in range(T):
+        grad = Phi[:n].T @ (Phi[:n] @ theta - y) / n
+        m_ = beta1 * m_ + (1 - beta1) * grad
+        theta = theta - lr * P * m_ / (1 - beta1 ** (k + 1))
+    K = Phi @ torch.diag(P) @ Phi[:n].T
+    pred = kernel_finetune_predict(K[:n], K[n:], torch.zeros(n, dtype=torch.float64),
+                                   torch.zeros(m_test, dtype=torch.float64), y, lr, T, beta1=beta1)
+    f_tr, f_te = pred[T]
+    assert torch.allclose(f_tr, Phi[:n] @ theta, atol=1e-12)
+    assert torch.allclose(f_te, Phi[n:] @ theta, atol=1e-12)
+
+
+def test_kernel_gd_closed_form():
+    n, lam, lr, T = 5, 2.0, 0.3, 7
+    K = lam * torch.eye(n, dtype=torch.float64)
+    y = torch.arange(n, dtype=torch.float64)
+    f0 = torch.zeros(n, dtype=torch.float64)
+    out = kernel_finetune_predict(K, K[:2], f0, f0[:2], y, lr, T, checkpoints=(0, 3, T))
+    assert set(out) == {0, 3, T}
+    expected = y + (1 - lr * lam / n) ** T * (f0 - y)
+    assert torch.allclose(out[T][0], expected, atol=1e-12)
+
+
+def test_matched_learning_rate():
+    m = _mlp()
+    X, y = _data(10)
+    K = empirical_ntk(m, X)
+    with torch.no_grad():
+        f0 = m(X).squeeze(-1)
+    r = f0 - y
+    lr = matched_learning_rate(K, f0, y, 0.4)
+    f1 = kernel_finetune_predict(K, K[:1], f0, f0[:1], y, lr, 1)[1][0]
+    assert float((f1 - f0).norm()) == pytest.approx(0.4, rel=1e-10)
+    L = lambda f: 0.5 * float(((f - y) ** 2).mean())  # noqa: E731
+    drop = 0.5 * (L(f0) - L(f0 - 1e-6 * K @ r))  # a reachable decrease
+    lr2 = matched_learning_rate(K, f0, y, drop, match="loss")
+    f1 = kernel_finetune_predict(K, K[:1], f0, f0[:1], y, lr2, 1)[1][0]
+    assert L(f0) - L(f1) == pytest.approx(drop, rel=1e-8)
+
+
+def test_kernel_regime_error():
+    a, b, c = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5]), torch.tensor([0.0, 0.0])
+    assert kernel_regime_error(a, a, c) == 0.0
+    assert kernel_regime_error(a, b, c) == pytest.approx(0.5 / math.sqrt(5))
+    with pytest.raises(ValueError, match="did not move"):
+        kernel_regime_error(c, b, c)
+
+
+def test_bad_inputs():
+    m = _mlp()
+    X, y = _data(6)
+    K = empirical_ntk(m, X)
+    f0 = torch.zeros(6, dtype=torch.float64)
+    with pytest.raises(ValueError, match="lr"):
+        kernel_finetune_predict(K, K, f0, f0, y, -1.0, 3)
+    with pytest.raises(ValueError, match="steps"):
+        kernel_finetune_predict(K, K, f0, f0, y, 0.1, -2)
+    with pytest.raises(ValueError, match="beta1"):
+        kernel_finetune_predict(K, K, f0, f0, y, 0.1, 3, beta1=1.0)
+    with pytest.raises(ValueError, match="unknown loss"):
+        kernel_finetune_predict(K, K, f0, f0, y, 0.1, 3, loss="hinge")
+    with pytest.raises(ValueError, match="eps"):
+        estimate_preconditioner(m, from_optimizer=torch.optim.Adam(m.parameters()), eps=-1.0)
+    with pytest.raises(TypeError, match="Adam"):
+        estimate_preconditioner(m, from_optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    with pytest.raises(ValueError, match="second-moment state"):
+        estimate_preconditioner(m, from_optimizer=torch.optim.Adam(m.parameters()))
+    with pytest.raises(ValueError, match="no"):
+        estimate_preconditioner(m, lambda f, t: f.sum(), [])
+    with pytest.raises(ValueError, match="target"):
+        matched_learning_rate(K, f0, y, -0.1)
+    frozen = _mlp().requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        optimizer_aware_kernel(frozen, X)
+    with pytest.raises(ValueError, match="precond"):
+        optimizer_aware_kernel(m, X, precond=torch.ones(3, dtype=torch.float64))
+
+
+def test_quick_reproduction_structure():
+    from icml26.theory.oak.reproduce import reproduce
+    out = reproduce(Budget.QUICK, seed=0)
+    assert isinstance(out, Outcome)
+    claims = [c for c in out.claims if c.kind == "claim"]
+    assert len(claims) == 5 and len(out.checks) == 1
+    assert all(c.falsifier for c in claims)
+    assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
+    assert all(math.isfinite(v) for v in out.metrics.values())
+    assert "kernel_regime_error" in out.figures and out.tables["kernel_regime_error"]
