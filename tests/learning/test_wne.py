@@ -11,7 +11,8 @@ from torch import nn
 
 from icml26.harness import Budget, Outcome
 from icml26.learning.wne import (AffineConv2d, AffineResidual, DnCNN, NormEquivariantWrapper, ScaleEquivariantWrapper,
-                                 SortPool, TinyDenoisingTransformer, make_dncnn, ne_defect, time_forward)
+                                 SortPool, TinyDenoisingTransformer, make_dncnn, ne_defect, tiled_forward,
+                                 time_forward)
 from icml26.learning.wne.data import patch_pool, psnr
 from icml26.learning.wne.reproduce import SIZES, Sizes, train
 
@@ -241,7 +242,10 @@ def test_validation_errors():
     x = image(1)
     x[0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
-        w(x)
+        NormEquivariantWrapper(bb, check_finite=True)(x)
+    with pytest.raises(ValueError, match="NaN"):
+        ScaleEquivariantWrapper(bb, check_finite=True)(x)
+    assert torch.isnan(w(x)).any()  # opt-in: without the scan NaN propagates, no error and no device sync
     with pytest.raises(TypeError, match="floating"):
         w(torch.ones(2, 1, 4, 4, dtype=torch.int64))
     with pytest.raises(TypeError, match="Tensor"):
@@ -327,3 +331,58 @@ def test_quick_reproduction_is_well_formed():
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert "psnr_vs_sigma" in out.figures and out.tables["psnr_vs_sigma"]
     assert out.metrics["ne_defect_wne"] < 1e-5 < out.metrics["ne_defect_ordinary"]
+
+
+# --- parity items: reductions over < 2 elements, reduce_dims validation, torch.compile, tiled inference
+
+
+@pytest.mark.parametrize("pred_mode", ["direct", "residual"])
+def test_one_pixel_images_are_constant_not_nan(pred_mode):
+    """One element has no (unbiased) std: the sample is treated as constant, f(c) = c, instead of all-NaN."""
+    w = NormEquivariantWrapper(backbone("dncnn", 1), pred_mode)
+    y = torch.randn(3, 1, 1, 1)
+    assert torch.equal(w(y), y)
+    per_channel = NormEquivariantWrapper(nn.Identity(), pred_mode, reduce_dims=(1,))  # one channel per sample
+    z = torch.randn(2, 1, 4, 4)
+    assert torch.equal(per_channel(z), z)
+
+
+@pytest.mark.parametrize("cls", [NormEquivariantWrapper, ScaleEquivariantWrapper])
+def test_both_wrappers_validate_reduce_dims(cls):
+    bb = backbone("dncnn", 1)
+    for bad in ((), (1.5,), "12", (True,)):
+        with pytest.raises(TypeError, match="reduce_dims"):
+            cls(bb, reduce_dims=bad)
+    with pytest.raises(ValueError, match="batch axis"):
+        cls(bb, reduce_dims=(0, 2))
+
+
+@pytest.mark.parametrize("cls", [NormEquivariantWrapper, ScaleEquivariantWrapper])
+def test_wrapped_model_compiles_with_fullgraph(cls):
+    """No data-dependent Python branch in forward: dynamo captures one graph (fullgraph=True raises on a break)."""
+    torch._dynamo.reset()
+    w = cls(backbone("dncnn", 1), "residual").eval()
+    x = image(1)
+    compiled = torch.compile(w, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        assert torch.allclose(compiled(x), w(x), atol=1e-6)
+    checked = torch.compile(cls(backbone("dncnn", 1), check_finite=True), fullgraph=True, backend="eager")
+    with pytest.raises(Exception):  # the opt-in scan is a graph break, which fullgraph refuses
+        checked(x)
+    torch._dynamo.reset()
+
+
+def test_tiled_forward_stitches_and_keeps_ne():
+    x = image(1, torch.float64, n=2, size=20)
+    assert torch.equal(tiled_forward(nn.Identity(), x, tile=8), x)  # edge-aligned last tiles, averaged overlaps
+    assert torch.allclose(tiled_forward(nn.Identity(), x, tile=8, overlap=3), x)
+    w = NormEquivariantWrapper(backbone("dncnn", 1).double(), "residual")
+    assert torch.allclose(tiled_forward(w, x, tile=20), w(x))  # one tile = the whole image
+    f = lambda y: tiled_forward(w, y, tile=8)  # noqa: E731
+    assert ne_defect(f, x, 3.0, -1.5) < 1e-12  # each tile is NE, so the stitched map is NE
+    tiles = tiled_forward(lambda t: t.mean(dim=(1, 2, 3), keepdim=True).expand_as(t), x, tile=10)
+    assert float(tiles[0, :, :10, :10].std()) < 1e-12 < float(tiles[0].std())  # per-tile statistics
+    with pytest.raises(ValueError, match="tile"):
+        tiled_forward(w, x, tile=32)
+    with pytest.raises(ValueError, match="overlap"):
+        tiled_forward(w, x, tile=8, overlap=8)

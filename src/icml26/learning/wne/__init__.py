@@ -7,9 +7,9 @@ NE baseline blocks, DnCNN in ordinary / bias-free / NE form, a tiny denoising tr
 
 from .blocks import AffineConv2d, AffineResidual, SortPool
 from .models import DnCNN, TinyDenoisingTransformer, make_dncnn
-from .wrappers import NormEquivariantWrapper, ScaleEquivariantWrapper, ne_defect, time_forward
+from .wrappers import NormEquivariantWrapper, ScaleEquivariantWrapper, ne_defect, tiled_forward, time_forward
 
 __all__ = [
-    "NormEquivariantWrapper", "ScaleEquivariantWrapper", "ne_defect", "time_forward",
+    "NormEquivariantWrapper", "ScaleEquivariantWrapper", "ne_defect", "tiled_forward", "time_forward",
     "AffineConv2d", "SortPool", "AffineResidual", "DnCNN", "make_dncnn", "TinyDenoisingTransformer",
 ]

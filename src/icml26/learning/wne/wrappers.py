@@ -31,7 +31,9 @@ PredMode = Literal["direct", "residual"]
 # helper functions
 
 
-def _check_image(x: object, name: str = "x") -> Tensor:
+def _check_image(x: object, name: str = "x", *, finite: bool = True) -> Tensor:
+    """Type, dtype and shape checks (free: no device sync); ``finite=True`` also scans the values, which
+    synchronises the device and is a graph break under ``torch.compile``, so the wrappers make it opt-in."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -41,7 +43,7 @@ def _check_image(x: object, name: str = "x") -> Tensor:
                          f"{tuple(x.shape)}")
     if x.shape[0] == 0 or x.numel() == 0:
         raise ValueError(f"{name} is empty (shape {tuple(x.shape)})")
-    if not bool(torch.isfinite(x).all()):
+    if finite and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or inf; clean the input before calling the model")
     return x
 
@@ -62,6 +64,24 @@ def _check_min(value: object, name: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value}")
     return float(value)
+
+
+def _check_reduce_dims(reduce_dims: object) -> tuple[int, ...] | None:
+    if reduce_dims is None:
+        return None
+    if (not isinstance(reduce_dims, Sequence) or not reduce_dims
+            or not all(isinstance(d, int) and not isinstance(d, bool) for d in reduce_dims)):
+        raise TypeError(f"reduce_dims must be None or a non-empty sequence of ints, got {reduce_dims!r}")
+    if 0 in reduce_dims:
+        raise ValueError("reduce_dims must not contain the batch axis 0: statistics are per sample")
+    return tuple(reduce_dims)
+
+
+def _n_reduced(x: Tensor, dims: tuple[int, ...]) -> int:
+    n = 1
+    for d in dims:  # a plain loop: torch.compile traces it (math.prod over a generator is a graph break)
+        n *= x.shape[d]
+    return n
 
 
 def _reduce_dims(x: Tensor, reduce_dims: Sequence[int] | None) -> tuple[int, ...]:
@@ -91,34 +111,39 @@ class NormEquivariantWrapper(nn.Module):
         min_std: samples with sigma <= min_std (constant images) are returned unchanged, which is the NE
             corollary f(c*1) = c*1. With the default 0 only exactly constant samples are affected, and the
             wrapper is exactly NE; a positive value trades exactness near the threshold for stability.
+            A sample of fewer than 2 elements over ``reduce_dims`` (e.g. a 1-pixel grey image) has no std;
+            it counts as constant and is returned unchanged.
+        check_finite: scan every input for NaN/inf and raise a ``ValueError`` (off by default: the scan
+            synchronises the device and breaks ``torch.compile(fullgraph=True)``).
 
     The wrapper has no parameters of its own; ``sigma`` is the unbiased std (torch's default), so the
     backbone's input has ``std() == 1`` exactly.
     """
 
     def __init__(self, backbone: nn.Module, pred_mode: PredMode = "direct", *,
-                 reduce_dims: Sequence[int] | None = None, min_std: float = 0.0) -> None:
+                 reduce_dims: Sequence[int] | None = None, min_std: float = 0.0, check_finite: bool = False) -> None:
         super().__init__()
         _check_backbone(backbone)
         _check_pred_mode(pred_mode)
-        if reduce_dims is not None and (not isinstance(reduce_dims, Sequence)
-                                        or not all(isinstance(d, int) for d in reduce_dims) or not reduce_dims):
-            raise TypeError(f"reduce_dims must be None or a non-empty sequence of ints, got {reduce_dims!r}")
         self.backbone = backbone
         self.pred_mode = pred_mode
-        self.reduce_dims = None if reduce_dims is None else tuple(reduce_dims)
+        self.reduce_dims = _check_reduce_dims(reduce_dims)
         self.min_std = _check_min(min_std, "min_std")
+        self.check_finite = bool(check_finite)
 
     def normalize(self, y: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Return (y~, mu, sigma, constant_mask); sigma is replaced by 1 where the sample is constant."""
         dims = _reduce_dims(y, self.reduce_dims)
+        if _n_reduced(y, dims) < 2:  # no std from one element: every sample is "constant" (shapes are static)
+            mu = y.mean(dim=dims, keepdim=True)
+            return torch.zeros_like(y), mu, torch.ones_like(mu), torch.ones_like(mu, dtype=torch.bool)
         sigma, mu = torch.std_mean(y, dim=dims, keepdim=True)
         const = sigma <= self.min_std
         sigma = torch.where(const, torch.ones_like(sigma), sigma)
         return (y - mu) / sigma, mu, sigma, const
 
     def forward(self, y: Tensor) -> Tensor:
-        _check_image(y, "y")
+        _check_image(y, "y", finite=self.check_finite)
         y_norm, mu, sigma, const = self.normalize(y)
         g = self.backbone(y_norm)
         if g.shape != y.shape:
@@ -128,34 +153,76 @@ class NormEquivariantWrapper(nn.Module):
         return torch.where(const, y, out)  # f(c*1) = c*1
 
     def extra_repr(self) -> str:
-        return f"pred_mode={self.pred_mode!r}, reduce_dims={self.reduce_dims}, min_std={self.min_std}"
+        return (f"pred_mode={self.pred_mode!r}, reduce_dims={self.reduce_dims}, min_std={self.min_std}, "
+                f"check_finite={self.check_finite}")
 
 
 class ScaleEquivariantWrapper(nn.Module):
     """Scale-equivariant (SE) counterpart: f(a*y) = a*f(y) for a > 0, no shift equivariance [B16 baseline].
 
     s(y) = sqrt(mean(y^2));  direct: f(y) = s * g(y / s);  residual: f(y) = y - s * g(y / s).
-    Samples with s <= min_scale (all zeros) are returned unchanged.
+    Samples with s <= min_scale (all zeros) are returned unchanged. ``reduce_dims`` and ``check_finite`` are
+    validated and behave as in ``NormEquivariantWrapper``.
     """
 
     def __init__(self, backbone: nn.Module, pred_mode: PredMode = "direct", *,
-                 reduce_dims: Sequence[int] | None = None, min_scale: float = 0.0) -> None:
+                 reduce_dims: Sequence[int] | None = None, min_scale: float = 0.0,
+                 check_finite: bool = False) -> None:
         super().__init__()
         _check_backbone(backbone)
         _check_pred_mode(pred_mode)
         self.backbone = backbone
         self.pred_mode = pred_mode
-        self.reduce_dims = None if reduce_dims is None else tuple(reduce_dims)
+        self.reduce_dims = _check_reduce_dims(reduce_dims)
         self.min_scale = _check_min(min_scale, "min_scale")
+        self.check_finite = bool(check_finite)
 
     def forward(self, y: Tensor) -> Tensor:
-        _check_image(y, "y")
+        _check_image(y, "y", finite=self.check_finite)
         s = y.pow(2).mean(dim=_reduce_dims(y, self.reduce_dims), keepdim=True).sqrt()
         zero = s <= self.min_scale
         s = torch.where(zero, torch.ones_like(s), s)
         g = self.backbone(y / s)
         out = s * g if self.pred_mode == "direct" else y - s * g
         return torch.where(zero, y, out)
+
+
+# inference helpers
+
+
+def _tile_starts(size: int, tile: int, stride: int) -> list[int]:
+    starts = list(range(0, size - tile + 1, stride))
+    return starts if starts[-1] == size - tile else starts + [size - tile]
+
+
+@torch.no_grad()
+def tiled_forward(model: Callable[[Tensor], Tensor], y: Tensor, tile: int = 32, overlap: int = 0) -> Tensor:
+    """Run ``model`` on ``tile`` x ``tile`` crops of ``y`` (N, C, H, W) and stitch the outputs [B16].
+
+    With ``NormEquivariantWrapper`` each tile is normalised by its own mean and std, so a network trained on
+    ``tile``-sized patches sees test inputs with its training statistics. Tiles step by ``tile - overlap``; the
+    last row/column of tiles is aligned to the image edge, and overlapping outputs are averaged. All tiles go
+    through the model as one batch. Tiling an NE model keeps it NE (each tile's output is NE in that tile).
+    """
+    _check_image(y, "y", finite=False)
+    if y.ndim != 4:
+        raise ValueError(f"y must be shaped (N, C, H, W), got {tuple(y.shape)}")
+    for name, v in (("tile", tile), ("overlap", overlap)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    h, w = y.shape[-2:]
+    if not 1 <= tile <= min(h, w):
+        raise ValueError(f"tile must be between 1 and min(H, W) = {min(h, w)}, got {tile}")
+    if not 0 <= overlap < tile:
+        raise ValueError(f"overlap must be in [0, tile) = [0, {tile}), got {overlap}")
+    rows, cols = _tile_starts(h, tile, tile - overlap), _tile_starts(w, tile, tile - overlap)
+    crops = torch.stack([y[..., r:r + tile, c:c + tile] for r in rows for c in cols], dim=1)  # (N, T, C, t, t)
+    out_tiles = model(crops.flatten(0, 1)).view_as(crops)
+    out, count = torch.zeros_like(y), torch.zeros_like(y[:1, :1])
+    for k, (r, c) in enumerate((r, c) for r in rows for c in cols):
+        out[..., r:r + tile, c:c + tile] += out_tiles[:, k]
+        count[..., r:r + tile, c:c + tile] += 1
+    return out / count
 
 
 # diagnostics
