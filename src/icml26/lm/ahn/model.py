@@ -17,7 +17,7 @@ The attention is computed here (not by patching HF internals), from the layer's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -63,26 +63,29 @@ class AHNOutput:
 
 @dataclass
 class AHNCache:
-    """Fixed-size decoding cache [A07]: per layer the S sink K/V, a ring of the last W tokens' K/V (and their AHN
-    gates), and the AHN state. With ``window=None`` it is a plain growing-in-use full-attention cache of capacity
-    ``capacity`` (the baseline). ``pos`` is the number of tokens seen."""
+    """Fixed-size decoding cache [A07]: per layer one K/V buffer of S + W slots (slots 0..S-1: the sinks; slots
+    S + (j - S) mod W: a ring over the last W tokens j), the AHN gates of the ringed tokens, and the AHN state.
+    With ``window=None`` it is the full-attention baseline: a K/V buffer of ``capacity`` slots filled in order.
+    ``pos`` is the number of tokens seen."""
 
     window: int | None
     num_sinks: int
-    sink_k: list[torch.Tensor]
-    sink_v: list[torch.Tensor]
-    win_k: list[torch.Tensor]
-    win_v: list[torch.Tensor]
-    win_beta: list[torch.Tensor] | None = None
-    win_g: list[torch.Tensor] | None = None
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+    beta: list[torch.Tensor] | None = None
+    g: list[torch.Tensor] | None = None
     state: list[torch.Tensor] | None = None
     pos: int = 0
-    extra: dict = field(default_factory=dict)
+
+    def slot(self, j: int) -> int:
+        """Buffer slot of token j."""
+        if self.window is None or j < self.num_sinks:
+            return j
+        return self.num_sinks + (j - self.num_sinks) % self.window
 
     def nbytes(self) -> int:
         """Bytes held by the cache tensors (what decoding keeps in memory)."""
-        ts = [*self.sink_k, *self.sink_v, *self.win_k, *self.win_v, *(self.win_beta or []), *(self.win_g or []),
-              *(self.state or [])]
+        ts = [*self.k, *self.v, *(self.beta or []), *(self.g or []), *(self.state or [])]
         return int(sum(t.numel() * t.element_size() for t in ts))
 
 
@@ -219,32 +222,30 @@ class AHNModel(nn.Module):
         if W is None and (capacity is None or capacity < 1):
             raise ValueError("a full-attention cache (window=None) needs capacity=<max tokens>")
         ref = next(self.base.parameters())
-        L, H, d = len(self.memories), self.num_kv_heads, self.head_dim
-        n = capacity if W is None else W
-        z = lambda m: [torch.zeros(batch, H, m, d, dtype=ref.dtype, device=ref.device) for _ in range(L)]  # noqa: E731
+        L, n = len(self.memories), (capacity if W is None else S + W)
+        kv = lambda: [torch.zeros(batch, self.num_kv_heads, n, self.head_dim, dtype=ref.dtype, device=ref.device)  # noqa: E731
+                      for _ in range(L)]
+        gate = lambda: [torch.zeros(batch, self.num_heads, W, device=ref.device) for _ in range(L)]  # noqa: E731
         mem = use_memory and W is not None
-        return AHNCache(window=W, num_sinks=S if W is not None else 0, sink_k=z(S if W is not None else 0),
-                        sink_v=z(S if W is not None else 0), win_k=z(n), win_v=z(n),
-                        win_beta=[torch.zeros(batch, self.num_heads, n, device=ref.device) for _ in range(L)] if mem else None,
-                        win_g=[torch.zeros(batch, self.num_heads, n, device=ref.device) for _ in range(L)] if mem else None,
+        return AHNCache(window=W, num_sinks=S if W is not None else 0, k=kv(), v=kv(),
+                        beta=gate() if mem else None, g=gate() if mem else None,
                         state=[m.init_state(batch, ref.device) for m in self.memories] if mem else None)
 
     def _cache_from_prefill(self, caches, W, S, T, use_memory) -> AHNCache:
         B = caches[0][0].shape[0]
-        cache = self.new_cache(B, window=W, num_sinks=S, use_memory=use_memory, capacity=None if W else T)
+        cache = self.new_cache(B, window=W, num_sinks=S, use_memory=use_memory, capacity=T if W is None else None)
         cache.pos = T
         for li, ((k, v, h, state), mem) in enumerate(zip(caches, self.memories)):
             if W is None:
-                cache.win_k[li], cache.win_v[li] = k.clone(), v.clone()
+                cache.k[li], cache.v[li] = k.clone(), v.clone()
                 continue
-            s = min(S, T)
-            cache.sink_k[li][:, :, :s], cache.sink_v[li][:, :, :s] = k[:, :, :s], v[:, :, :s]
-            j = torch.arange(max(S, T - W), T, device=k.device)      # the window's tokens (not yet evicted)
-            slot = (j - S) % W
-            cache.win_k[li][:, :, slot], cache.win_v[li][:, :, slot] = k[:, :, j], v[:, :, j]
+            j = torch.cat([torch.arange(min(S, T)), torch.arange(max(S, T - W), T)]).to(k.device)  # sinks + window
+            slot = torch.where(j < S, j, S + (j - S) % W)
+            cache.k[li][:, :, slot], cache.v[li][:, :, slot] = k[:, :, j], v[:, :, j]
             if cache.state is not None:
-                beta, g = mem.gates(h[:, j])
-                cache.win_beta[li][:, :, slot], cache.win_g[li][:, :, slot] = beta, g
+                jw = j[j >= S]
+                beta, g = mem.gates(h[:, jw])
+                cache.beta[li][:, :, (jw - S) % W], cache.g[li][:, :, (jw - S) % W] = beta, g
                 if state is not None:
                     cache.state[li] = state
         return cache
@@ -255,41 +256,30 @@ class AHNModel(nn.Module):
         inner = self.base.model
         t, W, S = cache.pos, cache.window, cache.num_sinks
         B = token.shape[0]
+        if W is None and t >= cache.k[0].shape[2]:
+            raise ValueError(f"full-attention cache is full ({t} tokens); create it with a larger capacity")
         x = inner.embed_tokens(token[:, None])
         cos, sin = inner.rotary_emb(x, torch.full((B, 1), t, device=x.device, dtype=torch.long))
-        if W is None:
-            if t >= cache.win_k[0].shape[2]:
-                raise ValueError(f"full-attention cache is full ({t} tokens); create it with a larger capacity")
-            slot, evict = t, False
-            n_valid = t + 1
-        else:
-            slot = None if t < S else (t - S) % W
-            evict = t - W >= S and cache.state is not None
+        slot = cache.slot(t)
+        n_valid = t + 1 if W is None else min(t + 1, S + W)
+        ring = None if W is None or t < S else (t - S) % W
+        memory = cache.state is not None and ring is not None
+        evict = memory and t - W >= S            # token t - W leaves the window (it sits in this slot)
         for li, (layer, mem) in enumerate(zip(inner.layers, self.memories)):
             h = layer.input_layernorm(x)
-            q, k, v = self._qkv(layer, h, cos, sin)                        # [B, H, 1, d]
-            if W is None:
-                cache.win_k[li][:, :, slot], cache.win_v[li][:, :, slot] = k[:, :, 0], v[:, :, 0]
-                keys, vals = cache.win_k[li][:, :, :n_valid], cache.win_v[li][:, :, :n_valid]
-                o = F.scaled_dot_product_attention(q, keys, vals, scale=self._scale(layer), enable_gqa=True)
-            else:
-                if slot is None:
-                    cache.sink_k[li][:, :, t], cache.sink_v[li][:, :, t] = k[:, :, 0], v[:, :, 0]
-                else:
-                    if evict:  # token t - W leaves the window: absorb it into the AHN state
-                        cache.state[li] = mem.absorb(cache.state[li], self._rep(cache.win_k[li][:, :, slot]),
-                                                     self._rep(cache.win_v[li][:, :, slot]), cache.win_beta[li][:, :, slot],
-                                                     cache.win_g[li][:, :, slot])
-                    cache.win_k[li][:, :, slot], cache.win_v[li][:, :, slot] = k[:, :, 0], v[:, :, 0]
-                    if cache.state is not None:
-                        beta, g = mem.gates(h)
-                        cache.win_beta[li][:, :, slot], cache.win_g[li][:, :, slot] = beta[..., 0], g[..., 0]
-                n_sink, n_win = min(t + 1, S), max(0, min(t + 1 - S, W))
-                keys = torch.cat([cache.sink_k[li][:, :, :n_sink], cache.win_k[li][:, :, :n_win]], 2)
-                vals = torch.cat([cache.sink_v[li][:, :, :n_sink], cache.win_v[li][:, :, :n_win]], 2)
-                o = F.scaled_dot_product_attention(q, keys, vals, scale=self._scale(layer), enable_gqa=True)
-                if cache.state is not None and t - W >= S:
-                    o = o + mem.read(cache.state[li], q[:, :, 0])[:, :, None].to(o.dtype)
+            q, k, v = self._qkv(layer, h, cos, sin)                        # [B, H(kv), 1, d]
+            if evict:
+                cache.state[li] = mem.absorb(cache.state[li], self._rep(cache.k[li][:, :, slot]),
+                                             self._rep(cache.v[li][:, :, slot]), cache.beta[li][:, :, ring],
+                                             cache.g[li][:, :, ring])
+            cache.k[li][:, :, slot], cache.v[li][:, :, slot] = k[:, :, 0], v[:, :, 0]
+            if memory:
+                beta, g = mem.gates(h)
+                cache.beta[li][:, :, ring], cache.g[li][:, :, ring] = beta[..., 0], g[..., 0]
+            o = F.scaled_dot_product_attention(q, cache.k[li][:, :, :n_valid], cache.v[li][:, :, :n_valid],
+                                               scale=self._scale(layer), enable_gqa=True)
+            if memory and t - W >= S:
+                o = o + mem.read(cache.state[li], q[:, :, 0])[:, :, None].to(o.dtype)
             x = x + layer.self_attn.o_proj(o.transpose(1, 2).reshape(B, 1, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         cache.pos = t + 1
@@ -306,8 +296,8 @@ class AHNModel(nn.Module):
         out = self.forward(input_ids, window=W, num_sinks=num_sinks, use_memory=use_memory, return_cache=True)
         cache = out.cache
         if W is None and extra_capacity:
-            cache.win_k = [F.pad(k, (0, 0, 0, extra_capacity)) for k in cache.win_k]
-            cache.win_v = [F.pad(v, (0, 0, 0, extra_capacity)) for v in cache.win_v]
+            cache.k = [F.pad(k, (0, 0, 0, extra_capacity)) for k in cache.k]
+            cache.v = [F.pad(v, (0, 0, 0, extra_capacity)) for v in cache.v]
         return out.logits[:, -1], cache
 
     @torch.no_grad()
