@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from icml26.data.synthetic_loops import (
-    GaussianMeanTask, ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, TabularPolicy,
+    DigitsSelfTraining, GaussianMeanTask, ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, TabularPolicy,
     VerifierFilter, circular_distance, closed_loop_gaussian_information, discrete_mutual_information,
     gaussian_information_estimate, gaussian_kl, modular_addition, self_consuming_categorical,
-    self_consuming_gaussian, task_information,
+    self_consuming_gaussian, simplicity_bias_dataset, task_information, which_component,
 )
 from icml26.harness import Budget, Outcome
 
@@ -165,6 +165,48 @@ def test_tabular_policy_bad_input_and_sampling():
     assert abs(np.mean(a[q == 1] == 0) - 0.5) < 0.03
 
 
+# digits self-training and simplicity bias
+
+def test_digits_self_training_loop_with_perfect_verifier_learns():
+    from icml26.testbeds.digits import digits_tensors
+
+    X, y = digits_tensors()
+    X, y = X.numpy().astype(float), y.numpy()
+    task = DigitsSelfTraining(X[:20], y[:20], X[20:420])
+    loop = SyntheticDataLoop(fit=task.fit, sample=task.sample, n_per_round=400, rounds=2,
+                             filter=VerifierFilter(lambda d: d[1] == y[20:420][d[0]]),
+                             metrics=lambda c: task.metrics(c, X[1400:], y[1400:]))
+    h = loop.run(task.initial(), rng=0)
+    assert h[-1]["accuracy"] > h[0]["accuracy"] + 0.05
+    assert h[-1]["information"] > h[0]["information"]
+    assert 0 < h[1]["kept_fraction"] < 1
+    m = task.metrics(task.initial(), X[1400:], y[1400:])
+    assert 0 <= m["soft_information"] <= math.log(10) and m["p_correct"].shape == (len(y) - 1400,)
+    with pytest.raises(ValueError, match="non-empty"):
+        DigitsSelfTraining(X[:0], y[:0], X)
+
+
+def test_simplicity_bias_dataset():
+    X, y, ys = simplicity_bias_dataset(500, "slab", "linear", corr=1.0, seed=0)
+    assert X.shape == (500, 2) and np.all(y == ys)
+    assert np.all((np.abs(X[:, 0]) < 1 / 3) == (y == 1))                          # the slab rule is exact
+    assert np.all((X[:, 1] > 0) == (ys == 1)) or np.mean((X[:, 1] > 0) == (ys == 1)) > 0.99
+    _, y2, ys2 = simplicity_bias_dataset(4000, "xor", "linear", corr=0.5, seed=1)
+    assert abs(np.mean(y2 == ys2) - 0.5) < 0.05                                    # decorrelated at test
+    Xx, yx, _ = simplicity_bias_dataset(300, "xor", "linear", seed=2)
+    assert np.all((np.sign(Xx[:, 0]) != np.sign(Xx[:, 1])) == (yx == 1))
+    for bad in (dict(core="box"), dict(corr=2.0), dict(core="linear")):
+        with pytest.raises(ValueError):
+            simplicity_bias_dataset(10, **bad)
+
+    class Oracle:
+        def predict(self, X):
+            return (np.abs(X[:, 0]) < 1 / 3).astype(int)
+
+    r = which_component(Oracle(), "slab", "linear", n=400)
+    assert r["follows_core"].mean() == 1.0 and abs(r["follows_spurious"].mean() - 0.5) < 0.1
+
+
 # reproduction
 
 def test_quick_reproduction_structure():
@@ -172,7 +214,7 @@ def test_quick_reproduction_structure():
 
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
-    assert len([c for c in out.claims if c.kind == "claim"]) >= 8 and len(out.checks) >= 4
+    assert len([c for c in out.claims if c.kind == "claim"]) >= 12 and len(out.checks) >= 5
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")

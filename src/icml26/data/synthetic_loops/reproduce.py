@@ -13,6 +13,13 @@
    log 11 - H(answer offset) (exact under a uniformly shifted task prior; the offset distribution is averaged
    over replicate loops), pass@1 and entropy per generation. Any closed loop obeys I(Y; A_t) <= I(Y; theta_0)
    = 0.2 log 11 (a labelled row reveals its answer, an unlabelled row nothing).
+4. Digits self-training (logistic regression from 30 labelled images; each generation samples labels for a pool
+   of 700 unlabelled images from the model and retrains): closed, a true-label verifier, and a teacher (an SVM
+   trained on 300 other labelled images) used coarsely (accept when its argmax agrees) or finely (weight = its
+   probability of the sampled label). Test accuracy and I(Y; Y_hat) of the decisions per generation.
+5. Simplicity bias (the thesis): a label carried by a linear component and a slab component, both fully
+   predictive in training, decorrelated at test; an MLP's test predictions show which one it learned, with the
+   spurious component the simpler (linear) one and, swapped, the harder (slab) one.
 """
 
 from __future__ import annotations
@@ -22,12 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
+from icml26.testbeds.digits import digits_tensors, shuffled_indices
 
 from .information import (closed_loop_gaussian_information, gaussian_information_estimate, gaussian_kl,
                           self_consuming_categorical, self_consuming_gaussian)
 from .loop import ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
-from .tasks import GaussianMeanTask, TabularPolicy, circular_distance, modular_addition, task_information
+from .simplicity import fit_mlp, simplicity_bias_dataset, which_component
+from .tasks import DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circular_distance, modular_addition, task_information
 
 
 @dataclass(frozen=True)
@@ -38,12 +47,14 @@ class Sizes:
     n_per_round: int        # Gaussian samples per path per generation
     bootstrap: int          # bootstrap resamples of paths for the information interval
     replicates: int         # independent modular-addition loops
+    digit_rounds: int       # generations of the digits self-training loops
+    sb_train: int           # simplicity-bias training points
 
 
 SIZES = {
-    Budget.QUICK: Sizes(2000, 600, 6, 20, 100, 6),
-    Budget.STANDARD: Sizes(20000, 4000, 10, 20, 200, 30),
-    Budget.FULL: Sizes(100000, 20000, 20, 20, 500, 100),
+    Budget.QUICK: Sizes(2000, 600, 6, 20, 100, 6, 3, 600),
+    Budget.STANDARD: Sizes(20000, 4000, 10, 20, 200, 30, 8, 2000),
+    Budget.FULL: Sizes(100000, 20000, 20, 20, 500, 100, 15, 4000),
 }
 D, TAU2, SIGMA2 = 4, 1.0, 1.0                  # Gaussian task
 STARTS = {"weak": 2, "strong": 20}            # n0: real points behind m_0
@@ -51,6 +62,8 @@ P_MOD, K_SAMPLES, LABELLED = 11, 8, 0.2        # modular addition
 CHAIN_N = 10
 GAUSS_LOOPS = ("closed", "binary verifier", "graded rubric")
 MOD_LOOPS = ("closed", "majority vote", "binary verifier", "graded rubric", "imitation")
+DIGIT_LOOPS = ("closed", "true-label verifier", "teacher, binary", "teacher, graded")
+N_SEED, N_POOL, N_TEACH = 30, 700, 300        # digits: labelled seed, unlabelled pool, teacher's own labels
 
 
 # 2. Gaussian-mean task
@@ -105,6 +118,33 @@ def modular_loops(sz: Sizes, rng: np.random.Generator) -> tuple[dict[str, list[l
 
 
 
+# 4. digits self-training
+
+def digits_loops(sz: Sizes, seed: int, rng: np.random.Generator) -> dict[str, list[dict]]:
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.svm import SVC
+
+    X, y = digits_tensors()
+    X, y = X.numpy().astype(np.float64), y.numpy()
+    idx = shuffled_indices(len(X), seed).numpy()
+    i_seed, i_pool = idx[:N_SEED], idx[N_SEED:N_SEED + N_POOL]
+    i_teach, i_test = idx[N_SEED + N_POOL:N_SEED + N_POOL + N_TEACH], idx[N_SEED + N_POOL + N_TEACH:]
+    task = DigitsSelfTraining(X[i_seed], y[i_seed], X[i_pool])
+    teacher = CalibratedClassifierCV(SVC(C=10.0), ensemble=False).fit(X[i_teach], y[i_teach])
+    tp = np.zeros((N_POOL, 10))
+    tp[:, teacher.classes_] = teacher.predict_proba(X[i_pool])
+    ta, yp = tp.argmax(1), y[i_pool]
+    filters = {"closed": None, "true-label verifier": VerifierFilter(lambda d: d[1] == yp[d[0]]),
+               "teacher, binary": VerifierFilter(lambda d: ta[d[0]] == d[1]),
+               "teacher, graded": RubricWeighting(lambda d: tp[d[0], d[1]])}
+    out = {}
+    for name, flt in filters.items():
+        loop = SyntheticDataLoop(fit=task.fit, sample=task.sample, filter=flt, n_per_round=N_POOL,
+                                 rounds=sz.digit_rounds, metrics=lambda c: task.metrics(c, X[i_test], y[i_test]))
+        out[name] = loop.run(task.initial(), rng=rng)
+    return out
+
+
 def _curve(hist: list[list[dict]], key: str) -> np.ndarray:
     """(replicates, generations) of a scalar metric."""
     return np.array([[h[key] for h in rep] for rep in hist])
@@ -153,7 +193,7 @@ def _figure(info: dict, closed_form: dict, mod_info: dict, rounds: int) -> Figur
 def reproduce(budget: Budget, seed: int) -> Outcome:
     sz = Budget.parse(budget).pick(SIZES)
     seed_everything(seed)
-    r_chain, r_gauss, r_boot, r_mod = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    r_chain, r_gauss, r_boot, r_mod, r_dig = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5))
     T = sz.rounds
 
     # 1. closed-form chains
@@ -187,6 +227,23 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     bound = LABELLED * np.log(P_MOD)                                       # I(Y; theta_0)
     closed_max = max(float(mi[k][:, 0].max()) for k in ("closed", "majority vote"))
 
+    # 4. digits self-training
+    with limit_threads(1):
+        dig = digits_loops(sz, seed, r_dig)
+    TD = sz.digit_rounds
+    dI = {k: np.array([h["information"] for h in v]) for k, v in dig.items()}
+    dA = {k: np.array([h["accuracy"] for h in v]) for k, v in dig.items()}
+
+    # 5. simplicity bias
+    sb = {}
+    with limit_threads(1):
+        for core, spur in (("slab", "linear"), ("linear", "slab")):
+            X, yc, _ = simplicity_bias_dataset(sz.sb_train, core, spur, corr=1.0, seed=seed)
+            sb[core, spur] = which_component(fit_mlp(X, yc, seed=seed), core, spur, seed=seed + 1)
+        X, yc, _ = simplicity_bias_dataset(sz.sb_train, "slab", "linear", corr=0.5, seed=seed + 2)
+        core_only = float(which_component(fit_mlp(X, yc, seed=seed), "slab", "linear", seed=seed + 1)
+                          ["follows_core"].mean())
+
     # metrics
     metrics: dict[str, float] = {"chain_var_ratio": float(var_ratio), "chain_categories_regained": float(grew),
                                  "chain_support_T": float(alive[-1].sum(-1).mean()),
@@ -200,6 +257,17 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             metrics[f"mod_acc_{name}_g{g}"] = float(acc[name][:, g].mean())
             metrics[f"mod_info_{name}_g{g}"] = float(mi[name][g, 0])
             metrics[f"mod_entropy_{name}_g{g}"] = float(ent[name][:, g].mean())
+
+    for name in DIGIT_LOOPS:
+        for g in (0, TD):
+            metrics[f"digits_acc_{name}_g{g}"] = float(dA[name][g])
+            metrics[f"digits_info_{name}_g{g}"] = float(dI[name][g])
+            metrics[f"digits_soft_info_{name}_g{g}"] = float(dig[name][g]["soft_information"])
+
+    for (core, spur), r in sb.items():
+        metrics[f"sb_{core}_core_follows_core"] = float(r["follows_core"].mean())
+        metrics[f"sb_{core}_core_follows_spurious"] = float(r["follows_spurious"].mean())
+    metrics["sb_core_only_learnable"] = core_only
 
     def gclaim(start: str, name: str) -> Claim:
         v = info[start, name]
@@ -253,6 +321,42 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               metric=f"pass@1 at generation {T}", paired=list(per_q("binary verifier") - per_q("graded rubric")),
               note="Our operationalisation of the meta-level claim; the graded rubric also rewards near misses.",
               falsifier="the graded loop's pass@1 at or above the binary loop's"),
+        Claim("Digits self-training: the closed loop loses task information (collapse)",
+              float(dI["closed"][TD]), "<", float(dI["closed"][0]), baseline="the seed model (30 labelled images)",
+              metric=f"I(Y; Y_hat) of test decisions at generation {TD} [nats]",
+              note=f"test accuracy {dA['closed'][0]:.3f} -> {dA['closed'][TD]:.3f}; I of the soft predictive joint "
+                   f"{dig['closed'][0]['soft_information']:.3f} -> {dig['closed'][TD]['soft_information']:.3f}.",
+              falsifier="the closed loop's decision information at the last generation at or above the start"),
+        Claim("Digits self-training: the verifier-filtered (open) loop gains task information",
+              float(dI["true-label verifier"][TD]), ">", float(dI["true-label verifier"][0]),
+              baseline="the seed model (30 labelled images)",
+              metric=f"I(Y; Y_hat) of test decisions at generation {TD} [nats]",
+              note=f"test accuracy {dA['true-label verifier'][0]:.3f} -> {dA['true-label verifier'][TD]:.3f}",
+              falsifier="decision information at the last generation at or below the start"),
+        Claim("Digits self-training: the open loop ends more accurate than the closed loop",
+              float(dA["true-label verifier"][TD]), ">", float(dA["closed"][TD]),
+              baseline="closed loop, same seed model and pool", metric=f"test accuracy at generation {TD}",
+              paired=list(dig["true-label verifier"][TD]["correct"] - dig["closed"][TD]["correct"]),
+              note="paired = per-test-image difference of correctness.",
+              falsifier="the open loop's test accuracy at or below the closed loop's, or the paired interval "
+                        "containing 0"),
+        Claim("Reward hacking: when a spurious component is simpler than the intended one, learning follows it",
+              float(sb["slab", "linear"]["follows_spurious"].mean()), ">",
+              float(sb["slab", "linear"]["follows_core"].mean()), baseline="agreement with the intended (slab) label",
+              metric="test agreement with the spurious (linear) label, components decorrelated",
+              paired=list(sb["slab", "linear"]["follows_spurious"] - sb["slab", "linear"]["follows_core"]),
+              note=f"MLP (32, 32) on {sz.sb_train} points where both components are fully predictive.",
+              falsifier="predictions agree with the intended slab label at least as often as with the linear one"),
+        Claim("When the intended component is the simpler one, learning follows it",
+              float(sb["linear", "slab"]["follows_core"].mean()), ">",
+              float(sb["linear", "slab"]["follows_spurious"].mean()),
+              baseline="agreement with the spurious (slab) label",
+              metric="test agreement with the intended (linear) label, components decorrelated",
+              paired=list(sb["linear", "slab"]["follows_core"] - sb["linear", "slab"]["follows_spurious"]),
+              falsifier="predictions agree with the spurious slab label at least as often as with the linear one"),
+        Claim("Simplicity-bias control: the slab component alone is learnable", core_only, ">=", 0.95,
+              kind="check", baseline="0.95 (spec)", metric="test accuracy of an MLP trained with the linear "
+              "component decorrelated", note="So following the linear component is a choice, not an inability."),
         Claim("Closed Gaussian loop: plug-in task information matches its closed form", float(cw[-1]), "in",
               (info["weak", "closed"][T]["lo"], info["weak", "closed"][T]["hi"]), kind="check",
               baseline="bootstrap interval of the plug-in estimate",
@@ -279,5 +383,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                               "I(Y;A)": float(mi[n][g, 0]), "I 95%": f"[{mi[n][g, 1]:.3f}, {mi[n][g, 2]:.3f}]",
                               "entropy": float(ent[n][:, g].mean())} for n in MOD_LOOPS for g in range(T + 1)],
     }
+    tables["digits_self_training"] = [{"loop": n, "generation": g, "test accuracy": float(dA[n][g]),
+                                       "I(Y;Y_hat) decisions": float(dI[n][g]),
+                                       "I soft joint": float(dig[n][g]["soft_information"]),
+                                       "kept fraction": float(dig[n][g]["kept_fraction"])}
+                                      for n in DIGIT_LOOPS for g in range(TD + 1)]
     return Outcome(metrics=metrics, claims=claims, tables=tables,
                    figures={"information_per_generation": _figure(info, closed_form, mi, T)})

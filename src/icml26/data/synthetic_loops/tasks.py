@@ -133,3 +133,60 @@ def task_information(errors: np.ndarray) -> float:
 def circular_distance(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     d = np.abs(np.asarray(a) - np.asarray(b)) % p
     return np.minimum(d, p - d)
+
+
+# digits self-training
+
+class DigitsSelfTraining:
+    """A digits classifier whose synthetic data are its own labels, sampled on an unlabelled pool [A05].
+
+    Data of one round: (pool indices, sampled labels y_hat ~ p_theta(. | x)). ``fit`` retrains logistic
+    regression on the small labelled seed set plus the weighted pool samples. Closed loop: no filter. Open loops
+    filter the labels with information from outside the model (a verifier of the true label, or a teacher
+    trained on other data: binary = the teacher's argmax agrees, graded = the teacher's probability of y_hat).
+    """
+
+    def __init__(self, X_seed: np.ndarray, y_seed: np.ndarray, X_pool: np.ndarray, C: float = 1.0,
+                 n_classes: int = 10) -> None:
+        if len(X_seed) != len(y_seed) or len(X_seed) == 0:
+            raise ValueError("X_seed and y_seed must be non-empty and of equal length")
+        self.X_seed, self.y_seed, self.X_pool, self.C, self.K = X_seed, y_seed, X_pool, C, n_classes
+
+    def _clf(self):
+        from sklearn.linear_model import LogisticRegression
+
+        return LogisticRegression(C=self.C, max_iter=500)
+
+    def initial(self):
+        return self._clf().fit(self.X_seed, self.y_seed)
+
+    def fit(self, data: tuple[np.ndarray, np.ndarray], w: np.ndarray, prev):
+        idx, lab = data
+        keep = w > 0
+        X = np.concatenate([self.X_seed, self.X_pool[idx[keep]]])
+        y = np.concatenate([self.y_seed, lab[keep]])
+        sw = np.concatenate([np.ones(len(self.y_seed)), w[keep]])
+        return self._clf().fit(X, y, sample_weight=sw)
+
+    def proba(self, clf, X: np.ndarray) -> np.ndarray:
+        """p_theta(y | x) over all K classes (columns for classes the model has not seen are 0)."""
+        P = np.zeros((len(X), self.K))
+        P[:, clf.classes_] = clf.predict_proba(X)
+        return P
+
+    def sample(self, clf, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        idx = rng.permutation(len(self.X_pool))[:n]
+        cdf = np.cumsum(self.proba(clf, self.X_pool[idx]), 1)
+        lab = (rng.random(len(idx))[:, None] > cdf[:, :-1]).sum(1)
+        return idx, lab
+
+    def metrics(self, clf, X_test: np.ndarray, y_test: np.ndarray) -> dict[str, Any]:
+        """Test accuracy, p(correct) per test image, I(Y; Y_hat) of the decisions (argmax; plug-in from the
+        confusion matrix) and of the soft predictive joint (nats)."""
+        P = self.proba(clf, X_test)
+        hard, soft = np.zeros((self.K, self.K)), np.zeros((self.K, self.K))
+        np.add.at(hard, (y_test, P.argmax(1)), 1.0)
+        np.add.at(soft, y_test, P)
+        return {"accuracy": float((P.argmax(1) == y_test).mean()), "p_correct": P[np.arange(len(P)), y_test],
+                "correct": (P.argmax(1) == y_test).astype(float),
+                "information": discrete_mutual_information(hard), "soft_information": discrete_mutual_information(soft)}

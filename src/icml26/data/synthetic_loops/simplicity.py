@@ -1,0 +1,67 @@
+"""Simplicity bias: learning locks onto the most information-efficient signal component [A05].
+
+A binary label y is carried by two components of the input, both fully predictive in training: a linear one
+(one coordinate, x_lin = (2y - 1) margin + noise) and a harder one (a slab: y = 1 iff |u| < w for a uniform u, or
+an XOR: y = 1[sign(u1) != sign(u2)]). At test time the two are decorrelated (drawn from independent labels), so a
+model's predictions show which component it learned. The thesis predicts the simpler (linear) component wins,
+whichever of the two is the intended one: reward hacking when it is spurious, faster learning when it is the core.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _component(kind: str, y: np.ndarray, rng: np.random.Generator, margin: float = 1.0) -> np.ndarray:
+    n = len(y)
+    if kind == "linear":
+        return ((2 * y - 1) * margin + 0.3 * rng.standard_normal(n))[:, None]
+    if kind == "slab":        # three slabs on [-1, 1]: the middle third is class 1
+        u = rng.uniform(-1 / 3, 1 / 3, n)
+        side = rng.choice([-1.0, 1.0], n) * rng.uniform(1 / 3 + 0.05, 1.0, n)
+        return np.where(y == 1, u * 0.85, side)[:, None]
+    if kind == "xor":
+        a = rng.choice([-1.0, 1.0], n)
+        b = np.where(y == 1, -a, a)
+        return np.column_stack([a * rng.uniform(0.1, 1, n), b * rng.uniform(0.1, 1, n)])
+    raise ValueError(f"unknown component {kind!r}; use 'linear', 'slab' or 'xor'")
+
+
+def simplicity_bias_dataset(n: int, core: str = "slab", spurious: str = "linear", corr: float = 1.0,
+                            seed: int | None = None, noise_dims: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs [core | spurious | noise], the core label y and the label the spurious component encodes.
+
+    With ``corr`` = 1 the spurious component encodes y itself (training); with ``corr`` = 0.5 it encodes an
+    independent label (test, decorrelated). Returns ``(X, y_core, y_spurious)``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not 0.0 <= corr <= 1.0:
+        raise ValueError(f"corr must be in [0, 1], got {corr}")
+    if core == spurious:
+        raise ValueError("core and spurious must be different components")
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    ys = np.where(rng.random(n) < corr, y, 1 - y)
+    X = np.column_stack([_component(core, y, rng), _component(spurious, ys, rng),
+                         rng.standard_normal((n, noise_dims))])
+    return X, y, ys
+
+
+def which_component(model, core: str, spurious: str, n: int = 2000, seed: int = 0) -> dict[str, np.ndarray]:
+    """Per test point: agreement of ``model.predict`` on decorrelated data with the core / the spurious label."""
+    X, y, ys = simplicity_bias_dataset(n, core, spurious, corr=0.5, seed=seed)
+    p = model.predict(X)
+    return {"follows_core": (p == y).astype(float), "follows_spurious": (p == ys).astype(float)}
+
+
+def fit_mlp(X: np.ndarray, y: np.ndarray, seed: int = 0, hidden: tuple = (32, 32), max_iter: int = 200):
+    """The learner of the simplicity-bias study: a scikit-learn MLP (Adam), quiet about convergence."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return MLPClassifier(hidden, max_iter=max_iter, random_state=seed).fit(X, y)
