@@ -164,6 +164,83 @@ def test_loss_decay_weights_steps(target):
         eagle3_ttt_loss(d, ids, aux[:, :5], logits, mask)
 
 
+def _specforge_ttt_loss(draft, ids, aux, target_logits, loss_mask, length, decay=0.8):
+    """A pure-torch transcription of SpecForge's online EAGLE-3 loss path (TargetHead.preprocess,
+    _compute_target_p(_padded), SdpaLikeAdapter.step_view, _compute_loss, the per-step ``padding(...,
+    left=False)`` of loss/position masks and the 0.8**i weights), written from its code, not imported.
+    The draft's step states come from our ``ttt_states`` (the draft forward is tested elsewhere)."""
+    def shift_left(x):  # specforge.utils.padding(x, left=False)
+        return torch.cat((x[:, 1:], torch.zeros_like(x[:, -1:])), dim=1)
+
+    target = shift_left(target_logits.float())               # preprocess: target = padding(target, left=False)
+    loss_mask = loss_mask.float()[..., None]                 # loss_mask[..., None], not shifted
+    T = ids.shape[1]
+    tok = target.argmax(-1)
+    position_mask = draft.t2d[tok][..., None].float() * loss_mask
+    head = target[..., draft.d2t]
+    target_p = torch.softmax(head, dim=2)
+    target_p_padded = torch.nn.functional.pad(target_p, (0, 0, 0, length), value=1 / target_p.shape[-1])
+    total = 0.0
+    for idx, state in enumerate(draft.ttt_states(ids, aux, length)):
+        tp = target_p_padded[:, idx:idx + T, :]
+        logp = torch.log_softmax(draft.logits(state).float(), dim=2)
+        loss = -torch.sum(position_mask * tp * logp, 2).mean()
+        total = total + decay ** idx * loss
+        position_mask = shift_left(position_mask)
+    return total
+
+
+def test_loss_mask_alignment_specforge_matches_its_transcription(target):
+    d = _noisy_draft(target, draft_vocab_ids=torch.arange(V - 8))
+    g = torch.Generator().manual_seed(9)
+    ids = torch.randint(0, V, (3, 14), generator=g)
+    aux = torch.randn(3, 14, d.config.feature_size, generator=g)
+    logits = torch.randn(3, 14, V, generator=g) * 3
+    mask = torch.zeros(3, 14, dtype=torch.bool)
+    mask[:, 5:11] = True  # a response in the middle, so the two alignments differ at its ends
+    ref = _specforge_ttt_loss(d, ids, aux, logits, mask, length=4)
+    ours, _ = eagle3_ttt_loss(d, ids, aux, logits, mask, ttt_length=4, mask_alignment="specforge")
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-7)
+    default, _ = eagle3_ttt_loss(d, ids, aux, logits, mask, ttt_length=4)
+    assert abs(float((default - ref).detach())) > 1e-4  # the default reads the mask at the predicted token instead
+    with pytest.raises(ValueError, match="mask_alignment"):
+        eagle3_ttt_loss(d, ids, aux, logits, mask, mask_alignment="eagle")
+
+
+def test_offline_capture_refuses_models_that_transform_logits(target):
+    """Offline mode recomputes logits from the last hidden state; a soft-capped head must be caught."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    class SoftCapped(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.config = inner, inner.config
+
+        def get_output_embeddings(self):
+            return self.inner.get_output_embeddings()
+
+        def get_input_embeddings(self):
+            return self.inner.get_input_embeddings()
+
+        @property
+        def model(self):
+            return self.inner.model
+
+        def forward(self, *a, **kw):
+            out = self.inner(*a, **kw)
+            return CausalLMOutputWithPast(logits=30 * torch.tanh(out.logits / 30) + 0.5,
+                                          hidden_states=out.hidden_states)
+
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, V, (2, 8), generator=g)
+    batches = [(ids, torch.ones_like(ids, dtype=torch.bool))]
+    capped = SoftCapped(target)
+    with pytest.raises(ValueError, match="soft-capping"):
+        Eagle3Trainer(capped, Eagle3Draft.from_target(target), "offline").capture(batches)
+    Eagle3Trainer(capped, Eagle3Draft.from_target(target), "online").fit(batches)  # online is fine
+    Eagle3Trainer(target, Eagle3Draft.from_target(target), "offline").capture(batches)  # plain head passes
+
+
 def test_offline_equals_online_and_is_deterministic(target, tmp_path):
     g = torch.Generator().manual_seed(6)
     prompts = torch.randint(0, V, (8, 6), generator=g)
@@ -298,6 +375,10 @@ def test_generation_input_validation(target):
         StaticTree(((0,), (1, 0)))
     with pytest.raises(ValueError):
         eagle3_generate(target, d, ok, 0)
+    with pytest.raises(ValueError, match="max_position_embeddings"):  # 256 positions in the test model
+        eagle3_generate(target, d, torch.zeros(1, 200, dtype=torch.long), 57)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        greedy_generate(target, ok, 254)
 
 
 # reproduction

@@ -67,6 +67,10 @@ def validate_generation_inputs(model: nn.Module, input_ids: torch.Tensor, max_ne
         raise ValueError("the prompt is empty: speculative decoding needs at least one prompt token")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    max_pos = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(max_pos, int) and input_ids.shape[1] + max_new_tokens > max_pos:
+        raise ValueError(f"prompt ({input_ids.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
+                         f"model's max_position_embeddings ({max_pos}): shorten the prompt or lower max_new_tokens")
     vocab = target_vocab_size(model)
     if tokenizer is not None and len(tokenizer) > vocab:
         raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's vocabulary has {vocab}: "

@@ -7,6 +7,14 @@ Loss (SpecForge): with K unrolled TTT steps and decay 0.8,
 where p_T is the softmax of the target logits restricted to V_d, q_k the draft's step-k distribution (row t of
 step k predicts x_{t+k+2}), and m^k_t = loss_mask[t+k+2] * [argmax target logits at t+k+1 is in V_d].
 
+Mask alignment. By default (``mask_alignment="target"``) the loss mask is read at the predicted token x_{t+k+2}:
+a prediction counts when the token it predicts is a response token. SpecForge reads it at t+k (after its
+one-position shift of ids and logits it keeps ``loss_mask`` unshifted, then shifts it once per TTT step), i.e.
+two positions before the predicted token: it skips predicting the first two response tokens and trains on the
+two tokens after the response (in chat data, end-of-turn template tokens). ``mask_alignment="specforge"``
+reproduces that exactly (tested against a transcription of SpecForge's per-step view and loss); the two agree
+wherever the mask is constant over the window.
+
 Target-draft decoupling: ``online`` runs the frozen target on every batch; ``offline`` captures the fused aux
 features and the target's last hidden state once (logits are recomputed with the target's head) and then
 trains without running the target's decoder stack.
@@ -88,15 +96,21 @@ def _shift(x: torch.Tensor, n: int) -> torch.Tensor:
     return F.pad(x[:, n:], pad)
 
 
+MASK_OFFSET = {"target": 2, "specforge": 0}  # m^k_t reads loss_mask[t + k + offset]
+
+
 def eagle3_ttt_loss(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, target_logits: torch.Tensor,
-                    loss_mask: torch.Tensor, ttt_length: int = 7, decay: float = 0.8
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+                    loss_mask: torch.Tensor, ttt_length: int = 7, decay: float = 0.8,
+                    mask_alignment: str = "target") -> tuple[torch.Tensor, torch.Tensor]:
     """The decayed multi-step TTT loss [B04]; returns ``(loss, step_acc [K])``.
 
     ``ids [B, T]`` token ids, ``aux [B, T, k*d]`` fused target features, ``target_logits [B, T, V]`` (row t
     predicts x_{t+1}), ``loss_mask [B, T]`` set on the tokens to learn (the responses). ``step_acc[k]`` is the
-    draft's top-1 agreement with the target at TTT step k on the counted positions.
+    draft's top-1 agreement with the target at TTT step k on the counted positions. ``mask_alignment``:
+    ``"target"`` (the mask at the predicted token) or ``"specforge"`` (two positions earlier, as SpecForge).
     """
+    if mask_alignment not in MASK_OFFSET:
+        raise ValueError(f"mask_alignment must be one of {sorted(MASK_OFFSET)}, got {mask_alignment!r}")
     if not isinstance(ttt_length, int) or ttt_length < 1:
         raise ValueError(f"ttt_length must be a positive int, got {ttt_length!r}")
     if not 0 < decay <= 1:
@@ -117,7 +131,7 @@ def eagle3_ttt_loss(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, ta
     loss = aux.new_zeros(())
     acc = []
     for k, a in enumerate(states):
-        m = _shift(mask, k + 2) * _shift(in_vocab, k + 1)
+        m = _shift(mask, k + MASK_OFFSET[mask_alignment]) * _shift(in_vocab, k + 1)
         logq = torch.log_softmax(draft.logits(a).float(), dim=-1)
         ce = -(_shift(p_all, k + 1) * logq).sum(-1)
         loss = loss + decay ** k * (m * ce).mean()
@@ -140,9 +154,12 @@ class Eagle3Trainer:
     """
 
     def __init__(self, target: nn.Module, draft: Eagle3Draft, mode: str = "online", cache_dir: str | Path | None = None,
-                 ttt_length: int = 7, decay: float = 0.8, weight_decay: float = 0.0, clip: float = 0.5, warmup_steps: int = 10, seed: int = 0):
+                 ttt_length: int = 7, decay: float = 0.8, weight_decay: float = 0.0, clip: float = 0.5, warmup_steps: int = 10, seed: int = 0,
+                 mask_alignment: str = "target", logits_atol: float = 1e-4):
         if mode not in ("online", "offline"):
             raise ValueError(f"mode must be 'online' or 'offline', got {mode!r}")
+        if mask_alignment not in MASK_OFFSET:
+            raise ValueError(f"mask_alignment must be one of {sorted(MASK_OFFSET)}, got {mask_alignment!r}")
         if not isinstance(draft, Eagle3Draft):
             raise TypeError(f"draft must be an Eagle3Draft, got {type(draft).__name__}")
         if draft.config.vocab_size != target_vocab_size(target):
@@ -151,7 +168,7 @@ class Eagle3Trainer:
         self.target, self.draft, self.mode = target, draft, mode
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.ttt_length, self.decay, self.weight_decay, self.clip, self.seed = ttt_length, decay, weight_decay, clip, seed
-        self.warmup_steps = warmup_steps
+        self.warmup_steps, self.mask_alignment, self.logits_atol = warmup_steps, mask_alignment, logits_atol
         self._offline: list | None = None
 
     def _features(self, i: int, ids: torch.Tensor):
@@ -169,7 +186,9 @@ class Eagle3Trainer:
         if self.cache_dir is not None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         for i, (ids, _) in enumerate(batches):
-            aux, _, last = capture_aux_hidden_states(self.target, ids, self.draft.config.aux_layers, True)
+            aux, logits, last = capture_aux_hidden_states(self.target, ids, self.draft.config.aux_layers, True)
+            if i == 0:
+                self._check_head_recomputes_logits(last, logits)
             if self.cache_dir is None:
                 store.append((aux, last))
             else:
@@ -178,6 +197,22 @@ class Eagle3Trainer:
                 store.append(path)
         self._offline, self.capture_time_ = store, time.perf_counter() - t0
         return self
+
+    @torch.no_grad()
+    def _check_head_recomputes_logits(self, last: torch.Tensor, logits: torch.Tensor) -> None:
+        """Offline mode recomputes logits as ``output_embeddings(last hidden)``; models that scale or soft-cap
+        their logits after the head (Gemma-2's final soft-capping, Cohere's logit scale, ...) would then train
+        the draft against different targets than online mode, so the first captured batch is checked."""
+        head = self.target.get_output_embeddings()
+        if head is None:
+            raise ValueError("offline mode recomputes the logits with the target's output head, but "
+                             "target.get_output_embeddings() is None: use mode='online'")
+        err = float((head(last).float() - logits.float()).abs().max())
+        if not err <= self.logits_atol:
+            raise ValueError(f"offline mode cannot reproduce the target's logits from its last hidden state "
+                             f"(max |difference| {err:.3g} > logits_atol={self.logits_atol:g}): the model "
+                             "transforms its logits after the output head (scaling or soft-capping?). "
+                             "Use mode='online', or raise logits_atol if the difference is rounding")
 
     def fit(self, batches: Sequence[tuple[torch.Tensor, torch.Tensor]], epochs: int = 1, lr: float = 1e-3
             ) -> "Eagle3Trainer":
@@ -203,7 +238,8 @@ class Eagle3Trainer:
             for i in torch.randperm(len(batches), generator=g).tolist():
                 ids, mask = batches[i]
                 aux, logits = self._features(i, ids)
-                loss, acc = eagle3_ttt_loss(draft, ids, aux, logits, mask, self.ttt_length, self.decay)
+                loss, acc = eagle3_ttt_loss(draft, ids, aux, logits, mask, self.ttt_length, self.decay,
+                                            self.mask_alignment)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, self.clip)
