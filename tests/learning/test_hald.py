@@ -41,17 +41,51 @@ def test_s6_default_and_other_fixed_settings():
     assert hald_schedule("hard", 0, 300) == [("hard", 300)]
 
 
-def test_alternating_settings_handle_the_remainder():
-    assert hald_schedule("S2", 100, 200, n=30) == [
+def _official_epoch_plan(n, total_epoch, start_pattern="hard"):
+    """Transcription of the official ``generate_epoch_plan`` (validate/train_fkd.py), from its code."""
+    weights = [n] * (total_epoch // n) + ([total_epoch % n] if total_epoch % n > 0 else [])
+    kinds, current = [], start_pattern
+    for _ in weights:
+        kinds.append(current)
+        current = "soft" if current == "hard" else "hard"
+    return weights, kinds
+
+
+# official train_fkd.py: S2 -> plan(n, hard), S3 -> plan(2n, hard), S4 -> plan(n, soft), S5 -> plan(2n, soft)
+OFFICIAL_ARGS = {"S2": (1, "hard"), "S3": (2, "hard"), "S4": (1, "soft"), "S5": (2, "soft")}
+
+
+@pytest.mark.parametrize("setting", ["S2", "S3", "S4", "S5"])
+@pytest.mark.parametrize("soft,hard,n", [(100, 200, 7), (100, 200, 10), (1, 5, 3), (17, 0, 4), (0, 9, 2), (5, 5, 20)])
+def test_alternating_settings_equal_the_official_plan(setting, soft, hard, n):
+    mult, start = OFFICIAL_ARGS[setting]
+    weights, kinds = _official_epoch_plan(mult * n, soft + hard, start)
+    expected = []
+    for k, w in zip(kinds, weights):  # merged the way hald_schedule returns phases
+        expected = expected[:-1] + [(k, expected[-1][1] + w)] if expected and expected[-1][0] == k else expected + [(k, w)]
+    assert hald_schedule(setting, soft, hard, n=n) == expected
+
+
+def test_alternating_settings_pinned_and_budgeted_variant():
+    assert hald_schedule("S3", 20, 30, n=7) == [("hard", 14), ("soft", 14), ("hard", 14), ("soft", 8)]
+    assert hald_schedule("S4", 100, 200, n=100) == [("soft", 100), ("hard", 100), ("soft", 100)]
+    # budgeted: the official start and block length, each budget spent exactly (the last block takes the rest)
+    assert hald_schedule("S2", 100, 200, n=30, alternation="budgeted") == [
         ("hard", 30), ("soft", 30), ("hard", 30), ("soft", 30), ("hard", 30), ("soft", 30),
         ("hard", 30), ("soft", 10), ("hard", 80)]
-    assert hald_schedule("S3", 25, 10, n=10) == [("soft", 10), ("hard", 10), ("soft", 15)]
+    assert hald_schedule("S5", 25, 10, n=5) == [("soft", 10), ("hard", 10), ("soft", 10), ("hard", 5)]
+    assert hald_schedule("S5", 25, 10, n=5, alternation="budgeted") == [("soft", 10), ("hard", 10), ("soft", 15)]
+    with pytest.raises(ValueError, match="pass n"):
+        hald_schedule("S2", 10, 10)
+    with pytest.raises(ValueError, match="alternation"):
+        hald_schedule("S2", 10, 10, n=2, alternation="mine")
 
 
 @pytest.mark.parametrize("setting", [s for s in SETTINGS if s.startswith("S")])
 @pytest.mark.parametrize("soft,hard,n", [(100, 200, 7), (1, 5, 3), (17, 0, 4), (0, 9, 2)])
 def test_phases_sum_to_budget_and_alternate(setting, soft, hard, n):
-    sched = hald_schedule(setting, soft, hard, n=n)
+    alternation = "budgeted"  # the official S2-S5 plan spends E_h + E_s in total, not each budget
+    sched = hald_schedule(setting, soft, hard, n=n, alternation=alternation)
     assert sum(e for p, e in sched if p == "soft") == soft
     assert sum(e for p, e in sched if p == "hard") == hard
     assert all(e > 0 for _, e in sched)

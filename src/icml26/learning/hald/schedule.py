@@ -1,8 +1,11 @@
-"""HALD phase schedules [A10] (settings of the official ``validate/train_fkd.py``).
+"""HALD phase schedules [A10] (the settings of the official ``validate/train_fkd.py``).
 
     S1: Hard(E_h) -> Soft(E_s)
-    S2..S5: alternating blocks of n epochs, Hard first (S2, S4) or Soft first (S3, S5), until both budgets are
-            spent (the last block of each kind takes the remainder)
+    S2..S5 (official ``generate_epoch_plan``): the E = E_h + E_s epochs are cut into blocks of n (S2, S4) or
+            2n (S3, S5) epochs, the last block taking the remainder, and the blocks alternate Hard, Soft, ...
+            from Hard (S2, S3) or from Soft (S4, S5). The alternation ignores the E_h / E_s split: each kind gets
+            about half of E. ``alternation="budgeted"`` keeps the same start and block length but spends each
+            budget exactly (the last block of each kind takes its remainder; our variant, not the paper's).
     S6 (default): Soft(E_s/2) -> Hard(E_h) -> Soft(E_s - E_s/2)
     S7: Hard(E_h/2) -> Soft(E_s) -> Hard(E_h - E_h/2)
     S8: Soft(E_s) -> Hard(E_h)
@@ -10,10 +13,12 @@
 
 from __future__ import annotations
 
-__all__ = ["hald_schedule", "SETTINGS"]
+__all__ = ["hald_schedule", "SETTINGS", "ALTERNATIONS"]
 
 SETTINGS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "soft", "hard")
-_ALT_DEFAULT_N = {"S2": 1, "S3": 1, "S4": 10, "S5": 10}  # our choice where the block length is not given
+ALTERNATIONS = ("official", "budgeted")
+# official train_fkd.py: block length multiplier and the kind of the first block
+_ALT = {"S2": (1, "hard"), "S3": (2, "hard"), "S4": (1, "soft"), "S5": (2, "soft")}
 
 
 def _merge(phases: list[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -28,12 +33,19 @@ def _merge(phases: list[tuple[str, int]]) -> list[tuple[str, int]]:
     return out
 
 
+def _other(kind: str) -> str:
+    return "soft" if kind == "hard" else "hard"
+
+
 def hald_schedule(setting: str = "S6", soft_epochs: int = 100, hard_epochs: int = 200,
-                  n: int | None = None) -> list[tuple[str, int]]:
+                  n: int | None = None, alternation: str = "official") -> list[tuple[str, int]]:
     """Phases as [("soft" | "hard", epochs), ...]; epochs sum to soft_epochs + hard_epochs [A10].
 
     ``setting="soft"`` / ``"hard"`` give the single-phase baselines (soft-only uses only ``soft_epochs``,
-    hard-only only ``hard_epochs``). ``n`` is the block length of the alternating settings S2-S5.
+    hard-only only ``hard_epochs``). ``n`` is the official ``--n`` of the alternating settings S2-S5 (required
+    there, as in the official code: blocks of n epochs for S2/S4, 2n for S3/S5). ``alternation``:
+    ``"official"`` (the official plan: alternate over the total, ignoring the split) or ``"budgeted"`` (spend
+    ``hard_epochs`` and ``soft_epochs`` exactly).
     """
     if not isinstance(setting, str) or setting not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
@@ -55,16 +67,24 @@ def hald_schedule(setting: str = "S6", soft_epochs: int = 100, hard_epochs: int 
         return _merge([("hard", h // 2), ("soft", s), ("hard", h - h // 2)])
     if setting == "S8":
         return _merge([("soft", s), ("hard", h)])
-    n = _ALT_DEFAULT_N[setting] if n is None else n
+    if alternation not in ALTERNATIONS:
+        raise ValueError(f"alternation must be one of {ALTERNATIONS}, got {alternation!r}")
+    if n is None:
+        raise ValueError(f"setting {setting} alternates blocks of n epochs: pass n (the official --n; it has no "
+                         "default there either)")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n (block length) must be a positive int, got {n!r}")
+    mult, turn = _ALT[setting]
+    block = mult * n
+    if alternation == "official":  # generate_epoch_plan(block, E, start): [block] * (E // block) + [E % block]
+        total = s + h
+        lengths = [block] * (total // block) + ([total % block] if total % block else [])
+        return _merge([("hard" if (i % 2 == 0) == (turn == "hard") else "soft", e) for i, e in enumerate(lengths)])
     left = {"hard": h, "soft": s}
-    turn = "hard" if setting in ("S2", "S4") else "soft"
     phases = []
     while left["hard"] + left["soft"] > 0:
-        e = min(n, left[turn]) if left[turn] > 0 else 0
+        e = min(block, left[turn])
         phases.append((turn, e))
         left[turn] -= e
-        other = "soft" if turn == "hard" else "hard"
-        turn = other if left[other] > 0 else turn
+        turn = _other(turn) if left[_other(turn)] > 0 else turn
     return _merge(phases)
