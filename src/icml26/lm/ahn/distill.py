@@ -79,7 +79,7 @@ def self_distill_ahn(model: AHNModel, data: torch.Tensor, *, steps: int, batch_s
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-        res.losses.append(float(loss))
+        res.losses.append(float(loss.detach()))
         res.windows.append(W)
         res.sinks.append(S)
     return res
