@@ -159,7 +159,7 @@ def test_quick_reproduction_structure():
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 6 and len(checks) == 3
+    assert len(claims) == 7 and len(checks) == 3
     assert all(c.falsifier for c in claims)
     assert all(math.isfinite(c.measured) for c in out.claims)
     assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
