@@ -284,3 +284,88 @@ def test_vicreg_loss_terms():
         VICRegLoss()(z[:1], z[:1])
     with pytest.raises(ValueError):
         VICRegLoss(lamb_var=-1.0)
+
+
+# parity with the official code: sigma modes, shared directions, SVD projection variants
+
+
+@pytest.mark.parametrize("p", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("mu", [0.0, -1.0, 0.5])
+def test_post_relu_sigma_gives_unit_rectified_variance_by_quadrature(p, mu):
+    """Official mode_of_sigma='sigma_RGN': Var(ReLU(mu + sigma xi)) = 1; checked by quadrature, not our moments."""
+    from icml26.learning.rdmreg import sigma_for_unit_rectified_variance
+
+    s = sigma_for_unit_rectified_variance(p, mu)
+    dist = stats.gennorm(p, loc=mu, scale=s * p ** (1 / p))
+    ey = integrate.quad(lambda x: x * dist.pdf(x), 0, np.inf)[0]
+    ey2 = integrate.quad(lambda x: x * x * dist.pdf(x), 0, np.inf)[0]
+    assert ey2 - ey * ey == pytest.approx(1.0, rel=1e-6)
+    assert RDMReg(p, mu, sigma_mode="post_relu").sigma == pytest.approx(s)
+    assert RDMReg(p, mu).sigma == pytest.approx(default_sigma(p))  # pre-ReLU unit variance stays the default
+    with pytest.raises(ValueError, match="sigma_mode"):
+        RDMReg(p, mu, sigma_mode="unit")
+
+
+def _official_projection_vectors(z1, z2, num_projections, kind, random_rows):
+    """Transcription of the official Projections.get_projection_vectors (rows are directions), with its random
+    rows passed in so both sides use the same draw."""
+    def svd_rows(z):
+        zc = z.detach().float() - z.detach().float().mean(dim=0)
+        return torch.linalg.svd(zc, full_matrices=False)[2]
+
+    if kind == "random":
+        return random_rows
+    v1, v2 = svd_rows(z1), svd_rows(z2)
+    if kind == "svd_bottom_half_and_random":
+        v1, v2 = v1[v1.size(0) // 2:], v2[v2.size(0) // 2:]
+    return [torch.vstack([v1, random_rows[: num_projections - v1.size(0)]]),
+            torch.vstack([v2, random_rows[: num_projections - v2.size(0)]])]
+
+
+@pytest.mark.parametrize("kind", ["random", "svd_and_random", "svd_bottom_half_and_random"])
+def test_projection_directions_match_the_official_construction(kind):
+    from icml26.learning.rdmreg import projection_directions, random_directions
+
+    z1, z2 = torch.randn(12, 8, generator=gen(1)), torch.randn(12, 8, generator=gen(2))
+    n = 40
+    c1, c2 = projection_directions(z1, z2, n, kind, generator=gen(5))
+    k = {"random": 0, "svd_and_random": 8, "svd_bottom_half_and_random": 4}[kind]
+    rows = random_directions(8, n - k, generator=gen(5)).T  # the same random draw, as rows
+    ref = _official_projection_vectors(z1, z2, n, kind, rows)
+    ref1, ref2 = (ref, ref) if kind == "random" else ref
+    for ours, theirs in ((c1, ref1), (c2, ref2)):
+        assert ours.shape == (8, n)
+        # singular vectors are defined up to sign, which does not change a 1-D W2 after sorting
+        signs = torch.sign((ours.T * theirs).sum(1))
+        torch.testing.assert_close(ours.T * signs[:, None], theirs, atol=1e-5, rtol=1e-5)
+    if kind == "random":
+        assert c1 is c2
+    with pytest.raises(ValueError, match="projections"):
+        projection_directions(z1, z2, n, "pca")
+    if kind != "random":
+        with pytest.raises(ValueError, match="at least"):
+            projection_directions(z1, z2, 3, kind)
+
+
+def test_shared_directions_reach_both_views(monkeypatch):
+    from icml26.learning.rdmreg import loss as loss_mod
+
+    seen = []
+    real = loss_mod.sliced_wasserstein2
+
+    def spy(x, y, num_projections=1024, *, generator=None, directions=None):
+        seen.append(directions)
+        return real(x, y, directions=directions)
+
+    monkeypatch.setattr(loss_mod, "sliced_wasserstein2", spy)
+    z1, z2 = torch.rand(16, 6, generator=gen(3)), torch.rand(16, 6, generator=gen(4))
+    RectifiedLpJEPALoss(num_projections=32, seed=0, share_directions=True)(z1, z2)
+    assert torch.equal(seen[0], seen[1])
+    seen.clear()
+    RectifiedLpJEPALoss(num_projections=32, seed=0)(z1, z2)  # default: each view its own directions
+    assert not torch.equal(seen[0], seen[1])
+    seen.clear()
+    RectifiedLpJEPALoss(num_projections=32, seed=0, projections="svd_and_random")(z1, z2)
+    assert torch.equal(seen[0][:, 6:], seen[1][:, 6:]) and not torch.allclose(seen[0][:, :6], seen[1][:, :6])
+    with pytest.raises(ValueError, match="projections"):
+        RectifiedLpJEPALoss(projections="pca")

@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .rgg import _check_mu, _check_p, _resolve_sigma, rgg_expected_l0, sample_generalized_normal
+from .rgg import (_check_mu, _check_p, _resolve_sigma, rgg_expected_l0, sample_generalized_normal,
+                  sigma_for_unit_rectified_variance)
 
-__all__ = ["sliced_wasserstein2", "RDMReg", "RectifiedLpJEPALoss", "RectifiedProjector", "VICRegLoss",
+__all__ = ["sliced_wasserstein2", "projection_directions", "PROJECTIONS", "RDMReg", "RectifiedLpJEPALoss", "RectifiedProjector", "VICRegLoss",
            "l0_sparsity", "l1_sparsity"]
 
 
@@ -63,6 +64,47 @@ def random_directions(dim: int, num_projections: int, *, generator: torch.Genera
     c = torch.randn(dim, num_projections, generator=generator, device=gdev, dtype=dtype)
     c = c / c.norm(dim=0, keepdim=True).clamp_min(1e-12)
     return c.to(device) if device is not None else c
+
+
+PROJECTIONS = ("random", "svd_and_random", "svd_bottom_half_and_random")
+
+
+def _svd_directions(z: torch.Tensor) -> torch.Tensor:
+    """Right-singular vectors of the centred batch, as columns (D, min(B, D)), largest first; no gradient."""
+    zc = z.detach().float()
+    zc = zc - zc.mean(dim=0)
+    return torch.linalg.svd(zc, full_matrices=False).Vh.T
+
+
+def projection_directions(z1: torch.Tensor, z2: torch.Tensor, num_projections: int, kind: str = "random", *,
+                          generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Slicing directions (D, N) for the two views, as the official ``Projections.get_projection_vectors`` [B17].
+
+    ``"random"``: N unit Gaussian directions shared by both views. ``"svd_and_random"``: each view's right-singular
+    vectors (of its centred, detached batch) followed by N - min(B, D) shared random directions;
+    ``"svd_bottom_half_and_random"``: only the bottom half of those singular vectors, filled up the same way.
+    """
+    _check_batch("z1", z1)
+    _check_batch("z2", z2)
+    _check_positive_int("num_projections", num_projections)
+    if z1.shape[1] != z2.shape[1]:
+        raise ValueError(f"z1 and z2 must have the same dim, got {z1.shape[1]} and {z2.shape[1]}")
+    if kind not in PROJECTIONS:
+        raise ValueError(f"unknown projections {kind!r}; choose one of {', '.join(PROJECTIONS)}")
+    dim = z1.shape[1]
+    if kind == "random":
+        c = random_directions(dim, num_projections, generator=generator, dtype=z1.dtype, device=z1.device)
+        return c, c
+    v1, v2 = _svd_directions(z1), _svd_directions(z2)
+    if kind == "svd_bottom_half_and_random":
+        v1, v2 = v1[:, v1.shape[1] // 2:], v2[:, v2.shape[1] // 2:]
+    n_random = num_projections - v1.shape[1]
+    if n_random < 0:
+        raise ValueError(f"num_projections={num_projections} is below the {v1.shape[1]} singular directions of "
+                         f"{kind!r}: use at least {v1.shape[1]}")
+    r = random_directions(dim, n_random, generator=generator, dtype=torch.float32)
+    cat = lambda v: torch.cat([v, r], dim=1).to(dtype=z1.dtype, device=z1.device)  # noqa: E731
+    return cat(v1), cat(v2)
 
 
 def _sort_rows(a: torch.Tensor) -> torch.Tensor:
@@ -122,16 +164,26 @@ class RDMReg(nn.Module):
     """Rectified Distribution Matching Regularization [B17]: sliced W2^2 of z to a fresh RGG target batch.
 
     Args:
-        p, mu, sigma: RGG target ReLU(mu + sigma xi), xi ~ GN_p (sigma=None: unit pre-rectification variance).
-        num_projections: N random unit directions drawn each call.
+        p, mu, sigma: RGG target ReLU(mu + sigma xi), xi ~ GN_p (sigma=None: chosen by ``sigma_mode``).
+        num_projections: N random unit directions drawn each call (the official default is 8192; ours 1024,
+            see the README for the measured difference).
         rectify: False gives the un-rectified GN_p target (p=2: isotropic Gaussian, the LeJEPA-style case).
         seed: seeds a private CPU generator for targets and directions (None: torch's global RNG).
+        sigma_mode: with ``sigma=None``, ``"pre_relu"`` gives sigma * xi unit variance (official "sigma_GN", the
+            default) and ``"post_relu"`` makes the rectified target ReLU(mu + sigma xi) unit variance (official
+            "sigma_RGN").
     """
 
     def __init__(self, p: float = 1.0, mu: float = 0.0, sigma: float | None = None, *,
-                 num_projections: int = 1024, rectify: bool = True, seed: int | None = None) -> None:
+                 num_projections: int = 1024, rectify: bool = True, seed: int | None = None,
+                 sigma_mode: str = "pre_relu") -> None:
         super().__init__()
         self.p, self.mu = _check_p(p), _check_mu(mu)
+        if sigma_mode not in ("pre_relu", "post_relu"):
+            raise ValueError(f"sigma_mode must be 'pre_relu' or 'post_relu', got {sigma_mode!r}")
+        self.sigma_mode = sigma_mode
+        if sigma is None and sigma_mode == "post_relu":
+            sigma = sigma_for_unit_rectified_variance(self.p, self.mu)
         self.sigma = _resolve_sigma(self.p, sigma)
         self.num_projections = _check_positive_int("num_projections", num_projections)
         self.rectify = bool(rectify)
@@ -145,12 +197,14 @@ class RDMReg(nn.Module):
         y = self.mu + self.sigma * sample_generalized_normal(shape, self.p, generator=self.generator, dtype=dtype)
         return (torch.relu(y) if self.rectify else y).to(device)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, directions: torch.Tensor | None = None) -> torch.Tensor:
+        """SW(z, Y) with a fresh target batch Y; ``directions`` (D, N) given, or N fresh random ones."""
         _check_batch("z", z)
         y = self.sample_target(tuple(z.shape), dtype=z.dtype, device=z.device)
-        c = random_directions(z.shape[1], self.num_projections, generator=self.generator, dtype=z.dtype,
-                              device=z.device)
-        return sliced_wasserstein2(z, y, directions=c)
+        if directions is None:
+            directions = random_directions(z.shape[1], self.num_projections, generator=self.generator,
+                                           dtype=z.dtype, device=z.device)
+        return sliced_wasserstein2(z, y, directions=directions)
 
     def extra_repr(self) -> str:
         return (f"p={self.p}, mu={self.mu}, sigma={self.sigma:.4f}, num_projections={self.num_projections}, "
@@ -161,16 +215,31 @@ class RectifiedLpJEPALoss(nn.Module):
     """L = lamb_inv * MSE(z1, z2) + lamb_reg * (RDM(z1) + RDM(z2)) / 2 [B17]; returns (loss, parts).
 
     ``parts`` holds detached floats: ``inv``, ``reg``, ``l0`` (nonzero fraction of z1) and ``l0_target``.
-    Defaults follow the official minimal config (lamb_inv=25, lamb_reg=250, p=1, mu=0).
+    Defaults follow the official minimal config (lamb_inv=25, lamb_reg=250, p=1, mu=0), except the slicing:
+    by default each view draws its own random directions; ``share_directions=True`` draws one set for both
+    views, as the official code does, and ``projections`` selects the official SVD variants (per-view singular
+    directions plus shared random ones; see ``projection_directions``).
     """
 
     def __init__(self, lamb_inv: float = 25.0, lamb_reg: float = 250.0, p: float = 1.0, mu: float = 0.0,
                  sigma: float | None = None, *, num_projections: int = 1024, rectify: bool = True,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, share_directions: bool = False, projections: str = "random",
+                 sigma_mode: str = "pre_relu") -> None:
         super().__init__()
         self.lamb_inv = _check_weight("lamb_inv", lamb_inv)
         self.lamb_reg = _check_weight("lamb_reg", lamb_reg)
-        self.rdm = RDMReg(p, mu, sigma, num_projections=num_projections, rectify=rectify, seed=seed)
+        if projections not in PROJECTIONS:
+            raise ValueError(f"unknown projections {projections!r}; choose one of {', '.join(PROJECTIONS)}")
+        self.share_directions, self.projections = bool(share_directions), projections
+        self.rdm = RDMReg(p, mu, sigma, num_projections=num_projections, rectify=rectify, seed=seed,
+                          sigma_mode=sigma_mode)
+
+    def _regulariser(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        if not self.share_directions and self.projections == "random":
+            return 0.5 * (self.rdm(z1) + self.rdm(z2))
+        c1, c2 = projection_directions(z1, z2, self.rdm.num_projections, self.projections,
+                                       generator=self.rdm.generator)
+        return 0.5 * (self.rdm(z1, c1) + self.rdm(z2, c2))
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         _check_batch("z1", z1)
@@ -178,7 +247,7 @@ class RectifiedLpJEPALoss(nn.Module):
         if z1.shape != z2.shape:
             raise ValueError(f"z1 and z2 must have the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
         inv = F.mse_loss(z1, z2)
-        reg = 0.5 * (self.rdm(z1) + self.rdm(z2)) if self.lamb_reg > 0 else z1.new_zeros(())
+        reg = self._regulariser(z1, z2) if self.lamb_reg > 0 else z1.new_zeros(())
         loss = self.lamb_inv * inv + self.lamb_reg * reg
         parts = {"inv": float(inv.detach()), "reg": float(reg.detach()), "l0": l0_sparsity(z1.detach()),
                  "l0_target": rgg_expected_l0(self.rdm.p, self.rdm.mu, self.rdm.sigma) if self.rdm.rectify else 1.0}

@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 import torch
-from scipy import special, stats
+from scipy import optimize, special, stats
 
-__all__ = ["default_sigma", "sample_rgg", "sample_generalized_normal", "rgg_expected_l0", "rgg_moments", "rgg_expected_l1"]
+__all__ = ["default_sigma", "sigma_for_unit_rectified_variance", "sample_rgg", "sample_generalized_normal", "rgg_expected_l0", "rgg_moments", "rgg_expected_l1"]
 
 
 # helper functions
@@ -61,6 +61,26 @@ def default_sigma(p: float) -> float:
     """sigma = sqrt(Gamma(1/p) / Gamma(3/p)) / p^(1/p): unit variance of sigma * xi before rectification [B17]."""
     p = _check_p(p)
     return math.exp(0.5 * (math.lgamma(1 / p) - math.lgamma(3 / p))) / p ** (1 / p)
+
+
+def sigma_for_unit_rectified_variance(p: float = 1.0, mu: float = 0.0, target_var: float = 1.0) -> float:
+    """The sigma with Var(ReLU(mu + sigma xi)) = target_var, xi ~ GN_p (the official ``mode_of_sigma="sigma_RGN"``)
+    [B17]. Var(sigma) comes from ``rgg_moments`` in closed form and increases with sigma; the root is found with
+    Brent's method (the official code bisects in mpmath; both agree to the solver tolerance)."""
+    p, mu = _check_p(p), _check_mu(mu)
+    if not (isinstance(target_var, (int, float)) and math.isfinite(target_var) and target_var > 0):
+        raise ValueError(f"target_var must be a finite positive number, got {target_var!r}")
+
+    def excess(sig: float) -> float:
+        ey, ey2 = rgg_moments(p, mu, sig)
+        return ey2 - ey * ey - target_var
+
+    lo, hi = 1e-8, 1.0
+    while excess(hi) < 0:
+        hi *= 2
+        if hi > 1e12:
+            raise ValueError(f"no sigma gives Var(ReLU(mu + sigma xi)) = {target_var} for p={p}, mu={mu}")
+    return float(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-13))
 
 
 # main functions
