@@ -130,3 +130,37 @@ def test_deterministic():
     a = topk_eigh(NTKOperator(m, X), 3, method="randomized", seed=5)[0]
     b = topk_eigh(NTKOperator(m, X), 3, method="randomized", seed=5)[0]
     assert np.array_equal(a, b)
+
+
+def test_gaussian_maps_closed_forms_and_quadrature():
+    from icml26.testbeds.ntk import erf_expectation, gaussian_expectation, relu_expectation
+    from scipy.special import erf
+    q1, q2 = np.array([0.5, 1.0, 2.0]), np.array([1.5, 1.0, 0.3])
+    c = np.array([-0.4, 0.0, 0.9])
+    # erf: closed form vs quadrature (smooth: converges fast)
+    assert np.allclose(gaussian_expectation(erf, q1, q2, c, n_quad=80), erf_expectation(q1, q2, c), atol=1e-10)
+    # relu: E[relu(u)^2] = q/2 exactly; quadrature converges slowly at the kink
+    assert relu_expectation(2.0, 2.0, 1.0) == pytest.approx(1.0)
+    relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
+    assert np.allclose(gaussian_expectation(relu, q1, q2, c, n_quad=120), relu_expectation(q1, q2, c), atol=2e-3)
+    # linear activation: E[u v] = c sqrt(q1 q2)
+    assert np.allclose(gaussian_expectation(lambda x: x, q1, q2, c), c * np.sqrt(q1 * q2), atol=1e-12)
+    with pytest.raises(ValueError, match="correlation"):
+        gaussian_expectation(np.tanh, 1.0, 1.0, 1.5)
+
+
+def test_nngp_kernel_matches_wide_network():
+    from icml26.testbeds.ntk import nngp_kernel
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((5, 3))
+    K = nngp_kernel(X, depth=1, activation="relu", sigma_w2=2.0)
+    assert np.allclose(K, K.T) and np.linalg.eigvalsh(K).min() > -1e-10
+    # Monte Carlo: one hidden ReLU layer of width 200k, readout variance sigma_w2 / width
+    W = rng.standard_normal((3, 200_000)) * np.sqrt(2.0 / 3)
+    H = np.maximum(X @ W, 0.0)
+    K_mc = 2.0 * H @ H.T / H.shape[1]
+    assert np.allclose(K, K_mc, rtol=0.02, atol=0.02)
+    Kt = nngp_kernel(X, depth=2, activation="tanh", sigma_w2=1.5, sigma_b2=0.1)
+    assert np.isfinite(Kt).all()
+    with pytest.raises(ValueError, match="activation"):
+        nngp_kernel(X, activation="gelu2")

@@ -17,7 +17,10 @@ Two ways to work with K:
   randomised subspace iteration (Halko, Martinsson & Tropp 2011); ``ntk_trace`` gives Tr K from chunked
   per-sample gradients or Hutchinson probes.
 
-Plus power-law spectrum helpers: ``power_law_spectrum`` (lambda_k ∝ k^-a) and ``fit_power_law``.
+Plus power-law spectrum helpers (``power_law_spectrum``: lambda_k ∝ k^-a; ``fit_power_law``) and Gaussian-kernel
+maps for infinite-width (NNGP) kernels: ``gaussian_expectation`` E[phi(u) psi(v)] for a bivariate Gaussian by
+Gauss-Hermite quadrature, closed forms ``relu_expectation`` (arc-cosine) and ``erf_expectation``, and
+``nngp_kernel`` iterating the layer map on a Gram matrix.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from torch.func import functional_call, jacrev, linearize, vjp, vmap
 
 __all__ = [
     "trainable_parameters", "jacobian", "empirical_ntk", "NTKOperator", "topk_eigh", "ntk_topk", "ntk_trace",
-    "per_sample_grad_norms", "power_law_spectrum", "fit_power_law",
+    "per_sample_grad_norms", "power_law_spectrum", "fit_power_law", "gaussian_expectation", "relu_expectation",
+    "erf_expectation", "nngp_kernel",
 ]
 
 Params = dict[str, torch.Tensor]
@@ -332,3 +336,82 @@ def fit_power_law(values: np.ndarray, ranks: np.ndarray | None = None, *, lo: in
         raise ValueError("values and ranks must be positive and finite to fit in log-log")
     slope, intercept = np.polyfit(np.log(r), np.log(v), 1)
     return float(-slope), float(np.exp(intercept))
+
+
+# Gaussian-kernel maps (NNGP / mean-field signal propagation)
+
+def gaussian_expectation(phi: Callable[[np.ndarray], np.ndarray], q1: np.ndarray | float, q2: np.ndarray | float,
+                         c: np.ndarray | float, *, psi: Callable[[np.ndarray], np.ndarray] | None = None,
+                         n_quad: int = 64) -> np.ndarray:
+    """E[phi(u) psi(v)] for (u, v) ~ N(0, [[q1, c sqrt(q1 q2)], [c sqrt(q1 q2), q2]]) (psi defaults to phi).
+
+    Tensor-product Gauss-Hermite quadrature with u = sqrt(q1) z1, v = sqrt(q2) (c z1 + sqrt(1 - c^2) z2);
+    broadcasts over array-valued q1, q2, c. Exact for polynomials of degree < 2 n_quad; for kinked phi
+    (ReLU) the error decays algebraically, so prefer the closed forms where they exist.
+    """
+    if not isinstance(n_quad, int) or n_quad < 2:
+        raise ValueError(f"n_quad must be an integer >= 2, got {n_quad!r}")
+    q1, q2, c = (np.asarray(a, dtype=float) for a in (q1, q2, c))
+    if (q1 < 0).any() or (q2 < 0).any():
+        raise ValueError("variances q1, q2 must be non-negative")
+    if (np.abs(c) > 1 + 1e-12).any():
+        raise ValueError("correlation c must lie in [-1, 1]")
+    c = np.clip(c, -1.0, 1.0)
+    psi = phi if psi is None else psi
+    z, w = np.polynomial.hermite_e.hermegauss(n_quad)          # weight exp(-z^2/2)
+    w = w / w.sum()
+    shape = np.broadcast(q1, q2, c).shape
+    q1, q2, c = (np.broadcast_to(a, shape)[..., None, None] for a in (q1, q2, c))
+    z1, z2 = z[:, None], z[None, :]
+    u = np.sqrt(q1) * z1
+    v = np.sqrt(q2) * (c * z1 + np.sqrt(1 - c ** 2) * z2)
+    return (phi(u) * psi(v) * (w[:, None] * w[None, :])).sum(axis=(-1, -2))
+
+
+def relu_expectation(q1: np.ndarray | float, q2: np.ndarray | float, c: np.ndarray | float) -> np.ndarray:
+    """E[relu(u) relu(v)] = sqrt(q1 q2) / (2 pi) (sin t + (pi - t) cos t), t = arccos c (arc-cosine kernel, n=1)."""
+    q1, q2, c = (np.asarray(a, dtype=float) for a in (q1, q2, c))
+    t = np.arccos(np.clip(c, -1.0, 1.0))
+    return np.sqrt(q1 * q2) / (2 * np.pi) * (np.sin(t) + (np.pi - t) * np.cos(t))
+
+
+def erf_expectation(q1: np.ndarray | float, q2: np.ndarray | float, c: np.ndarray | float) -> np.ndarray:
+    """E[erf(u) erf(v)] = (2/pi) arcsin(2 q12 / sqrt((1 + 2 q1)(1 + 2 q2))), q12 = c sqrt(q1 q2) (Williams 1997)."""
+    q1, q2, c = (np.asarray(a, dtype=float) for a in (q1, q2, c))
+    q12 = c * np.sqrt(q1 * q2)
+    return 2 / np.pi * np.arcsin(2 * q12 / np.sqrt((1 + 2 * q1) * (1 + 2 * q2)))
+
+
+_CLOSED = {"relu": relu_expectation, "erf": erf_expectation}
+
+
+def nngp_kernel(X: np.ndarray, *, depth: int = 1, activation: str | Callable[[np.ndarray], np.ndarray] = "relu",
+                sigma_w2: float = 2.0, sigma_b2: float = 0.0, n_quad: int = 64) -> np.ndarray:
+    """Infinite-width NNGP kernel of a depth-L fully connected network on the rows of X (n, d).
+
+    K^0 = sigma_w2 X X^T / d + sigma_b2;  K^{l+1}_ij = sigma_w2 E[phi(u_i) phi(u_j)] + sigma_b2 with
+    u ~ N(0, K^l restricted to {i, j}); closed forms for "relu" and "erf", quadrature for "tanh" or a callable.
+    """
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or not np.isfinite(X).all():
+        raise ValueError("X must be a finite 2-D array (n, d)")
+    if not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"depth must be a non-negative integer, got {depth!r}")
+    if sigma_w2 <= 0 or sigma_b2 < 0:
+        raise ValueError("sigma_w2 must be positive and sigma_b2 non-negative")
+    if isinstance(activation, str):
+        if activation == "tanh":
+            expect = lambda a, b, c: gaussian_expectation(np.tanh, a, b, c, n_quad=n_quad)  # noqa: E731
+        elif activation in _CLOSED:
+            expect = _CLOSED[activation]
+        else:
+            raise ValueError(f"unknown activation {activation!r}; use 'relu', 'erf', 'tanh' or a callable")
+    else:
+        expect = lambda a, b, c: gaussian_expectation(activation, a, b, c, n_quad=n_quad)  # noqa: E731
+    K = sigma_w2 * X @ X.T / X.shape[1] + sigma_b2
+    for _ in range(depth):
+        q = np.diag(K).copy()
+        denom = np.sqrt(np.outer(q, q))
+        c = np.divide(K, denom, out=np.zeros_like(K), where=denom > 0)
+        K = sigma_w2 * expect(q[:, None], q[None, :], c) + sigma_b2
+    return K
