@@ -44,12 +44,13 @@ class Sizes:
     big_n: int
     big_k: int
     big_time_limit: float   # seconds allowed for its top-k spectrum
+    ntk_param: bool         # also train the standard-parametrisation (1/sqrt(N)) students (metrics only)
 
 
 SIZES = {
-    Budget.QUICK: Sizes(128, (4, 16, 64), 300, 30, 256, 128, 4, 30.0),
-    Budget.STANDARD: Sizes(512, (4, 16, 64, 256), 1000, 50, 1024, 256, 8, 60.0),
-    Budget.FULL: Sizes(1024, (4, 16, 64, 256, 1024), 3000, 100, 2048, 512, 16, 600.0),
+    Budget.QUICK: Sizes(128, (4, 16, 64), 300, 30, 256, 128, 4, 30.0, False),
+    Budget.STANDARD: Sizes(512, (4, 16, 64, 256), 1000, 50, 1024, 256, 8, 60.0, True),
+    Budget.FULL: Sizes(1024, (4, 16, 64, 256, 1024), 3000, 100, 2048, 512, 16, 600.0, True),
 }
 
 D_IN = 32
@@ -67,10 +68,11 @@ def _spearman(x, y) -> float:
     return round(float(spearmanr(x, y)[0]), 9)
 
 
-def train_student(width: int, frozen: bool, data, sz: Sizes, seed: int) -> tuple[SpectralPositionTracker, float]:
+def train_student(width: int, frozen: bool, data, sz: Sizes, seed: int, param: str = "meanfield"
+                  ) -> tuple[SpectralPositionTracker, float]:
     """Full-batch Adam from a seeded init; returns the tracker and the final test loss."""
     X, Y, Xt, Yt = data
-    model = TwoLayerMLP(D_IN, width, generator=torch.Generator().manual_seed(seed * 1000 + width))
+    model = TwoLayerMLP(D_IN, width, param=param, generator=torch.Generator().manual_seed(seed * 1000 + width))
     if frozen:
         model.freeze_features()
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=LR)
@@ -180,6 +182,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         metrics[f"end_loss_share_quantile_N{w}_fl"] = dec.quantile
         metrics[f"end_log_position_N{w}_fl"] = dec.log_position
     ws = sz.widths
+    if sz.ntk_param:   # standard (NTK) parametrisation, feature learning: metrics only
+        for w in ws:
+            tr, test = train_student(w, False, data, sz, seed, param="ntk")
+            dec = spectral_decomposition(tr.final_model, X, Y)
+            metrics |= {f"reach_N{w}_ntkparam": tr.reach(), f"train_loss_N{w}_ntkparam": float(tr.column("loss")[-1]),
+                        f"test_loss_N{w}_ntkparam": test, f"end_loss_share_quantile_N{w}_ntkparam": dec.quantile,
+                        f"spearman_t_sp_N{w}_ntkparam": _spearman(tr.column("step"), tr.column("sp"))}
     exact = exactness_checks(runs[ws[1], False][0].final_model, X, Y)
     big = big_model_spectrum(sz, X, seed)
     metrics |= exact | big
