@@ -88,6 +88,9 @@ def test_nested_dropout_tokenizer_is_coarse_to_fine(digits):
     assert z.shape == (600, 8) and z.min() >= 0 and z.max() < 8
     mse = [np.mean((nd.decode(z, t) - X) ** 2) for t in (0, 2, 8)]
     assert mse[2] < mse[1] < mse[0]
+    back = NestedDropoutTokenizer(8, 8, hidden=64).load_state_dict(nd.state_dict())
+    np.testing.assert_array_equal(back.encode(X[:50]), z[:50])
+    np.testing.assert_allclose(back.decode(z[:50], 3), nd.decode(z[:50], 3))
 
 
 def test_tokenizer_bad_input(setup):
@@ -244,7 +247,7 @@ def test_quick_reproduction_structure():
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 5 and len(out.checks) == 4
+    assert len(claims) == 6 and len(out.checks) == 4
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")

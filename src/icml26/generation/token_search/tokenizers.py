@@ -213,7 +213,7 @@ class NestedDropoutTokenizer(_Fitted):
     of z_{1:t} decodes the first t quantised latents with the rest at 0.
     """
 
-    def __init__(self, n_tokens: int = 16, vocab_size: int = 16, hidden: int = 128, steps: int = 1500,
+    def __init__(self, n_tokens: int = 16, vocab_size: int = 16, hidden: int = 128, steps: int = 1000,
                  lr: float = 3e-3, random_state: int = 0) -> None:
         _check_sizes(n_tokens, vocab_size)
         self.n_tokens, self.vocab_size, self.hidden, self.steps, self.lr, self.random_state = \
@@ -222,7 +222,27 @@ class NestedDropoutTokenizer(_Fitted):
     def _levels(self):
         import torch
 
-        return torch.linspace(-1.0, 1.0, self.vocab_size, dtype=torch.float64)
+        return torch.linspace(-1.0, 1.0, self.vocab_size)
+
+    def _build(self, D: int) -> None:
+        from torch import nn
+
+        h, L = self.hidden, self.n_tokens
+        self.enc_ = nn.Sequential(nn.Linear(D, h), nn.GELU(), nn.Linear(h, L), nn.Tanh())
+        self.dec_ = nn.Sequential(nn.Linear(L, h), nn.GELU(), nn.Linear(h, D))
+
+    def state_dict(self) -> dict:
+        """Everything a fitted tokenizer needs (for ``torch.save``)."""
+        self._require_fit()
+        return {"mean": self.mean_, "enc": self.enc_.state_dict(), "dec": self.dec_.state_dict()}
+
+    def load_state_dict(self, state: dict) -> "NestedDropoutTokenizer":
+        self.mean_ = np.asarray(state["mean"])
+        self.n_features_in_ = len(self.mean_)
+        self._build(self.n_features_in_)
+        self.enc_.load_state_dict(state["enc"])
+        self.dec_.load_state_dict(state["dec"])
+        return self
 
     def fit(self, X: np.ndarray) -> "NestedDropoutTokenizer":
         import torch
@@ -233,9 +253,8 @@ class NestedDropoutTokenizer(_Fitted):
         g = torch.Generator().manual_seed(self.random_state)
         torch.manual_seed(self.random_state)
         D, h, L = X.shape[1], self.hidden, self.n_tokens
-        self.enc_ = nn.Sequential(nn.Linear(D, h), nn.GELU(), nn.Linear(h, L), nn.Tanh()).double()
-        self.dec_ = nn.Sequential(nn.Linear(L, h), nn.GELU(), nn.Linear(h, D)).double()
-        xt = torch.tensor(X - self.mean_)
+        self._build(D)
+        xt = torch.tensor(X - self.mean_, dtype=torch.float32)
         opt = torch.optim.Adam([*self.enc_.parameters(), *self.dec_.parameters()], lr=self.lr)
         ar = torch.arange(L)
         for _ in range(self.steps):
@@ -257,7 +276,7 @@ class NestedDropoutTokenizer(_Fitted):
         self._require_fit()
         X = check_images(X, n_features=self.n_features_in_)
         with torch.no_grad():
-            u = self.enc_(torch.tensor(X - self.mean_))
+            u = self.enc_(torch.tensor(X - self.mean_, dtype=torch.float32))
         return torch_round((u + 1) * (self.vocab_size - 1) / 2).long().clamp(0, self.vocab_size - 1).numpy()
 
     def decode(self, tokens: np.ndarray, prefix_len: int | None = None) -> np.ndarray:
@@ -265,10 +284,10 @@ class NestedDropoutTokenizer(_Fitted):
 
         self._require_fit()
         z, t = check_tokens(tokens, self.n_tokens, self.vocab_size, prefix_len)
-        q = torch.zeros(len(z), self.n_tokens, dtype=torch.float64)
+        q = torch.zeros(len(z), self.n_tokens)
         q[:, :t] = self._levels()[torch.as_tensor(z[:, :t])]
         with torch.no_grad():
-            return self.mean_ + self.dec_(q).numpy()
+            return self.mean_ + self.dec_(q).double().numpy()
 
 
 def torch_round(x):
