@@ -8,6 +8,7 @@ import sys
 import networkx as nx
 import numpy as np
 import pytest
+from scipy.special import digamma
 
 from icml26.decisions.ocmb import (OCMB, CITester, DSeparation, FisherZ, candidate_sets, eqvar_order,
                                    fisher_z_pvalue, graph_metrics, knn_cmi, load_bundled_bn, ols_parent_scores,
@@ -322,6 +323,8 @@ def test_missing_peers_name_the_extra(monkeypatch, hub_data):
     (lambda X: np.column_stack([X, np.ones(len(X))]), "constant"),
     (lambda X: X[:10], "more samples than variables"),
     (lambda X: X[:, 0], "2-D"),
+    (lambda X: np.column_stack([X, X[:, 3]]), "duplicated"),
+    (lambda X: np.column_stack([X, X[:, 1] - 2 * X[:, 2] + X[:, 5]]), "collinear"),
 ])
 def test_bad_data(hub_data, make, match):
     _, X, _ = hub_data
@@ -334,6 +337,8 @@ def test_bad_data(hub_data, make, match):
     ({"max_parents": 0}, ValueError), ({"alpha": 1.5}, ValueError), ({"symmetry": "x"}, ValueError),
     ({"max_cond_size": -1}, ValueError), ({"orderer": [0, 1, 1]}, ValueError),
     ({"orderer": lambda Z: np.arange(3)}, ValueError), ({"prune_spouses": "yes"}, TypeError),
+    ({"score_threshold_quantile": 1.0}, ValueError), ({"ci_test": lambda X, i, j, S: 1.5}, ValueError),
+    ({"ci_test": lambda X, i, j, S: -0.1}, ValueError),
 ])
 def test_bad_params(hub_data, kwargs, err):
     _, X, _ = hub_data
@@ -410,3 +415,73 @@ def test_reproduce_quick_is_well_formed():
         "OCMB's conditioning sets stay bounded by its candidate-set size",
         "With a d-separation oracle and a random topological order OCMB recovers the DAG exactly"}
     assert all(c.holds for c in out.checks)
+
+
+# --- parity with the official code: kNN-CMI ties, IAMB thresholds, tau by quantile, CI scores --------------
+
+
+def _official_cmi(data, x, y, z, k):
+    """Transcription of the official utils/KnnCMI.py (getPairwiseDistArray, getKnnDist, countNeighbors,
+    cmiPoint/miPoint; minzero), brute force, from its code."""
+    n = data.shape[0]
+    cols = [x, y, *z]
+    dist = np.abs(data[:, cols][:, None, :] - data[:, cols][None, :, :])  # (n, n, p) coordinate distances
+    out = []
+    for i in range(n):
+        d_all = dist[i]
+        joint = d_all.max(axis=1)
+        rho = np.sort(joint)[k]  # includes the distance 0 to itself
+        k_tilde = np.count_nonzero(joint <= rho) - 1
+
+        def nb(c):
+            return np.count_nonzero(d_all[:, c].max(axis=1) <= rho) - 1
+
+        xz, yz, zz = [0] + list(range(2, len(cols))), [1] + list(range(2, len(cols))), list(range(2, len(cols)))
+        if z:
+            out.append(digamma(k_tilde) - digamma(nb(xz)) - digamma(nb(yz)) + digamma(nb(zz)))
+        else:
+            out.append(digamma(k_tilde) + digamma(n) - digamma(nb([0])) - digamma(nb([1])))
+    return max(float(np.mean(out)), 0.0)
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_knn_cmi_equals_the_official_estimator_with_ties(discrete):
+    rng = np.random.default_rng(7)
+    z = rng.normal(size=150)
+    D = np.column_stack([z + 0.5 * rng.normal(size=150), z + 0.5 * rng.normal(size=150), z,
+                         rng.normal(size=150)])
+    if discrete:  # rounded values: many neighbours at exactly rho, where k~ differs from k
+        D = np.round(D * 2) / 2
+    for x, y, S in ((0, 1, []), (0, 1, [2]), (0, 3, [1, 2]), (1, 3, [])):
+        assert knn_cmi(D, x, y, S, k=5) == pytest.approx(_official_cmi(D, x, y, S, 5), abs=1e-12)
+
+
+def test_knn_iamb_adds_at_alpha_and_drops_at_alpha():
+    from icml26.decisions.ocmb.ci import KnnCMI
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    test = KnnCMI(X, alpha=0.01)
+    v, fwd = test.dependence(0, [1, 2], [])
+    test.alpha = float(v[0])  # a CMI exactly at the threshold: added forward (>=), dropped backward (<=)
+    assert test.dependence(0, [1], [])[1][0]
+    assert not test.dependence(0, [1], [], backward=True)[1][0]
+
+
+def test_score_threshold_quantile_and_ci_scores(hub_data):
+    A, X, _ = hub_data
+    m = OCMB(score_threshold_quantile=0.5, random_state=0).fit(X)
+    P = m.parent_scores_
+    assert m.effective_tau_ == pytest.approx(np.quantile(P[P > 0], 0.5))
+    assert all((P[c, j] >= m.effective_tau_).all() for j, c in enumerate(m.cand_parents_))
+    base = OCMB(random_state=0).fit(X)
+    assert base.effective_tau_ == 0.0
+    assert sum(map(len, m.cand_parents_)) < sum(map(len, base.cand_parents_))
+    S = base.ci_scores_
+    assert S.shape == (25, 25) and np.allclose(S, S.T) and (S >= 0).all()
+    assert (S[base.adjacency_ != 0] > 0).all()  # every kept edge was tested and found dependent
+    iu = np.triu_indices(25, k=1)
+    from sklearn.metrics import average_precision_score
+
+    aupr = average_precision_score(((A + A.T) != 0)[iu], S[iu])
+    assert aupr > ((A + A.T) != 0)[iu].mean()  # better than a random ranking (the base rate)

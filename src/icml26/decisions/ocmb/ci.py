@@ -36,21 +36,44 @@ def knn_cmi(data: np.ndarray, x: int, y: int, S: Sequence[int] = (), k: int = 5)
     """kNN estimate of I(X_x; X_y | X_S) (Frenzel-Pompe / KSG with the max-norm), clipped at 0 [B12].
 
     rho_i = distance of sample i to its k-th neighbour in the joint (x, y, S) space, then
-    I = psi(k) - < psi(n_xS) + psi(n_yS) - psi(n_S) >, with n_. the number of other samples within rho_i
-    in that subspace (n_S = n when S is empty). ``data`` should be standardised: the value is thresholded.
+    I = < psi(k~_i) - psi(n_xS) - psi(n_yS) + psi(n_S) >, with n_. the number of other samples within rho_i
+    (distance <= rho_i) in that subspace (n_S = n when S is empty) and k~_i the number of other samples within
+    rho_i in the joint space: k~_i = k without ties, more when several neighbours sit at distance rho_i
+    (discrete data), as in the official estimator. ``data`` should be standardised: the value is thresholded.
     """
     S = list(S)
     joint = data[:, [x, y, *S]]
-    rho = cKDTree(joint).query(joint, k=k + 1, p=np.inf)[0][:, -1]
+    tree = cKDTree(joint)
+    rho = tree.query(joint, k=k + 1, p=np.inf)[0][:, -1]
 
     def count(cols: list[int]) -> np.ndarray:
         sub = data[:, cols]
         return cKDTree(sub).query_ball_point(sub, r=rho, p=np.inf, return_length=True) - 1
 
     n = data.shape[0]
+    k_tilde = tree.query_ball_point(joint, r=rho, p=np.inf, return_length=True) - 1
     n_s = count(S) if S else np.full(n, n)
-    est = digamma(k) - np.mean(digamma(count([x, *S])) + digamma(count([y, *S])) - digamma(n_s))
+    est = np.mean(digamma(k_tilde) - digamma(count([x, *S])) - digamma(count([y, *S])) + digamma(n_s))
     return float(max(est, 0.0))
+
+
+def _check_not_collinear(data: np.ndarray, tol: float = 1e-10) -> None:
+    """Refuse duplicated or (near-)collinear columns with a message naming them, instead of a raw LinAlgError
+    or a silent infinite statistic later."""
+    X = np.asarray(data, dtype=float)
+    std = X.std(0)
+    const = np.flatnonzero(std <= tol * np.maximum(1.0, np.abs(X).max(0)))
+    if const.size:
+        raise ValueError(f"columns {const[:10].tolist()} are constant; drop them before fitting")
+    corr = np.corrcoef(X, rowvar=False)
+    i, j = np.nonzero(np.triu(np.abs(corr) >= 1 - 1e-9, k=1))
+    if i.size:
+        raise ValueError(f"columns {int(i[0])} and {int(j[0])} are duplicated or perfectly correlated "
+                         f"(|corr| = 1); drop one of them before fitting")
+    ev = np.linalg.eigvalsh(corr)
+    if ev[0] <= tol * ev[-1]:
+        raise ValueError(f"the columns are collinear (a column is a linear combination of others: correlation "
+                         f"matrix eigenvalue {ev[0]:.2e}); drop redundant columns before fitting")
 
 
 # main classes
@@ -63,6 +86,7 @@ class FisherZ:
     """
 
     def __init__(self, data: np.ndarray, alpha: float = 0.01):
+        _check_not_collinear(data)
         self.n = data.shape[0]
         self.corr = np.corrcoef(data, rowvar=False)
         self.alpha = alpha
@@ -92,7 +116,8 @@ class FisherZ:
     def pvalues(self, t: int, xs: Sequence[int], S: Sequence[int] = ()) -> np.ndarray:
         return 2.0 * norm.sf(self._stats(t, xs, S))
 
-    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int],
+                   backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
         z = self._stats(t, xs, S)
         return z, 2.0 * norm.sf(z) <= self.alpha
 
@@ -101,12 +126,15 @@ class KnnCMI:
     """kNN-CMI test: strength = CMI value, dependent iff CMI >= alpha (a value threshold, as in OCMB) [B12]."""
 
     def __init__(self, data: np.ndarray, alpha: float = 0.01, k: int = 5):
+        _check_not_collinear(data)
         self.data = (data - data.mean(0)) / data.std(0)
         self.alpha, self.k = alpha, k
 
-    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int],
+                   backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Forward: add when CMI >= alpha; backward: drop when CMI <= alpha (the official IAMB's rules)."""
         v = np.array([knn_cmi(self.data, t, int(x), S, self.k) for x in xs])
-        return v, v >= self.alpha
+        return v, (v > self.alpha) if backward else (v >= self.alpha)
 
 
 class DSeparation:
@@ -143,7 +171,8 @@ class DSeparation:
     def __call__(self, data: np.ndarray, x: int, y: int, S: Sequence[int]) -> float:
         return 1.0 if self.separated(x, y, S) else 0.0
 
-    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int],
+                   backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
         dep = np.array([not self.separated(t, int(x), S) for x in xs], dtype=bool)
         return dep.astype(float), dep
 
@@ -154,10 +183,14 @@ class CallableTest:
     def __init__(self, fn: Callable[[np.ndarray, int, int, list], float], data: np.ndarray, alpha: float):
         self.fn, self.data, self.alpha = fn, data, alpha
 
-    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int],
+                   backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
         p = np.array([float(self.fn(self.data, t, int(x), list(S))) for x in xs])
-        if not np.all(np.isfinite(p)):
-            raise ValueError("the ci_test callable returned a non-finite p-value")
+        bad = ~np.isfinite(p) | (p < 0) | (p > 1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"the ci_test callable returned {p[i]!r} for ({t}, {int(xs[i])} | {list(S)}): a p-value "
+                             "must be a finite number in [0, 1]")
         return 1.0 - p, p <= self.alpha
 
 
@@ -169,15 +202,31 @@ class CITester:
         self.keys: set[tuple[int, int, tuple[int, ...]]] = set()
         self.n_calls = 0
         self.max_cond = 0
+        self.scores: dict[tuple[int, int], float] = {}
 
-    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def dependence(self, t: int, xs: Sequence[int], S: Sequence[int],
+                   backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(strength, dependent) of each x with t given S; ``backward=True`` in IAMB's shrinking phase (the
+        kNN-CMI test then drops at CMI <= alpha). Records each pair's largest strength in ``scores``."""
         S = tuple(sorted(int(s) for s in S))
         xs = [int(x) for x in xs]
-        if xs:
-            self.keys.update((min(t, x), max(t, x), S) for x in xs)
-            self.n_calls += len(xs)
-            self.max_cond = max(self.max_cond, len(S))
-        return self.test.dependence(t, xs, S)
+        if not xs:
+            return self.test.dependence(t, xs, S, backward=backward)
+        self.keys.update((min(t, x), max(t, x), S) for x in xs)
+        self.n_calls += len(xs)
+        self.max_cond = max(self.max_cond, len(S))
+        strength, dependent = self.test.dependence(t, xs, S, backward=backward)
+        for x, v in zip(xs, np.asarray(strength, dtype=float)):
+            key = (min(t, x), max(t, x))
+            self.scores[key] = max(self.scores.get(key, -np.inf), float(v))
+        return strength, dependent
+
+    def score_matrix(self, d: int) -> np.ndarray:
+        """(d, d) symmetric matrix of the largest strength seen per pair (0 where a pair was never tested)."""
+        M = np.zeros((d, d))
+        for (i, j), v in self.scores.items():
+            M[i, j] = M[j, i] = v
+        return M
 
     @property
     def n_tests(self) -> int:

@@ -39,7 +39,7 @@ import networkx as nx
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .ci import CallableTest, CITester, DSeparation, FisherZ, KnnCMI
+from .ci import CallableTest, CITester, DSeparation, FisherZ, KnnCMI, _check_not_collinear
 from .ordering import check_order, eqvar_order, lingam_order, ols_parent_scores, oracle_order, random_order, \
     stein_order
 
@@ -89,7 +89,7 @@ def constrained_iamb(target: int, candidates: np.ndarray, tester: CITester,
         cmb.append(rest.pop(best))
     for x in list(cmb):  # backward: shrink false positives
         others = [z for z in cmb if z != x]
-        if not tester.dependence(target, [x], others)[1][0]:
+        if not tester.dependence(target, [x], others, backward=True)[1][0]:
             cmb.remove(x)
     return cmb
 
@@ -137,6 +137,7 @@ def _check_X(X) -> np.ndarray:
     if const:
         raise ValueError(f"columns {const[:10]} are constant; a constant variable has no causal signal and "
                          "makes the correlation matrix singular. Drop it before fitting.")
+    _check_not_collinear(X)
     return X
 
 
@@ -158,6 +159,8 @@ class OCMB(BaseEstimator):
         symmetry: 'delete' (x in MB[T] and T in MB[x]) or 'add' (either).
         spouse_closure: add the candidate parents of candidate children to CandNei.
         score_threshold: tau; candidates with P[i, j] < tau are never considered.
+        score_threshold_quantile: if given (in [0, 1)), tau is this quantile of the nonzero parent scores
+            instead (the official ``score_threshold_quantile``; it takes precedence over ``score_threshold``).
         max_cond_size: optional hard cap on |S| for every CI test.
         prune_spouses: drop x -> T when x is independent of T given T's other earlier blanket members (our
             fix for spouses padded into CandPa; ``False`` gives the paper's orientation rule as written).
@@ -166,13 +169,16 @@ class OCMB(BaseEstimator):
     Attributes after ``fit``: ``order_``, ``parent_scores_``, ``cand_parents_`` (list of arrays),
     ``cand_neighbors_``, ``blankets_`` (list of arrays), ``adjacency_`` (d x d, adjacency_[i, j] = 1 for
     i -> j), ``n_ci_tests_`` (distinct (pair, conditioning set) tests), ``n_ci_calls_`` (all evaluations),
-    ``max_cond_set_`` (largest conditioning set used), ``timings_``, ``n_features_in_``.
+    ``max_cond_set_`` (largest conditioning set used), ``effective_tau_`` (the tau used),
+    ``ci_scores_`` (d x d, symmetric: the largest test strength seen for each pair during the run, 0 for pairs
+    never tested, as the official ``ci_scores_``; rank edges by it for AUPR), ``timings_``, ``n_features_in_``.
     """
 
     def __init__(self, orderer: str | Callable | np.ndarray = "eqvar", ci_test: str | Callable = "fisherz",
                  max_parents: int = 10, alpha: float = 0.01, k_mb: int = 5, symmetry: str = "delete",
                  spouse_closure: bool = True, score_threshold: float = 0.0, max_cond_size: int | None = None,
-                 prune_spouses: bool = True, random_state: int | None = None):
+                 prune_spouses: bool = True, random_state: int | None = None,
+                 score_threshold_quantile: float | None = None):
         self.orderer = orderer
         self.ci_test = ci_test
         self.max_parents = max_parents
@@ -184,6 +190,7 @@ class OCMB(BaseEstimator):
         self.max_cond_size = max_cond_size
         self.prune_spouses = prune_spouses
         self.random_state = random_state
+        self.score_threshold_quantile = score_threshold_quantile
 
     # validation
 
@@ -212,6 +219,9 @@ class OCMB(BaseEstimator):
         if self.max_cond_size is not None and (not isinstance(self.max_cond_size, Integral)
                                                or self.max_cond_size < 0):
             raise ValueError(f"max_cond_size must be None or an int >= 0, got {self.max_cond_size!r}")
+        q = self.score_threshold_quantile
+        if q is not None and (not isinstance(q, Real) or not 0 <= q < 1):
+            raise ValueError(f"score_threshold_quantile must be None or in [0, 1), got {q!r}")
         if not isinstance(self.prune_spouses, (bool, np.bool_)):
             raise TypeError(f"prune_spouses must be True or False, got {self.prune_spouses!r}")
 
@@ -266,7 +276,12 @@ class OCMB(BaseEstimator):
         timings["ordering"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        pa, nei = candidate_sets(self.order_, self.parent_scores_, self.max_parents, self.score_threshold,
+        tau = self.score_threshold
+        nonzero = self.parent_scores_[self.parent_scores_ > 0]
+        if self.score_threshold_quantile is not None and nonzero.size:
+            tau = float(np.quantile(nonzero, self.score_threshold_quantile))
+        self.effective_tau_ = float(tau)
+        pa, nei = candidate_sets(self.order_, self.parent_scores_, self.max_parents, tau,
                                  self.spouse_closure, rng)
         self.cand_parents_ = [np.flatnonzero(pa[:, j]) for j in range(d)]
         self.cand_neighbors_ = [np.flatnonzero(nei[i]) for i in range(d)]
@@ -300,6 +315,7 @@ class OCMB(BaseEstimator):
         self.n_ci_tests_ = tester.n_tests
         self.n_ci_calls_ = tester.n_calls
         self.max_cond_set_ = tester.max_cond
+        self.ci_scores_ = tester.score_matrix(d)
         self.max_candidate_size_ = int(nei.sum(1).max())
         self.timings_ = timings
         self.n_features_in_ = d
