@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from icml26.data.synthetic_loops import (
-    DigitsSelfTraining, GaussianMeanTask, ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, TabularPolicy,
+    DigitsSelfTraining, GaussianMeanTask, ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop,
+    TabularPolicy,
     VerifierFilter, circular_distance, closed_loop_gaussian_information, discrete_mutual_information,
     gaussian_information_estimate, gaussian_kl, modular_addition, self_consuming_categorical,
     self_consuming_gaussian, simplicity_bias_dataset, task_information, which_component,

@@ -36,7 +36,8 @@ from .information import (closed_loop_gaussian_information, gaussian_information
                           self_consuming_categorical, self_consuming_gaussian)
 from .loop import ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
 from .simplicity import fit_mlp, simplicity_bias_dataset, which_component
-from .tasks import DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circular_distance, modular_addition, task_information
+from .tasks import (DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circular_distance, modular_addition,
+                    task_information)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,8 @@ N_SEED, N_POOL, N_TEACH = 30, 700, 300        # digits: labelled seed, unlabelle
 
 # 2. Gaussian-mean task
 
-def gaussian_loops(sz: Sizes, n0: int, rng: np.random.Generator) -> tuple[GaussianMeanTask, dict[str, list[np.ndarray]]]:
+def gaussian_loops(sz: Sizes, n0: int, rng: np.random.Generator
+                   ) -> tuple[GaussianMeanTask, dict[str, list[np.ndarray]]]:
     """Means m_t (P, d) per generation for each loop, all from the same tasks and the same m_0."""
     task = GaussianMeanTask.draw(sz.paths, D, TAU2, SIGMA2, rng)
     m0 = task.real_mean(n0, rng)
@@ -298,7 +300,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         Claim("a+b mod 11: the open loop's task information exceeds the bound every closed loop obeys",
               float(mi["binary verifier"][T, 0]), ">", float(bound), baseline="I(Y; theta_0) = 0.2 log 11",
               metric=f"I(Y; A_{T}) [nats], binary-verifier loop",
-              note=f"bootstrap 95% over replicates [{mi['binary verifier'][T, 1]:.3f}, {mi['binary verifier'][T, 2]:.3f}]",
+              note="bootstrap 95% over replicates [{:.3f}, {:.3f}]".format(*mi["binary verifier"][T, 1:]),
               falsifier="the verifier loop's I(Y; A) at or below I(Y; theta_0)"),
         Claim("a+b mod 11: the closed loop collapses (entropy falls) without gaining pass@1 like the open loop",
               float(per_q("closed").mean()), "<", float(per_q("binary verifier").mean()),
