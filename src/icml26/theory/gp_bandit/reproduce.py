@@ -52,15 +52,18 @@ class Sizes:
     bandit_T: int
     botorch_T: int               # steps of BoTorch's UCB (it refits from scratch every step)
     botorch_functions: int       # of the test functions per dimension, how many BoTorch also runs
-    timing_ts: tuple             # t at which the per-step cost is timed (must include 1000)
+    timing_ts: tuple             # t at which the per-step cost is timed
+    timing_fit_from: int         # the t^2 slope is fitted over t >= this (factor beyond the CPU cache)
     timing_candidates: int       # candidates tracked in the GP-UCB step timing
     timing_reps: int
 
 
 SIZES = {
-    Budget.QUICK: Sizes(600, 1000, 300, (1, 2), 3, 300, 60, 30, 1, (500, 1000, 2000), 500, 3),
-    Budget.STANDARD: Sizes(1500, 3000, 1200, (1, 2, 3), 5, 800, 200, 80, 1, (500, 1000, 2000, 3000), 1000, 5),
-    Budget.FULL: Sizes(3000, 8000, 4000, (1, 2, 3), 20, 3000, 1000, 500, 5, (500, 1000, 2000, 4000, 6000), 2000, 9),
+    Budget.QUICK: Sizes(600, 1000, 300, (1, 2), 3, 300, 60, 30, 1, (500, 1000, 2000, 3000), 2000, 500, 3),
+    Budget.STANDARD: Sizes(1500, 3000, 1200, (1, 2, 3), 5, 800, 200, 80, 1, (500, 1000, 2000, 3000, 4000), 2000,
+                           1000, 5),
+    Budget.FULL: Sizes(3000, 8000, 4000, (1, 2, 3), 20, 3000, 1000, 500, 5, (500, 1000, 2000, 4000, 6000, 8000),
+                       2000, 2000, 9),
 }
 
 DIMS = (1, 2, 3)
@@ -292,7 +295,7 @@ def _figure_timing(tm: dict, slope: float) -> Figure:
     ax = fig.add_subplot()
     ts = np.array(sorted(tm["step"]), dtype=float)
     st = np.array([tm["step"][int(t)] for t in ts])
-    ax.loglog(ts, st, "o-", label=f"incremental update (slope {slope:.2f})")
+    ax.loglog(ts, st, "o-", label=f"incremental update (fitted slope {slope:.2f})")
     ax.loglog(ts, st[-1] * (ts / ts[-1]) ** 2, "k:", lw=0.8, label="t^2")
     ax.loglog([SPEEDUP_T], [tm["t_refit"]], "rs", label="refit GP-UCB step, t=1000")
     ax.loglog([SPEEDUP_T], [tm["t_inc"]], "g^", label="incremental GP-UCB step, t=1000")
@@ -329,9 +332,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     R_ucb = np.array([runs[d, j, "GP-UCB"]["cumulative"][-1] for d, j in keys])
     R_rand = np.array([runs[d, j, "uniform random"]["cumulative"][-1] for d, j in keys])
     R_mvr = np.array([runs[d, j, "MVR"]["cumulative"][-1] for d, j in keys])
-    ts = np.array(sorted(tm["step"]), dtype=float)
+    ts = np.array([t for t in sorted(tm["step"]) if t >= sz.timing_fit_from], dtype=float)
     cost_slope = _slope(ts, np.array([tm["step"][int(t)] for t in ts]))
     speedup = tm["t_refit"] / tm["t_inc"]
+    log_speedup = math.log10(speedup)
 
     metrics: dict[str, float] = {}
     for d in DIMS:
@@ -394,12 +398,15 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               falsifier="GP-UCB's cumulative regret not below uniform random's, or the per-function difference "
                         "not separable from 0"),
         Claim("Our incremental GP update costs ~t^2 per step (not t^3)", cost_slope, "in", (1.5, 2.5),
-              baseline="t^2 band", metric=f"log-log slope of seconds per update vs t over t in {sz.timing_ts}",
-              note="One triangular solve per observation; minimum over interleaved repetitions (load only adds time). "
-                   "Timed on a shared machine; fixed per-call overhead flattens the slope at small t.",
+              baseline="t^2 band", metric=f"log-log slope of seconds per update vs t over t in {tuple(int(t) for t in ts)}",
+              note="One blocked forward solve per observation; minimum over interleaved repetitions (load only adds "
+                   f"time). Fitted over t >= {sz.timing_fit_from}, where the factor (>= 16 MB) no longer fits in the "
+                   "CPU cache, so every size is in the same memory regime; smaller t are in the timing table and "
+                   "figure (a cache cliff between t = 1000 and 2000 inflates a slope fitted across it).",
               falsifier="slope outside [1.5, 2.5] (about 3 would mean a refactorisation per step)"),
-        Claim("Our incremental GP-UCB step is >= 5x faster than refitting at t = 1000", speedup, ">=", 5.0,
-              baseline="5x (issue's margin)", metric="refit step time / incremental step time",
+        Claim("Our incremental GP-UCB step is >= 5x faster than refitting at t = 1000", log_speedup, ">=",
+              math.log10(5.0), baseline="log10 5 (issue's 5x margin)",
+              metric="log10(refit step time / incremental step time) (ratios aggregate over seeds on a log scale)",
               note=f"One GP-UCB step = observe + posterior over {sz.timing_candidates} candidates + argmax; "
                    "refit = new Cholesky + solves for all candidates. Interleaved, minimum over repetitions.",
               falsifier="speed-up below 5x"),
