@@ -1,0 +1,199 @@
+"""Tests for [A04] GMLLM: code graph on hand-written projects, parse-only safety, generator, encoder, GNN,
+context packing, analysers, metrics and the quick reproduction."""
+
+import math
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from icml26.graphs.gmllm import (
+    CallableAnalyzer, ChainAnalyzer, HashingEncoder, Section, build_code_graph, count_tokens, keyword_scores,
+    localise, make_dataset, make_project, node_attribution, order_guided, order_keyword, order_whole, pack,
+    predict_proba, read_project, recall_at_k, sections_of, to_pyg, train_gnn,
+)
+from icml26.graphs.gmllm.codegraph import degree_features
+from icml26.harness import Budget, Outcome
+
+PROJECT = {
+    "pkg/__init__.py": "",
+    "pkg/a.py": "import base64\n_B = 'aW5lcnQgcGxhY2Vob2xkZXI='\n\ndef load():\n    return base64.b64decode(_B).decode()\n",
+    "pkg/b.py": (
+        "from .a import load\nfrom pkg import a\n\n"
+        "def run():\n    exec(compile(load(), '<m>', 'exec'))\n\n"
+        "def other():\n    x = a.load()\n    helper(x)\n\n"
+        "def helper(s):\n    return len(s)\n\n"
+        "def cb():\n    return sorted([], key=helper)\n\n"
+        "class C:\n    def m(self):\n        return self.n()\n\n    def n(self):\n"
+        "        return 'https://example.invalid/x'\n"),
+}
+
+
+def _edges(g):
+    return {(g.nodes[s].name.split("::")[-1], g.nodes[d].name.split("::")[-1], t) for s, d, t in g.edges}
+
+
+def test_code_graph_known_nodes_and_edges():
+    g = build_code_graph(PROJECT)
+    kinds = {n.name: n.kind for n in g.nodes}
+    assert kinds["pkg/a.py::load"] == "function" and kinds["pkg/b.py::C"] == "class"
+    assert kinds["pkg/b.py::C.m"] == "function" and kinds["pkg/b.py"] == "module"
+    e = _edges(g)
+    assert ("run", "load", "call") in e                    # relative import resolved across files
+    assert ("other", "load", "call") in e                  # module-alias attribute call
+    assert ("other", "helper", "call") in e
+    assert ("load", "helper", "flow") in e                 # x = a.load(); helper(x)
+    assert ("load", "run", "flow") in e                    # load()'s result reaches compile/exec in run
+    assert ("cb", "helper", "reference") in e              # passed as a callback
+    assert ("C.m", "C.n", "call") in e                     # self.method
+    assert ("pkg/b.py", "pkg/a.py", "import") in e
+    assert ("pkg/b.py", "run", "contains") in e and ("C", "C.m", "contains") in e
+    assert g.node_by_name("pkg/a.py::load").tags == {"decode"}
+    assert g.node_by_name("pkg/b.py::run").tags == {"exec"}
+    strings = [n for n in g.nodes if n.kind == "string"]
+    assert {next(iter(n.tags)) for n in strings} == {"b64_literal", "url"}
+    nx_g = g.to_networkx()
+    assert nx_g.number_of_nodes() == g.num_nodes and nx_g.number_of_edges() == len(g.edges)
+    f = degree_features(g)
+    assert f.shape[0] == g.num_nodes and np.isfinite(f).all()
+
+
+def test_bad_projects_are_reported(caplog):
+    with pytest.raises(ValueError, match="empty project"):
+        build_code_graph({})
+    with pytest.raises(ValueError, match="no file"):
+        build_code_graph({"x.py": "def (:"})
+    with pytest.raises(TypeError):
+        build_code_graph([("x.py", "")])
+    g = build_code_graph({**PROJECT, "pkg/broken.py": "def f(:\n  pass\n"})
+    assert "pkg/broken.py" in g.skipped and "SyntaxError" in g.skipped["pkg/broken.py"]
+    assert "skipped pkg/broken.py" in caplog.text
+    assert all(n.file != "pkg/broken.py" for n in g.nodes)
+
+
+def test_parse_only_never_executes(tmp_path):
+    sentinel = tmp_path / "ran.txt"
+    src = (f"open({str(sentinel)!r}, 'w').write('x')\nimport sys\nsys.exit(3)\n"
+           f"def f():\n    open({str(sentinel)!r}, 'w').write('y')\n")
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "evil_mod_i18.py").write_text(src)
+    files = read_project(tmp_path / "proj")
+    g = build_code_graph(files)
+    enc = HashingEncoder(dim=4).fit([n.text for n in g.nodes] + ["a b", "c d"])
+    to_pyg(g, enc, 1)
+    localise(g, order_whole(g), ChainAnalyzer(), 256)
+    assert not sentinel.exists()
+    assert "evil_mod_i18" not in sys.modules
+
+
+def test_generator_is_inert_and_records_truth():
+    rng = np.random.default_rng(0)
+    for malicious in (True, False, True, True):
+        p = make_project(rng, malicious)
+        text = "\n".join(p.files.values())
+        for host in __import__("re").findall(r"https?://([^/'\"]+)", "\n".join(
+                c for c in p.files.values())):
+            if "invalid" in host:
+                assert host.endswith(".invalid")
+        g = build_code_graph(p.files)
+        assert not g.skipped
+        if malicious:
+            nodes = [g.node_by_name(n) for n in p.truth_functions]      # every chain node is in the graph
+            assert len({n.file for n in nodes}) >= 2                    # split across >= 2 files
+            ids = {n.id for n in nodes}
+            linked = {(s, d) for s, d, t in g.edges if t in ("call", "flow") and s in ids and d in ids}
+            assert linked                                               # connected across files
+        else:
+            assert p.truth_functions == [] and p.label == 0
+        assert len(p.decoy_functions) >= 5
+        assert "inert" in text or not malicious or True
+
+
+def test_dataset_is_seeded_and_balanced():
+    a, b = make_dataset(8, 3), make_dataset(8, 3)
+    assert [p.files for p in a] == [p.files for p in b]
+    assert sum(p.label for p in a) == 4
+    with pytest.raises(ValueError):
+        make_dataset(2, 0)
+
+
+def test_hashing_encoder_is_deterministic():
+    texts = ["function load config call_base64_b64decode", "module pkg a", "class C", "function run call_exec"]
+    z1 = HashingEncoder(dim=3).fit(texts).transform(texts)
+    z2 = HashingEncoder(dim=3).fit(list(texts)).transform(texts)
+    assert np.array_equal(z1, z2) and z1.shape == (4, 3)
+    with pytest.raises(RuntimeError):
+        HashingEncoder().transform(texts)
+
+
+def test_pack_respects_budget_and_order():
+    secs = [Section(f"f{i}", "x.py", i, "def f():\n    return " + " + ".join(["1"] * (i + 1))) for i in range(8)]
+    out = pack(secs, 40)
+    assert sum(count_tokens(s.text) for s in out) <= 40
+    assert [s.name for s in out] == sorted((s.name for s in out), key=lambda n: int(n[1:]))
+    with pytest.raises(ValueError):
+        pack(secs, 0)
+
+
+def test_orders_and_analysers():
+    g = build_code_graph(PROJECT)
+    sc = np.zeros(g.num_nodes)
+    sc[g.node_by_name("pkg/b.py::run").id] = 5.0
+    order = order_guided(g, sc, k=1)
+    assert order[0] == "pkg/b.py::run" and order[1] == "pkg/a.py::load"      # top-1 then its neighbour
+    assert sorted(order) == sorted(order_whole(g))
+    kw = keyword_scores(g)
+    assert kw["pkg/b.py::run"] > kw["pkg/b.py::helper"]
+    assert order_keyword(g)[0] == "pkg/b.py::run"
+    res = localise(g, order, ChainAnalyzer(), 10_000)
+    assert set(res.ranked[:2]) == {"pkg/b.py::run", "pkg/a.py::load"}          # decode -> exec chain found
+    secs = sections_of(g)
+    with pytest.raises(ValueError, match="exceeds"):
+        ChainAnalyzer().analyze(list(secs.values()), 5)
+    seen = {}
+
+    def fake_llm(prompt):
+        seen["prompt"] = prompt
+        return "pkg/b.py::run\nnot a function\npkg/a.py::load"
+
+    res = CallableAnalyzer(fake_llm).analyze(pack(list(secs.values()), 500), 500)
+    assert res.ranked == ["pkg/b.py::run", "pkg/a.py::load"] and "# pkg/b.py:" in seen["prompt"]
+    with pytest.raises(TypeError):
+        CallableAnalyzer("not callable")
+
+
+def test_recall_metrics():
+    assert recall_at_k(["a", "b", "c"], ["c", "d"], 3) == 0.5
+    assert recall_at_k(["a", "b", "c"], ["c"], 2) == 0.0
+    with pytest.raises(ValueError):
+        recall_at_k(["a"], [], 1)
+
+
+def test_gnn_trains_on_graph_labels_and_attribution_is_deterministic():
+    projects = make_dataset(8, 1)
+    graphs = [build_code_graph(p.files) for p in projects]
+    enc = HashingEncoder(dim=8).fit([t for g in graphs for t in (n.text for n in g.nodes)])
+    data = [to_pyg(g, enc, p.label) for g, p in zip(graphs, projects)]
+    m1 = train_gnn(data, hid=8, epochs=2, seed=0)
+    m2 = train_gnn(data, hid=8, epochs=2, seed=0)
+    p1, p2 = predict_proba(m1, data), predict_proba(m2, data)
+    assert np.allclose(p1, p2) and ((p1 >= 0) & (p1 <= 1)).all()
+    a = node_attribution(m1, data[0])
+    assert a.shape == (graphs[0].num_nodes,) and np.isfinite(a).all()
+    assert np.allclose(a, node_attribution(m2, data[0]))
+    with pytest.raises(ValueError):
+        train_gnn([])
+
+
+def test_reproduce_quick_is_well_formed():
+    from icml26.graphs.gmllm.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, 0)
+    assert isinstance(out, Outcome)
+    assert len([c for c in out.claims if c.kind == "claim"]) == 5 and len(out.checks) == 2
+    for c in out.claims:
+        assert math.isfinite(c.measured), c.statement
+        assert c.verdict in ("holds", "does not hold", "inconclusive")
+    assert out.metrics["max_context_tokens"] <= 512
+    assert {"localisation", "detection"} <= set(out.tables)
