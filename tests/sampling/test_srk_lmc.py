@@ -338,7 +338,12 @@ def test_reproduce_quick_is_well_formed():
     by_stmt = {c.statement: c for c in out.claims}
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 4 and len(checks) == 4
+    import importlib.util
+
+    has_peer = importlib.util.find_spec("torchsde") is not None  # the torchsde-equals-SRK-LMC check
+    assert len(claims) == 4 and len(checks) == 4 + has_peer
+    if has_peer:
+        assert by_stmt[next(s for s in by_stmt if "torchsde" in s)].verdict == "holds"
     assert all(c.falsifier for c in claims)
     # the gradient count and the Gaussian SRK-LMC vs SRK-LD comparison cannot fail: checks, not claims
     grads = next(c for s, c in by_stmt.items() if "two gradient" in s)
@@ -354,3 +359,35 @@ def test_reproduce_quick_is_well_formed():
     # closed-form (seed-free) Gaussian numbers: identical for every seed
     gauss = by_stmt["Gaussian target: SRK-LMC has lower W2 than ULA at equal gradient evaluations"]
     assert gauss.kind == "claim" and gauss.holds is True
+
+
+# --- parity: the order conditions pin the tableau; torchsde's SRA1 is the same map
+
+
+def test_one_extra_stage_order_15_tableau_is_unique():
+    """Solving the five strong-order-1.5 conditions for s = 1 symbolically leaves exactly the SRK-LMC tableau."""
+    import sympy as sp
+
+    a, c, d, b0, b1 = sp.symbols("a c d b0 b1")
+    conditions = [b0 + b1 - 1, b1 * c, b1 * d - 1, b1 * a - sp.Rational(1, 2),
+                  b1 * (c ** 2 + c * d + d ** 2 / 3) - sp.Rational(1, 2)]
+    sols = sp.solve(conditions, [a, c, d, b0, b1], dict=True)
+    expected = {a: sp.Rational(3, 4), c: 0, d: sp.Rational(3, 2), b0: sp.Rational(1, 3), b1: sp.Rational(2, 3)}
+    assert sols == [expected]
+    t = TABLEAUS["srk_lmc"]
+    assert (t.a[0], t.c[0], t.d[0], *t.b) == pytest.approx([3 / 4, 0, 3 / 2, 1 / 3, 2 / 3])
+
+
+def test_torchsde_srk_is_the_srk_lmc_map_on_one_path():
+    pytest.importorskip("torchsde")
+    from icml26.sampling.srk_lmc.peers import torchsde_srk
+
+    rng = np.random.default_rng(3)
+    h, n = 2.0 ** -5, 32
+    x0 = rng.uniform(-2, 2, size=(16, 3))
+    dW, dZ = brownian_increments(rng, n, x0.shape, h)
+    grad = lambda x: x ** 3 - x  # noqa: E731  (double well: not a quadratic, so every term matters)
+    ours, _ = sample(grad, x0, h, n, method="srk_lmc", noise=(dW, dZ), thin=n)
+    theirs, calls = torchsde_srk(grad, x0, h, dW, dZ)
+    np.testing.assert_allclose(theirs, ours[-1], rtol=0, atol=1e-12)
+    assert calls >= 3 * n  # torchsde evaluates the drift 3 times per step (2 needed)
