@@ -58,6 +58,7 @@ SIZES = {
 HEADLINE = 0.4            # noise level for ablations, controls and the weight claims
 ROBUST = (0.4, 0.6)       # the robustness claim averages these noise levels
 LR = 5e-3                 # our choice: 1e-3 (spec) under-trains at our 25-50 epochs
+SHUFFLES = 20            # label shuffles averaged in the shuffled-label control
 PLAIN = dict(reweight=False, uniform_views=True)
 ABLATIONS = {"H2CL w/o view generator": dict(uniform_views=True), "H2CL w/o re-weighting": dict(reweight=False)}
 
@@ -153,9 +154,12 @@ def run_testbed(base: HypergraphData, noise: tuple, sz: Sizes, seed: int, *, ext
             if extras:
                 out["energy"] = _energy_check(model, data)
                 z = model.embed(data.x, data.hg).numpy()
-                y_shuf = y.copy()
-                y_shuf[tr] = rng.permutation(y[tr])
-                out["shuffled_probe"] = float(_probe(z, y_shuf, tr, te).mean())
+                shuf = []
+                for _ in range(SHUFFLES):     # averaged: one shuffle of ~40 labels can keep much of the truth
+                    y_shuf = y.copy()
+                    y_shuf[tr] = rng.permutation(y[tr])
+                    shuf.append(float(_probe(z, y_shuf, tr, te).mean()))
+                out["shuffled_probe"] = float(np.mean(shuf))
                 out["chance"] = float(np.max(np.bincount(y[te])) / len(te))
                 out["epoch_cost"] = _epoch_costs(data, sz, seed)
     return out
@@ -244,7 +248,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               metric="max energy increase over 5 sweeps (float64)"),
         Claim("Control: the probe refit on shuffled labels is at chance (no leakage)", kind="check",
               measured=sbm["shuffled_probe"], op="<=", reference=sbm["chance"] + 0.1,
-              baseline="majority-class rate + 0.1", metric="test accuracy with shuffled training labels"),
+              baseline="majority-class rate + 0.1",
+              metric=f"test accuracy with shuffled training labels (mean of {SHUFFLES} shuffles)"),
     ]
     extras = [{"method": n, "accuracy": round(sbm["acc"][n, HEADLINE], 4)} for n in
               (H, P, *ABLATIONS, "H2CL, shuffled-h guidance (control)")]
