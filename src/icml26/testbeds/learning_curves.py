@@ -449,11 +449,11 @@ class MixtureRunsConfig:
     every mixture for ``steps`` steps (the same tokens for every size). Validation: the last ``val_frac`` of
     each domain's text; benchmark: next-token accuracy (and loss) on the held-out ``email/`` package."""
 
-    widths: tuple = (16, 32, 48, 64)
+    widths: tuple = (16, 24, 32, 48)
     depth: int = 2
     lr: float = 3e-3
-    n_random: int = 6
-    steps: int = 160
+    n_random: int = 5
+    steps: int = 128
     warmup: int = 8
     batch_size: int = 8
     seq_len: int = 64
@@ -496,7 +496,7 @@ def mixture_design(n_sources: int, n_random: int, seed: int) -> np.ndarray:
                       rng.dirichlet(np.ones(n_sources), size=n_random)])
 
 
-def _build_mixtures(cfg: MixtureRunsConfig, folder: Path) -> None:
+def _mixture_data(cfg: MixtureRunsConfig):
     tok = load_tokenizer(cfg.tokenizer)
     with build_phase(log, "mixture-runs", "tokenizing the mixture domains"):
         train, evals = [], []
@@ -508,23 +508,31 @@ def _build_mixtures(cfg: MixtureRunsConfig, folder: Path) -> None:
             evals.append(_windows(ids[cut:], cfg.seq_len, cfg.eval_windows))
         bench = torch.tensor(tok(domain_texts(BENCHMARK, cfg.domain_bytes // 4), add_special_tokens=False)["input_ids"])
         evals.append(_windows(bench, cfg.seq_len, cfg.eval_windows))
-    mixes = mixture_design(len(DOMAINS), cfg.n_random, cfg.seed)
-    rows = [(w, m) for w in cfg.widths for m in range(len(mixes))]
+    return tok, train, evals
+
+
+def _run_row(cfg: MixtureRunsConfig, tok, train, evals, w: int, mix: np.ndarray, progress) -> dict:
+    mcfg = replace(lm_config(w, cfg.depth, cfg.lr, cfg.seed, cfg.tokenizer), batch_size=cfg.batch_size,
+                   seq_len=cfg.seq_len, weight_decay=0.0)
+    ce, acc, n = train_lm_curve(mcfg, len(tok), train, list(map(float, mix)), evals, cfg.steps, cfg.steps,
+                                cfg.warmup, progress)
+    return {"widths": w, "n_params": n, "mixtures": mix, "val_loss": ce[-1, : len(DOMAINS)],
+            "bench_loss": ce[-1, -1], "bench_acc": acc[-1, -1], "cost": 6.0 * n * cfg.steps * cfg.batch_size * cfg.seq_len}
+
+
+def _build_mixtures(cfg: MixtureRunsConfig, folder: Path, widths: tuple | None = None,
+                    mixes: np.ndarray | None = None) -> None:
+    tok, train, evals = _mixture_data(cfg)
+    mixes = mixture_design(len(DOMAINS), cfg.n_random, cfg.seed) if mixes is None else mixes
+    widths = cfg.widths if widths is None else widths
+    rows = [(w, m) for w in widths for m in range(len(mixes))]
     out: dict[str, list] = {k: [] for k in ("widths", "n_params", "mixtures", "val_loss", "bench_loss", "bench_acc",
                                             "cost")}
     with BuildProgress(log, "mixture-runs", cfg.steps * len(rows)) as progress:
         for i, (w, m) in enumerate(rows):
-            mcfg = replace(lm_config(w, cfg.depth, cfg.lr, cfg.seed, cfg.tokenizer), batch_size=cfg.batch_size,
-                           seq_len=cfg.seq_len, weight_decay=0.0)
-            ce, acc, n = train_lm_curve(mcfg, len(tok), train, mixes[m].tolist(), evals, cfg.steps, cfg.steps,
-                                        cfg.warmup, _Offset(progress, i * cfg.steps))
-            out["widths"].append(w)
-            out["n_params"].append(n)
-            out["mixtures"].append(mixes[m])
-            out["val_loss"].append(ce[-1, : len(DOMAINS)])
-            out["bench_loss"].append(ce[-1, -1])
-            out["bench_acc"].append(acc[-1, -1])
-            out["cost"].append(6.0 * n * cfg.steps * cfg.batch_size * cfg.seq_len)
+            row = _run_row(cfg, tok, train, evals, w, mixes[m], _Offset(progress, i * cfg.steps))
+            for k, v in row.items():
+                out[k].append(v)
     MixtureRuns(**{k: np.asarray(v, dtype=float) for k, v in out.items()}).save(folder)
 
 
@@ -535,6 +543,23 @@ def mixture_runs(cfg: MixtureRunsConfig = MixtureRunsConfig()) -> MixtureRuns:
     return load_cached("mixture_runs", asdict(cfg), lambda d: _build_mixtures(cfg, d), MixtureRuns.load)
 
 
-__all__ = ["CurveTable", "SyntheticCurveConfig", "synthetic_curve_pool", "LMCurvePoolConfig", "lm_config",
+def mixture_run(cfg: MixtureRunsConfig, width: int, mixture: Sequence[float]) -> MixtureRuns:
+    """One extra run (e.g. a law's recommended mixture) with ``cfg``'s recipe, cached; the mixture is rounded to
+    4 decimals and renormalised."""
+    if not isinstance(cfg, MixtureRunsConfig):
+        raise TypeError(f"cfg must be a MixtureRunsConfig, got {type(cfg).__name__}")
+    mix = np.asarray(mixture, dtype=float)
+    if mix.shape != (len(DOMAINS),) or not np.isfinite(mix).all() or (mix < 0).any():
+        raise ValueError(f"mixture must be {len(DOMAINS)} non-negative proportions, got {mixture!r}")
+    if abs(mix.sum() - 1) > 1e-6:
+        raise ValueError(f"mixture proportions must sum to 1, got {mix.sum():.6g}")
+    mix = np.round(mix, 4)
+    mix = mix / mix.sum()
+    key = {**asdict(cfg), "single": [int(width), mix.round(6).tolist()]}
+    return load_cached("mixture_runs", key, lambda d: _build_mixtures(cfg, d, (int(width),), mix[None]),
+                       MixtureRuns.load)
+
+
+__all__ = ["CurveTable", "mixture_run", "SyntheticCurveConfig", "synthetic_curve_pool", "LMCurvePoolConfig", "lm_config",
            "train_lm_curve", "lm_curve_pool", "DigitsCurvePoolConfig", "digits_curve_pool", "DOMAINS", "BENCHMARK",
            "domain_texts", "MixtureRunsConfig", "MixtureRuns", "mixture_design", "mixture_runs"]
