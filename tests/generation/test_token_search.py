@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from icml26.generation.token_search import (
-    ARPrior, GridVQTokenizer, HeldOutEvaluator, NestedDropoutTokenizer, OrderedPCATokenizer, SearchResult,
+    GridVQTokenizer, HeldOutEvaluator, NestedDropoutTokenizer, OrderedPCATokenizer, SearchResult,
     SklearnClassifierVerifier, UniformPrior, beam_search, best_of_n, fit_logistic_verifier, lookahead_search,
     planned_verifier_calls, train_ar_prior,
 )

@@ -17,7 +17,7 @@ Every search of a comparison uses the same verifier-call budget (counted and che
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -240,12 +240,14 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     claims = [
         Claim("Prefix readouts of 1D ordered tokens are more verifiable than those of grid tokens",
               pre["1D"].mean(), ">", pre["grid"].mean(), baseline="grid (raster) tokens, same verifier and images",
-              metric=f"verifier accuracy on prefix readouts, mean over t in {short}", paper="pilot: 0.70 vs 0.26 at t=4",
+              metric=f"verifier accuracy on prefix readouts, mean over t in {short}",
+              paper="pilot: 0.70 vs 0.26 at t=4",
               paired=list(pre["1D"] - pre["grid"]),
               note=f"{len(iT)} test images; paired = per-image difference of the mean accuracy over prefix lengths.",
               falsifier="1D prefix accuracy at or below grid's, or the per-image paired interval containing 0"),
         Claim("Prefix readouts of learned nested-dropout 1D tokens are more verifiable than those of grid tokens",
-              pre["1D learned"].mean(), ">", pre["grid"].mean(), baseline="grid (raster) tokens, same verifier and images",
+              pre["1D learned"].mean(), ">", pre["grid"].mean(),
+              baseline="grid (raster) tokens, same verifier and images",
               metric=f"verifier accuracy on prefix readouts, mean over t in {short}",
               paired=list(pre["1D learned"] - pre["grid"]),
               note=f"MLP autoencoder + FSQ trained with nested dropout ({sz.nd_steps} full-batch Adam steps on "

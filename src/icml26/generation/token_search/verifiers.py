@@ -69,7 +69,8 @@ def fit_logistic_verifier(X: np.ndarray, y: np.ndarray, C: float = 1.0, seed: in
 
 @dataclass
 class HeldOutEvaluator:
-    """Judge of generated images: an RBF SVM (Platt-calibrated) on a disjoint split and the nearest-real-image distance [A01]."""
+    """Judge of generated images [A01]: an RBF SVM (Platt-calibrated) on a disjoint split and the distance to the
+    nearest real image of that split."""
 
     clf: CalibratedClassifierCV
     reference: NearestNeighbors
