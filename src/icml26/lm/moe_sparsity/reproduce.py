@@ -122,10 +122,10 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def hf_adapter_diffs(seed: int) -> dict[str, float]:
-    """Max |logit difference| between tiny HF Mixtral / OLMoE / Qwen2-MoE models and their SparseMoE
+    """Max |logit difference| between tiny HF Mixtral / OLMoE / Qwen2-MoE / Qwen3-MoE models and their SparseMoE
     conversions with ThresholdDrop(0) (and, for comparison, the conversion at threshold 0.3)."""
     from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig,
-                              Qwen2MoeForCausalLM)
+                              Qwen2MoeForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
     common = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   max_position_embeddings=64)
@@ -138,6 +138,9 @@ def hf_adapter_diffs(seed: int) -> dict[str, float]:
                                                                moe_intermediate_size=24, num_experts=6,
                                                                num_experts_per_tok=2,
                                                                shared_expert_intermediate_size=40)),
+        "qwen3_moe": lambda: Qwen3MoeForCausalLM(Qwen3MoeConfig(**common, intermediate_size=64, moe_intermediate_size=24,
+                                                               num_experts=8, num_experts_per_tok=2, head_dim=8,
+                                                               norm_topk_prob=True)),
     }
     out = {}
     for name, build in builds.items():
@@ -365,8 +368,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               metric="max |logit difference|"),
         Claim("Drop rate is monotone in tau", float(monotone), ">=", 1.0, kind="check", baseline="1 = monotone",
               metric="calibrated sweep monotone (0/1)"),
-        Claim("HF adapters leave outputs unchanged at threshold 0 (Mixtral, OLMoE, Qwen2-MoE)",
-              max(hf[k] for k in ("mixtral", "olmoe", "qwen2_moe")), "<=", tol, kind="check",
+        Claim("HF adapters leave outputs unchanged at threshold 0 (Mixtral, OLMoE, Qwen2-MoE, Qwen3-MoE)",
+              max(hf[k] for k in ("mixtral", "olmoe", "qwen2_moe", "qwen3_moe")), "<=", tol, kind="check",
               baseline="the HF model's own MoE blocks", metric="max |logit difference| over the three",
               note=", ".join(f"{k} {v:.1e}" for k, v in hf.items())),
     ]
