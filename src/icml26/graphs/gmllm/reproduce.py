@@ -37,12 +37,13 @@ class Sizes:
     epochs: int
     hid: int
     stdlib_files: int | None      # files for the builder timing (None: the whole standard library)
+    floor_files: int              # files for the parse-only floor (same first files)
 
 
 SIZES = {
-    Budget.QUICK: Sizes(40, 25, 32, 100),
-    Budget.STANDARD: Sizes(200, 40, 64, None),
-    Budget.FULL: Sizes(600, 80, 64, None),
+    Budget.QUICK: Sizes(40, 25, 32, 100, 50),
+    Budget.STANDARD: Sizes(160, 30, 64, 1000, 200),
+    Budget.FULL: Sizes(600, 80, 64, None, 500),
 }
 
 BUDGET_T = 512          # analyser context, tokens
@@ -145,7 +146,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
     secs, n_files, n_nodes = stdlib_build_time(sz.stdlib_files)
     per_1000 = secs / n_files * 1000.0
-    floor_1000 = parse_floor(sz.stdlib_files) / n_files * 1000.0
+    floor_1000 = parse_floor(sz.floor_files) / min(sz.floor_files, n_files) * 1000.0
 
     r = {s: np.array(v) for s, v in rec.items()}
     metrics = {"auroc_gnn": auroc, "auroc_keyword_max_rule": auroc_kw, "auroc_shuffled_label_gnn": auroc_shuf,
