@@ -247,7 +247,7 @@ def test_quick_reproduction_structure():
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 6 and len(out.checks) == 4
+    assert len(claims) == 7 and len(out.checks) == 4
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")

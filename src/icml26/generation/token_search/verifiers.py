@@ -67,6 +67,19 @@ def fit_logistic_verifier(X: np.ndarray, y: np.ndarray, C: float = 1.0, seed: in
     return SklearnClassifierVerifier(LogisticRegression(C=C, max_iter=2000, random_state=seed).fit(X, y))
 
 
+def fit_mlp_verifier(X: np.ndarray, y: np.ndarray, hidden: int = 64, seed: int = 0) -> SklearnClassifierVerifier:
+    """A second verifier for the role-of-verifier study: a one-hidden-layer MLP classifier on pixels."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = MLPClassifier((hidden,), alpha=1e-3, max_iter=300, random_state=seed).fit(X, y)
+    return SklearnClassifierVerifier(clf)
+
+
 @dataclass
 class HeldOutEvaluator:
     """Judge of generated images [A01]: an RBF SVM (Platt-calibrated) on a disjoint split and the distance to the
