@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,6 +160,7 @@ class GPCurveSurrogate:
 
     def fit(self, features: np.ndarray, curves: list[tuple[np.ndarray, np.ndarray]]) -> "GPCurveSurrogate":
         """``features`` (K, F); ``curves[k] = (compute, loss)`` observed for configuration k (may be empty)."""
+        from sklearn.exceptions import ConvergenceWarning
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
@@ -185,7 +187,9 @@ class GPCurveSurrogate:
             + WhiteKernel(1e-3, (1e-6, 1e-1))
         self.gp_ = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=self.restarts,
                                             random_state=self.random_state)
-        self.gp_.fit((X - self.mu_) / self.sd_, y)
+        with warnings.catch_warnings():   # hyper-parameters at a bound are expected on short prefixes
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            self.gp_.fit((X - self.mu_) / self.sd_, y)
         return self
 
     def predict(self, features: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
