@@ -21,9 +21,8 @@ E(T) = |f_T^net - f_T^kernel| / |f_T^net - f_0|.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Literal, Sequence
-
 import math
+from typing import Callable, Iterable, Literal, Sequence
 
 import torch
 from torch import nn
@@ -54,7 +53,10 @@ def _residual(f: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
 
 # preconditioner
 
-def estimate_preconditioner(model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def estimate_preconditioner(model: nn.Module, loss_fn: LossFn | None = None,
                             batches: Iterable[tuple[torch.Tensor, torch.Tensor]] | None = None, *,
                             n_batches: int | None = None, eps: float = 1e-8,
                             from_optimizer: torch.optim.Optimizer | None = None) -> torch.Tensor:
