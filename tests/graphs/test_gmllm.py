@@ -4,9 +4,11 @@ context packing, analysers, metrics and the quick reproduction."""
 import math
 import sys
 
+import base64
+import re
+
 import numpy as np
 import pytest
-import torch
 
 from icml26.graphs.gmllm import (
     CallableAnalyzer, ChainAnalyzer, HashingEncoder, Section, build_code_graph, count_tokens, keyword_scores,
@@ -89,25 +91,24 @@ def test_parse_only_never_executes(tmp_path):
 
 def test_generator_is_inert_and_records_truth():
     rng = np.random.default_rng(0)
-    for malicious in (True, False, True, True):
+    for malicious in (True, False, True, True, True, True):
         p = make_project(rng, malicious)
-        text = "\n".join(p.files.values())
-        for host in __import__("re").findall(r"https?://([^/'\"]+)", "\n".join(
-                c for c in p.files.values())):
-            if "invalid" in host:
-                assert host.endswith(".invalid")
         g = build_code_graph(p.files)
         assert not g.skipped
+        injected = "\n".join(g.source_of(g.node_by_name(n)) for n in p.truth_functions + p.decoy_functions)
+        hosts = re.findall(r"https?://([^/'\"]+)", injected)
+        assert hosts == [h for h in hosts if h.endswith(".invalid")]          # placeholder hosts only
+        for blob in re.findall(r"'([A-Za-z0-9+/=]{16,})'", injected):
+            assert base64.b64decode(blob).decode().startswith("# inert")     # payloads decode to a comment
         if malicious:
-            nodes = [g.node_by_name(n) for n in p.truth_functions]      # every chain node is in the graph
-            assert len({n.file for n in nodes}) >= 2                    # split across >= 2 files
+            nodes = [g.node_by_name(n) for n in p.truth_functions]          # every chain node is in the graph
+            assert len({n.file for n in nodes}) >= 2                        # split across >= 2 files
             ids = {n.id for n in nodes}
             linked = {(s, d) for s, d, t in g.edges if t in ("call", "flow") and s in ids and d in ids}
-            assert linked                                               # connected across files
+            assert linked                                                   # connected across files
         else:
             assert p.truth_functions == [] and p.label == 0
         assert len(p.decoy_functions) >= 5
-        assert "inert" in text or not malicious or True
 
 
 def test_dataset_is_seeded_and_balanced():
