@@ -270,7 +270,7 @@ def _figure_samples(results: dict) -> Figure:
     axes = fig.subplots(1, len(names), squeeze=False)[0]
     for ax, nm in zip(axes, names):
         for k, mk in zip(NAMES, (".", "x", "+")):
-            s = results[nm]["samples"][k].numpy()[:300]
+            s = results[nm]["samples"][k].numpy()
             ax.plot(s[:, 0], s[:, 1], mk, ms=3, label=k, alpha=0.6)
         th = np.linspace(0, 2 * np.pi, 400)
         ax.plot(10 * np.cos(th), 10 * np.sin(th), "k-", lw=0.6)
