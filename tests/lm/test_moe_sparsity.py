@@ -258,3 +258,32 @@ def test_quick_reproduction_structure():
     assert {r["method"] for r in out.tables["loss_vs_drop"]} >= {"none", "threshold", "random", "dual threshold",
                                                                    "capacity", "ratio skip", "top-1"}
     assert all(r["speedup"] > 0 for r in out.tables["speedup"])
+
+
+@torch.no_grad()
+def test_from_hf_transformers4_modulelist_layout():
+    """transformers 4 stored Mixtral experts as a ModuleList of (w1, w2, w3) MLPs and the gate as a Linear."""
+    class Expert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1, self.w3 = torch.nn.Linear(16, 24, bias=False), torch.nn.Linear(16, 24, bias=False)
+            self.w2 = torch.nn.Linear(24, 16, bias=False)
+
+        def forward(self, x):
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+    class MixtralSparseMoeBlock(torch.nn.Module):   # the v4 class name and layout
+        def __init__(self):
+            super().__init__()
+            self.top_k, self.gate = 2, torch.nn.Linear(16, 4, bias=False)
+            self.experts = torch.nn.ModuleList(Expert() for _ in range(4))
+
+        def forward(self, x):
+            w, idx = torch.softmax(self.gate(x), -1).topk(2)
+            w = w / w.sum(-1, keepdim=True)
+            return torch.stack([sum(w[t, j] * self.experts[int(idx[t, j])](x[t]) for j in range(2)) for t in range(len(x))])
+
+    torch.manual_seed(0)
+    block = MixtralSparseMoeBlock()
+    x = X.reshape(-1, 16)
+    torch.testing.assert_close(SparseMoE.from_hf(block)(x), block(x), atol=1e-5, rtol=1e-5)
