@@ -39,8 +39,9 @@ def attended_keys(T: int, window: int | None, num_sinks: int = 0) -> int:
     t = torch.arange(T, dtype=torch.float64)
     if window is None:
         return int((t + 1).sum())
-    n = torch.minimum(t + 1, torch.clamp(t + 1 - window, min=0).clamp(max=num_sinks) + torch.minimum(t + 1, torch.tensor(float(window))))
-    return int(n.sum())
+    in_window = (t + 1).clamp(max=window)                   # the last W tokens (t included)
+    sinks_outside = (t + 1 - window).clamp(min=0, max=num_sinks)  # sinks that have left the window
+    return int((in_window + sinks_outside).sum())
 
 
 def attention_flops(T: int, *, num_layers: int, num_heads: int, head_dim: int, window: int | None = None,
