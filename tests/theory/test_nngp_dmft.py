@@ -1,0 +1,177 @@
+"""Tests for [A02] NNGP / random-feature DMFT (theory/nngp_dmft)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from icml26.harness import Budget, Outcome
+from icml26.theory.nngp_dmft import (PowerLawTask, dmft_generalization_curve, draw_problem,
+                                     gradient_flow_infinite_data, optimal_stopping_time, renormalized_ridge,
+                                     ridge_equivalent, ridge_weights, simulate_generalization_curve, simulate_run)
+
+
+@pytest.fixture(scope="module")
+def task():
+    t = PowerLawTask(200, 1.5, 2.0, 0.05)
+    return t.lam, t.w2
+
+
+def test_power_law_task_normalisation(task):
+    lam, w2 = task
+    assert lam.sum() == pytest.approx(1.0)
+    assert (lam * w2).sum() == pytest.approx(1.0)
+    k = np.arange(1, 201)
+    assert np.allclose(lam * w2 * k ** 2.0, (lam * w2)[0])
+
+
+def test_renormalized_ridge_solves_its_equation(task):
+    lam, _ = task
+    z = np.array([1e-3, 0.1, 2.0 + 0.5j, -0.01 + 0.02j, -5.0 - 3.0j])
+    k = renormalized_ridge(z, lam, 50)
+    resid = k * (1 - (lam / (lam + k[:, None])).sum(1) / 50) - z
+    assert np.abs(resid).max() < 1e-12
+    assert np.all(np.sign(k.imag[2:]) == np.sign(z.imag[2:]))        # physical branch
+    kr = renormalized_ridge(np.array([0.1]), lam, 50)
+    assert kr.dtype == float and kr[0] > 0.1                          # kappa > z for real z > 0
+
+
+def test_one_point_equivalent_matches_brute_force_resolvent(task):
+    # E Tr[(Sigma_hat + z)^-1 Sigma] ~ (kappa/z) sum lam / (lam + kappa), checked by averaging real draws
+    lam, w2 = task
+    P, z = 100, 0.01 + 0.005j
+    rng = np.random.default_rng(0)
+    vals = []
+    for _ in range(30):
+        Psi, _, _ = draw_problem(lam, w2, P, 0.0, rng)
+        S = Psi.T @ Psi / P
+        vals.append(np.trace(np.linalg.solve(S + z * np.eye(len(lam)), np.diag(lam))))
+    k = renormalized_ridge(np.array([z]), lam, P)[0]
+    pred = k / z * (lam / (lam + k)).sum()
+    assert abs(np.mean(vals) / pred - 1) < 0.02
+
+
+def test_ridge_limit_is_exact(task):
+    lam, w2 = task
+    for P, gamma, s2 in ((50, 1e-2, 0.05), (300, 1e-3, 0.0)):
+        closed = ridge_equivalent(lam, w2, P, gamma, s2)
+        dmft = dmft_generalization_curve(np.array([1e10]), lam, w2, P, sigma2=s2, weight_decay=gamma)[0]
+        assert dmft == pytest.approx(closed, rel=1e-7)
+        assert ridge_equivalent(lam, w2, P, gamma, s2, per_mode=True).sum() == pytest.approx(closed)
+
+
+def test_t_zero_and_infinite_data_limits(task):
+    lam, w2 = task
+    e0 = dmft_generalization_curve(np.array([1e-7]), lam, w2, 50, sigma2=0.05)[0]
+    assert e0 == pytest.approx((lam * w2).sum(), rel=1e-5)
+    t = np.array([0.5, 5.0, 50.0])
+    big = dmft_generalization_curve(t, lam, w2, 10 ** 9)
+    assert np.allclose(big, gradient_flow_infinite_data(t, lam, w2), rtol=1e-6)
+
+
+def test_talbot_converged_and_per_mode_sums(task):
+    lam, w2 = task
+    t = np.logspace(0, 4, 6)
+    a = dmft_generalization_curve(t, lam, w2, 60, sigma2=0.05, weight_decay=1e-4)
+    b = dmft_generalization_curve(t, lam, w2, 60, sigma2=0.05, weight_decay=1e-4, n_talbot=24)
+    assert np.abs(a / b - 1).max() < 1e-6
+    pm = dmft_generalization_curve(t, lam, w2, 60, sigma2=0.05, weight_decay=1e-4, per_mode=True)
+    assert pm.shape == (6, len(lam))
+    assert np.allclose(pm.sum(1), a, rtol=1e-8)
+
+
+def test_simulation_matches_time_stepping_and_ridge(task):
+    lam, w2 = task
+    rng = np.random.default_rng(1)
+    Psi, y, w = draw_problem(lam, w2, 40, 0.05, rng)
+    gamma, P = 1e-2, 40
+    # brute force: the affine ODE dv/dt = -(S + gamma) v + b as one augmented matrix exponential
+    from scipy.linalg import expm
+    S, bvec = Psi.T @ Psi / P, Psi.T @ y / P
+    n = len(w)
+    Aug = np.zeros((n + 1, n + 1))
+    Aug[:n, :n], Aug[:n, n] = -(S + gamma * np.eye(n)), bvec
+    v = (expm(2.0 * Aug) @ np.r_[np.zeros(n), 1.0])[:n]
+    e_brute = (lam * (v - w) ** 2).sum()
+    e_exact = simulate_run(np.array([2.0]), lam, Psi, y, w, weight_decay=gamma)[0]
+    assert e_exact == pytest.approx(e_brute, rel=1e-8)
+    w_r = ridge_weights(Psi, y, gamma)
+    e_inf = simulate_run(np.array([np.inf]), lam, Psi, y, w, weight_decay=gamma)[0]
+    assert e_inf == pytest.approx((lam * (w_r - w) ** 2).sum(), rel=1e-9)
+    from sklearn.linear_model import Ridge
+    w_sk = Ridge(alpha=P * gamma, fit_intercept=False, solver="svd").fit(Psi, y).coef_
+    assert np.allclose(w_sk, w_r, atol=1e-10)
+    # t = 0: w = 0, E_g = sum lam w*^2
+    assert simulate_run(np.array([0.0]), lam, Psi, y, w)[0] == pytest.approx((lam * w ** 2).sum())
+
+
+def test_dmft_tracks_simulation_small(task):
+    lam, w2 = task
+    t = np.logspace(0, 3.5, 8)
+    th = dmft_generalization_curve(t, lam, w2, 80, sigma2=0.05)
+    sim = simulate_generalization_curve(t, lam, w2, 80, sigma2=0.05, n_draws=24, seed=3).mean(0)
+    assert np.abs(th / sim - 1).max() < 0.12
+
+
+def test_determinism(task):
+    lam, w2 = task
+    t = np.array([1.0, 10.0])
+    a = simulate_generalization_curve(t, lam, w2, 30, sigma2=0.05, n_draws=2, seed=7)
+    b = simulate_generalization_curve(t, lam, w2, 30, sigma2=0.05, n_draws=2, seed=7)
+    assert np.array_equal(a, b)
+
+
+def test_optimal_stopping_time():
+    t = np.logspace(0, 4, 41)
+    e = (np.log(t) - np.log(300.0)) ** 2 + 0.1
+    to, eo = optimal_stopping_time(t, e)
+    assert to == pytest.approx(300.0, rel=1e-6) and eo == pytest.approx(0.1, abs=1e-9)
+    assert optimal_stopping_time(t, 1 / t)[0] == t[-1]          # monotone: no interior optimum
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(N=1), "N"), (dict(N=10, a=-1.0), "a"), (dict(N=10, sigma2=-0.1), "sigma2"), (dict(N=10, b=float("nan")), "b"),
+])
+def test_bad_task(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        PowerLawTask(**kw)
+
+
+def test_bad_inputs(task):
+    lam, w2 = task
+    t = np.array([1.0])
+    with pytest.raises(ValueError, match="P"):
+        dmft_generalization_curve(t, lam, w2, 0)
+    with pytest.raises(ValueError, match="t must"):
+        dmft_generalization_curve(np.array([0.0]), lam, w2, 10)
+    with pytest.raises(ValueError, match="weight_decay"):
+        dmft_generalization_curve(t, lam, w2, 10, weight_decay=-1.0)
+    with pytest.raises(ValueError, match="lam"):
+        dmft_generalization_curve(t, -lam, w2, 10)
+    with pytest.raises(ValueError, match="w2"):
+        dmft_generalization_curve(t, lam, w2[:-1], 10)
+    with pytest.raises(ValueError, match="n_talbot"):
+        dmft_generalization_curve(t, lam, w2, 10, n_talbot=2)
+    with pytest.raises(ValueError, match="real z"):
+        renormalized_ridge(np.array([-1.0]), lam, 10)
+    with pytest.raises(ValueError, match="ridge"):
+        ridge_equivalent(lam, w2, 10, 0.0)
+    with pytest.raises(ValueError, match="n_draws"):
+        simulate_generalization_curve(t, lam, w2, 10, n_draws=0)
+
+
+def test_reproduce_quick_is_well_formed():
+    from icml26.theory.nngp_dmft.reproduce import reproduce
+    out = reproduce(Budget.QUICK, seed=0)
+    assert isinstance(out, Outcome)
+    assert all(math.isfinite(c.measured) for c in out.claims)
+    assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
+    assert all(math.isfinite(v) for v in out.metrics.values())
+    claims = [c for c in out.claims if c.kind == "claim"]
+    checks = [c for c in out.claims if c.kind == "check"]
+    assert len(claims) == 12 and len(checks) == 4
+    assert all(c.falsifier for c in claims)
+    assert {"learning_curve", "sample_size_scaling"} <= set(out.tables)
+    assert "learning_curve" in out.figures
