@@ -1,0 +1,223 @@
+"""Dropout schedules over depth and over training time, as drop-in ``torch.nn`` pieces [A06].
+
+Reading 1 (depth): a fixed budget sum_l p_l = L p_bar over L dropout layers. Constant: p_l = p_bar. Front-loaded
+(linear): p_l = linspace(p_max, 2 p_bar - p_max) (non-increasing; dropout near the input reaches the most
+downstream layers). Saturated: p_l in {0, p_max} with the first layers at p_max (one layer takes the remainder so
+the budget is exact). Back-loaded: the reverse of front-loaded.
+
+Reading 2 (time): the same profiles over T training steps (integral p(t) dt = T p_bar), applied to every
+``ScheduledDropout`` of a model by ``DropoutTimeScheduler.step()``, like ``torch.optim.lr_scheduler``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["ScheduledDropout", "DropoutProfile", "DropoutTimeScheduler", "make_mlp", "dropout_layers",
+           "init_critical"]
+
+
+def _check_rate(p: float, name: str = "p") -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)):
+        raise TypeError(f"{name} must be a number, got {type(p).__name__}")
+    p = float(p)
+    if not (math.isfinite(p) and 0.0 <= p < 1.0):
+        raise ValueError(f"{name} must be a dropout rate in [0, 1), got {p}")
+    return p
+
+
+class ScheduledDropout(nn.Module):
+    """Inverted dropout whose rate ``p`` can be reassigned at any time (validated to [0, 1)).
+
+    Train: x * m / (1 - p), m ~ Bernoulli(1 - p) (E[out] = x). Eval: identity.
+    """
+
+    def __init__(self, p: float = 0.0) -> None:
+        super().__init__()
+        self.p = p
+
+    @property
+    def p(self) -> float:
+        return self._p
+
+    @p.setter
+    def p(self, value: float) -> None:
+        self._p = _check_rate(value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self._p == 0.0:
+            return x
+        return F.dropout(x, self._p, training=True)
+
+    def extra_repr(self) -> str:
+        return f"p={self._p:.4g}"
+
+
+class DropoutProfile:
+    """Per-layer (or per-step) dropout rates with an exact budget: mean(p) = p_bar, every p in [0, 1)."""
+
+    @staticmethod
+    def _validate(n: int, p_bar: float, p_max: float | None) -> float:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n (layers or steps) must be a positive integer, got {n!r}")
+        p_bar = _check_rate(p_bar, "p_bar")
+        p_max = 2 * p_bar if p_max is None else _check_rate(p_max, "p_max")
+        if p_max >= 1.0:
+            raise ValueError(f"p_max = {p_max} must be < 1 (default 2 p_bar); lower p_bar or pass p_max")
+        if p_max < p_bar:
+            raise ValueError(f"p_max = {p_max} must be >= p_bar = {p_bar}")
+        return p_max
+
+    @staticmethod
+    def constant(n: int, p_bar: float) -> np.ndarray:
+        DropoutProfile._validate(n, p_bar, p_bar)
+        return np.full(n, float(p_bar))
+
+    @staticmethod
+    def front_loaded(n: int, p_bar: float, p_max: float | None = None,
+                     kind: Literal["linear", "saturated"] = "linear") -> np.ndarray:
+        """Non-increasing profile with mean p_bar: linear p_max -> 2 p_bar - p_max, or saturated {p_max, 0}."""
+        p_max = DropoutProfile._validate(n, p_bar, p_max)
+        if kind == "linear":
+            if 2 * p_bar - p_max < -1e-15:
+                raise ValueError(f"linear profile needs p_max <= 2 p_bar ({2 * p_bar}), got {p_max}")
+            if n == 1:
+                return np.array([float(p_bar)])
+            return np.clip(np.linspace(p_max, 2 * p_bar - p_max, n), 0.0, None)
+        if kind == "saturated":
+            if p_max == 0.0:
+                return np.zeros(n)
+            total = n * p_bar
+            k = int(math.floor(total / p_max + 1e-12))
+            out = np.zeros(n)
+            out[:k] = p_max
+            if k < n:
+                out[k] = total - k * p_max
+            return out
+        raise ValueError(f"kind must be 'linear' or 'saturated', got {kind!r}")
+
+    @staticmethod
+    def back_loaded(n: int, p_bar: float, p_max: float | None = None,
+                    kind: Literal["linear", "saturated"] = "linear") -> np.ndarray:
+        """The front-loaded profile reversed (non-decreasing)."""
+        return DropoutProfile.front_loaded(n, p_bar, p_max, kind)[::-1].copy()
+
+    @staticmethod
+    def make(name: str, n: int, p_bar: float, p_max: float | None = None,
+             kind: Literal["linear", "saturated"] = "linear") -> np.ndarray:
+        """``name`` in {"constant", "front", "back"}."""
+        if name == "constant":
+            return DropoutProfile.constant(n, p_bar)
+        if name == "front":
+            return DropoutProfile.front_loaded(n, p_bar, p_max, kind)
+        if name == "back":
+            return DropoutProfile.back_loaded(n, p_bar, p_max, kind)
+        raise ValueError(f"profile name must be 'constant', 'front' or 'back', got {name!r}")
+
+
+def dropout_layers(model: nn.Module) -> list[ScheduledDropout]:
+    """The model's ``ScheduledDropout`` modules in definition order."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return [m for m in model.modules() if isinstance(m, ScheduledDropout)]
+
+
+class DropoutTimeScheduler:
+    """Sets every ``ScheduledDropout`` of ``model`` to the rate of the current step; call ``step()`` once per
+    optimiser step (like ``torch.optim.lr_scheduler``).
+
+    ``schedule``: a sequence of per-step rates (e.g. ``DropoutProfile.front_loaded(total_steps, 0.2)``) or a
+    callable step -> rate. ``depth_profile`` (optional, one multiplier per dropout layer, mean 1) combines both
+    readings: layer l gets min(p(t) * depth_profile[l], 0.99).
+    """
+
+    def __init__(self, model: nn.Module, schedule: Sequence[float] | Callable[[int], float],
+                 depth_profile: Sequence[float] | None = None) -> None:
+        self.layers = dropout_layers(model)
+        if not self.layers:
+            raise ValueError("the model has no ScheduledDropout modules to schedule; build it with make_mlp or "
+                             "insert ScheduledDropout layers")
+        if callable(schedule):
+            self._fn = schedule
+            self.total_steps = None
+        else:
+            rates = [_check_rate(float(r), "schedule rate") for r in schedule]
+            if not rates:
+                raise ValueError("schedule must hold at least one rate")
+            self._fn = lambda t: rates[min(t, len(rates) - 1)]
+            self.total_steps = len(rates)
+        if depth_profile is not None:
+            dp = np.asarray(depth_profile, dtype=float)
+            if dp.shape != (len(self.layers),) or (dp < 0).any():
+                raise ValueError(f"depth_profile must hold {len(self.layers)} non-negative multipliers")
+            self.depth_profile = dp
+        else:
+            self.depth_profile = np.ones(len(self.layers))
+        self.last_step = 0
+        self._apply()
+
+    def _apply(self) -> None:
+        p = _check_rate(float(self._fn(self.last_step)), "schedule rate")
+        for m, d in zip(self.layers, self.depth_profile):
+            m.p = min(p * float(d), 0.99)
+
+    def step(self) -> None:
+        self.last_step += 1
+        self._apply()
+
+    def current(self) -> list[float]:
+        return [m.p for m in self.layers]
+
+
+_ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+def init_critical(model: nn.Module, sw2: float, sb2: float) -> None:
+    """W ~ N(0, sw2 / fan_in), b ~ N(0, sb2) for every ``nn.Linear`` (mean-field initialisation)."""
+    if sw2 <= 0 or sb2 < 0:
+        raise ValueError(f"need sw2 > 0 and sb2 >= 0, got {sw2}, {sb2}")
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                m.weight.normal_(0.0, math.sqrt(sw2 / m.in_features))
+                if m.bias is not None:
+                    m.bias.normal_(0.0, math.sqrt(sb2)) if sb2 > 0 else m.bias.zero_()
+
+
+def make_mlp(in_dim: int, out_dim: int, dropout_profile: Sequence[float], width: int = 256,
+             act: Literal["relu", "tanh"] = "relu", init: Literal["critical", "default"] = "critical",
+             sb2: float = 0.05) -> nn.Sequential:
+    """MLP with one hidden layer per entry of ``dropout_profile``: [Linear, act, ScheduledDropout(p_l)] x L, Linear.
+
+    ``init="critical"``: ReLU sw2 = 2, sb2 = 0 (He); tanh sw2 = critical value at sb2 (chi_1 = 1, no dropout).
+    """
+    for name, v in (("in_dim", in_dim), ("out_dim", out_dim), ("width", width)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if act not in _ACTS:
+        raise ValueError(f"act must be one of {sorted(_ACTS)}, got {act!r}")
+    rates = [_check_rate(float(p), "dropout_profile entry") for p in dropout_profile]
+    if not rates:
+        raise ValueError("dropout_profile needs one rate per hidden layer (at least one)")
+    layers: list[nn.Module] = []
+    d = in_dim
+    for p in rates:
+        layers += [nn.Linear(d, width), _ACTS[act](), ScheduledDropout(p)]
+        d = width
+    layers.append(nn.Linear(d, out_dim))
+    model = nn.Sequential(*layers)
+    if init == "critical":
+        from .meanfield import critical_sigma_w
+        if act == "relu":
+            init_critical(model, 2.0, 0.0)
+        else:
+            init_critical(model, critical_sigma_w("tanh", sb2, 1.0), sb2)
+    elif init != "default":
+        raise ValueError(f"init must be 'critical' or 'default', got {init!r}")
+    return model
