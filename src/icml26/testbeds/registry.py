@@ -26,13 +26,18 @@ class Testbed:
 
     Attributes:
         name: short name used in progress lines and in ``icml26 prepare`` (e.g. ``"toy-4L"``).
-        kind: ``"causal_lm"`` (a tiny Llama + its BPE tokenizer, ``testbeds.causal_lm``) or
-            ``"masked_diffusion_lm"`` (``testbeds.diffusion_lm``).
-        ref: the config: a ``CausalLMConfig`` constant's name in ``testbeds.causal_lm``, or the task of a
-            default ``DLMTrainConfig``.
+        kind: ``"causal_lm"`` (a tiny Llama + its BPE tokenizer, ``testbeds.causal_lm``),
+            ``"masked_diffusion_lm"`` (``testbeds.diffusion_lm``), or ``"artefact"``: any other cached artefact,
+            built by calling ``loader(config)``, which stores it with ``cache.load_cached(cache_kind, asdict(config),
+            ...)`` (e.g. [A09]'s MoE LM, the learning-curve pools of [A16] / [A18]).
+        ref: the config: a ``CausalLMConfig`` constant's name in ``testbeds.causal_lm``, the task of a default
+            ``DLMTrainConfig``, or for artefacts ``"module:NAME"`` (a config constant, or a config class whose
+            defaults are used).
         description: what it is, in words.
         est_cpu_s: approximate one-time build cost in CPU seconds on one core (training steps measured with
             ``measure_step_cost``, plus the one-off data work; see the comment above ``TESTBEDS``).
+        loader: artefacts only, ``"module:function"`` that loads (building once) the artefact from its config.
+        cache_kind: artefacts only, the cache kind ``loader`` stores it under.
     """
 
     name: str
@@ -40,12 +45,17 @@ class Testbed:
     ref: str
     description: str
     est_cpu_s: float
+    loader: str = ""
+    cache_kind: str = ""
 
     def config(self) -> Any:
         if self.kind == "causal_lm":
             from . import causal_lm
 
             return getattr(causal_lm, self.ref)
+        if self.kind == "artefact":
+            obj = _resolve(self.ref)
+            return obj() if isinstance(obj, type) else obj
         from .diffusion_lm.model import DLMTrainConfig
 
         return DLMTrainConfig(task=self.ref)
@@ -55,6 +65,9 @@ class Testbed:
         cfg = self.config()
         if self.kind == "causal_lm":
             return [("tokenizer", asdict(cfg.tokenizer)), ("causal_lm", asdict(cfg))]
+        if self.kind == "artefact":
+            tok = getattr(cfg, "tokenizer", None)
+            return ([("tokenizer", asdict(tok))] if tok is not None else []) + [(self.cache_kind, asdict(cfg))]
         return [("masked_diffusion_lm", asdict(cfg))]
 
     def is_cached(self) -> bool:
@@ -69,10 +82,22 @@ class Testbed:
             from .causal_lm import load_causal_lm
 
             load_causal_lm(self.config())
+        elif self.kind == "artefact":
+            _resolve(self.loader)(self.config())
         else:
             from .diffusion_lm.model import load_masked_diffusion_lm
 
             load_masked_diffusion_lm(self.config())
+
+
+def _resolve(path: str) -> Any:
+    """``"package.module:NAME"`` -> the object (imported on demand, so the registry itself stays cheap)."""
+    import importlib
+
+    module, _, name = path.partition(":")
+    if not module or not name:
+        raise ValueError(f"expected 'module:NAME', got {path!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 # est_cpu_s: training steps from ``measure_step_cost`` (one thread, on a loaded 2-core machine, so on the high
@@ -123,6 +148,9 @@ def measure_step_cost(testbed: Testbed, steps: tuple[int, int] = (4, 24)) -> flo
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
+    if testbed.kind == "artefact":
+        raise ValueError(f"{testbed.name}: step costs are measured for the LM testbeds only; an artefact's "
+                         "est_cpu_s comes from a timed cold build")
     cfg = testbed.config()
     if testbed.kind == "causal_lm":
         from .causal_lm import load_tokenizer, train_causal_lm
