@@ -109,12 +109,20 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 25.0),
     Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 95.0),
     Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 85.0),
+    # artefacts: est_cpu_s from a timed cold build on a loaded machine (CPU seconds, so roughly load-independent)
+    Testbed("moe-4L", "artefact", "icml26.lm.moe_sparsity.testbed:MOE_4L",
+            "4-layer Mixtral (8 experts, top-2, d=128, 500 steps) + BPE-512 on stdlib code [A09]", 125.0,
+            loader="icml26.lm.moe_sparsity.testbed:load_moe_lm", cache_kind="moe_lm"),
+    Testbed("moe-2L", "artefact", "icml26.lm.moe_sparsity.testbed:MOE_2L",
+            "2-layer Mixtral (d=64, 60 steps) + BPE-512, the quick-budget MoE [A09]", 15.0,
+            loader="icml26.lm.moe_sparsity.testbed:load_moe_lm", cache_kind="moe_lm"),
 )}
 
 # paper id -> budget -> testbed names (read from each reproduce.py's loads and its per-budget sizes)
 _BOTH = ("standard", "full")
 NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A07": {b: ("toy-4L",) for b in BUDGETS},
+    "A09": {"quick": ("moe-2L",), "standard": ("moe-4L",), "full": ("moe-4L",)},
     "A15": {b: ("dlm-t1c",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
     "A19": {"quick": ("toy-4L",), "standard": ("toy-4L",), "full": ("toy-8L",)},
     "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full
