@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from icml26.harness import Budget, Outcome
-from icml26.theory.nngp_dmft import (PowerLawTask, dmft_generalization_curve, draw_problem,
-                                     gradient_flow_infinite_data, optimal_stopping_time, renormalized_ridge,
-                                     ridge_equivalent, ridge_weights, simulate_generalization_curve, simulate_run)
+from icml26.theory.nngp_dmft import (PowerLawTask, bayes_limit, dmft_generalization_curve, draw_problem,
+                                     gp_posterior_error, gradient_flow_infinite_data, optimal_stopping_time,
+                                     renormalized_ridge, ridge_equivalent, ridge_weights, sample_langevin_error,
+                                     simulate_generalization_curve, simulate_run)
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +116,38 @@ def test_dmft_tracks_simulation_small(task):
     assert np.abs(th / sim - 1).max() < 0.12
 
 
+def test_langevin_expectation_matches_sampled_trajectories(task):
+    lam, w2 = task
+    lam, w2 = lam[:60], w2[:60]
+    rng = np.random.default_rng(2)
+    Psi, y, w = draw_problem(lam, w2, 25, 0.05, rng)
+    for gamma in (1e-3, 0.0):
+        e = sample_langevin_error(40.0, lam, Psi, y, w, weight_decay=gamma, temperature=1e-3, n_samples=20000,
+                                  rng=rng)
+        exact = simulate_run(np.array([40.0]), lam, Psi, y, w, weight_decay=gamma, temperature=1e-3)[0]
+        assert abs(e.mean() - exact) < 4 * e.std() / np.sqrt(len(e))
+
+
+def test_langevin_limits_and_bayes_peer(task):
+    lam, w2 = task
+    t = np.logspace(0, 4, 5)
+    gf = dmft_generalization_curve(t, lam, w2, 50, sigma2=0.05, weight_decay=1e-3)
+    lv = dmft_generalization_curve(t, lam, w2, 50, sigma2=0.05, weight_decay=1e-3, temperature=1e-4)
+    assert (lv > gf).all()
+    pm = dmft_generalization_curve(t, lam, w2, 50, sigma2=0.05, weight_decay=1e-3, temperature=1e-4, per_mode=True)
+    assert np.allclose(pm.sum(1), lv, rtol=1e-8)
+    inf = dmft_generalization_curve(np.array([1e10]), lam, w2, 50, sigma2=0.05, weight_decay=1e-3, temperature=1e-4)
+    assert inf[0] == pytest.approx(bayes_limit(lam, w2, 50, 1e-3, 1e-4, 0.05), rel=1e-7)
+    rng = np.random.default_rng(4)
+    Psi, y, w = draw_problem(lam, w2, 50, 0.05, rng)
+    post = simulate_run(np.array([np.inf]), lam, Psi, y, w, weight_decay=1e-3, temperature=1e-4)[0]
+    assert post == pytest.approx(gp_posterior_error(lam, Psi, y, w, weight_decay=1e-3, temperature=1e-4), rel=1e-8)
+    with pytest.raises(ValueError, match="stationary"):
+        simulate_run(np.array([np.inf]), lam, Psi, y, w, weight_decay=0.0, temperature=1e-4)
+    with pytest.raises(ValueError, match="temperature"):
+        dmft_generalization_curve(t, lam, w2, 50, temperature=-1.0)
+
+
 def test_determinism(task):
     lam, w2 = task
     t = np.array([1.0, 10.0])
@@ -171,7 +204,7 @@ def test_reproduce_quick_is_well_formed():
     assert all(math.isfinite(v) for v in out.metrics.values())
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 12 and len(checks) == 4
+    assert len(claims) == 14 and len(checks) == 7
     assert all(c.falsifier for c in claims)
     assert {"learning_curve", "sample_size_scaling"} <= set(out.tables)
     assert "learning_curve" in out.figures

@@ -16,7 +16,8 @@ import numpy as np
 
 from .theory import _check_nonneg, _check_P, _check_spectrum
 
-__all__ = ["draw_problem", "simulate_run", "simulate_generalization_curve", "ridge_weights"]
+__all__ = ["draw_problem", "simulate_run", "sample_langevin_error", "simulate_generalization_curve",
+           "ridge_weights", "gp_posterior_error"]
 
 
 def draw_problem(lam: np.ndarray, w2: np.ndarray, P: int, sigma2: float, rng: np.random.Generator,
@@ -33,10 +34,17 @@ def draw_problem(lam: np.ndarray, w2: np.ndarray, P: int, sigma2: float, rng: np
 
 
 def simulate_run(t: np.ndarray, lam: np.ndarray, Psi: np.ndarray, y: np.ndarray, w_star: np.ndarray,
-                 *, weight_decay: float = 0.0) -> np.ndarray:
+                 *, weight_decay: float = 0.0, temperature: float = 0.0) -> np.ndarray:
     """Exact excess test error E_g(t) = (w(t) - w*)^T Sigma (w(t) - w*) of gradient flow from w = 0 on one data
-    set, shape (nt,); t may contain np.inf (the converged ridge / minimum-norm solution)."""
+    set, shape (nt,); t may contain np.inf (the converged ridge / minimum-norm solution).
+
+    With ``temperature`` T > 0 (Langevin dw = -(grad L + gamma w) dt + sqrt(2T) dB) the error is averaged exactly
+    over the Brownian noise given the data: + T Tr[Sigma (Sigma_hat+gamma)^-1 (1 - e^{-2(Sigma_hat+gamma)t})]
+    (t = inf with gamma > 0: the Bayesian posterior). ``sample_langevin_error`` draws actual trajectories."""
     gamma = _check_nonneg("weight_decay", weight_decay)
+    temp = _check_nonneg("temperature", temperature)
+    if temp > 0 and gamma == 0 and np.isinf(np.asarray(t, dtype=float)).any():
+        raise ValueError("Langevin without weight decay has no stationary law (t = inf); pass weight_decay > 0")
     t = np.asarray(t, dtype=float)
     P = Psi.shape[0]
     U, S, Vt = np.linalg.svd(Psi / np.sqrt(P), full_matrices=False)
@@ -57,12 +65,40 @@ def simulate_run(t: np.ndarray, lam: np.ndarray, Psi: np.ndarray, y: np.ndarray,
     else:
         e0, g0 = np.ones_like(t), np.where(np.isinf(t), 0.0, t)   # f_n = 0 up to round-off when gamma = 0
     delta = coef @ Vt + e0[:, None] * w0_n + g0[:, None] * f_n
-    return (delta ** 2 * lam).sum(1)
+    err = (delta ** 2 * lam).sum(1)
+    if temp > 0:
+        lv = (Vt ** 2) @ lam                                 # (r,) Sigma-weight of each empirical eigenvector
+        with np.errstate(over="ignore", invalid="ignore"):
+            h = np.where(rate > 0, (1 - np.exp(-2 * np.outer(t, rate))) / np.where(rate > 0, rate, 1.0),
+                         2 * np.outer(t, np.ones_like(rate)))
+        h0 = (1 - np.exp(-2 * gamma * t)) / gamma if gamma > 0 else 2 * t
+        err = err + temp * (h @ lv + h0 * (lam.sum() - lv.sum()))
+    return err
+
+
+def sample_langevin_error(t: float, lam: np.ndarray, Psi: np.ndarray, y: np.ndarray, w_star: np.ndarray, *,
+                          weight_decay: float, temperature: float, n_samples: int, rng: np.random.Generator
+                          ) -> np.ndarray:
+    """E_g(t) of ``n_samples`` Langevin trajectories on one data set, drawn from the exact Ornstein-Uhlenbeck
+    transition w(t) ~ N(m(t), T (H)^-1 (1 - e^{-2 H t})), H = Sigma_hat + gamma (dense eigendecomposition; for
+    testing on small N)."""
+    gamma, temp = _check_nonneg("weight_decay", weight_decay), _check_nonneg("temperature", temperature)
+    P, N = Psi.shape
+    mu, V = np.linalg.eigh(Psi.T @ Psi / P + gamma * np.eye(N))
+    mu = np.maximum(mu, 0.0)
+    b = Psi.T @ y / P                                         # dw/dt = -H w + b
+    a = V.T @ b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.where(mu > 0, (1 - np.exp(-mu * t)) / np.where(mu > 0, mu, 1.0), t)
+        var = temp * np.where(mu > 0, (1 - np.exp(-2 * mu * t)) / np.where(mu > 0, mu, 1.0), 2 * t)
+    mean = V @ (g * a)
+    W = mean + (rng.standard_normal((n_samples, N)) * np.sqrt(var)) @ V.T
+    return ((W - w_star) ** 2 * lam).sum(1)
 
 
 def simulate_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P: int, *, sigma2: float = 0.0,
-                                  weight_decay: float = 0.0, n_draws: int = 16, seed: int = 0
-                                  ) -> np.ndarray:
+                                  weight_decay: float = 0.0, temperature: float = 0.0, n_draws: int = 16,
+                                  seed: int = 0) -> np.ndarray:
     """E_g(t) of ``n_draws`` independent data sets (fresh features, labels and teacher signs), shape
     (n_draws, nt); average over axis 0 for the typical curve the DMFT predicts."""
     if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
@@ -71,7 +107,7 @@ def simulate_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray
     out = []
     for _ in range(int(n_draws)):
         Psi, y, w = draw_problem(lam, w2, P, sigma2, rng)
-        out.append(simulate_run(t, lam, Psi, y, w, weight_decay=weight_decay))
+        out.append(simulate_run(t, lam, Psi, y, w, weight_decay=weight_decay, temperature=temperature))
     return np.array(out)
 
 
@@ -81,3 +117,20 @@ def ridge_weights(Psi: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
     P = Psi.shape[0]
     alpha = np.linalg.solve(Psi @ Psi.T / P + ridge * np.eye(P), y / P)
     return Psi.T @ alpha
+
+
+def gp_posterior_error(lam: np.ndarray, Psi: np.ndarray, y: np.ndarray, w_star: np.ndarray, *, weight_decay: float,
+                       temperature: float) -> float:
+    """Expected excess error of a Bayesian GP posterior sample, by scikit-learn's GaussianProcessRegressor (peer):
+    linear kernel k(x, x') = (T/gamma) x.x' (prior w ~ N(0, T/gamma)), noise variance P T, no hyper-parameter
+    fitting. Test points sqrt(lambda_k) e_k give sum_k lambda_k [(m_k - w*_k)^2 + Var_k] = (m - w*)^T Sigma (m - w*)
+    + Tr[Sigma Cov_post]."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import ConstantKernel, DotProduct
+    P, N = Psi.shape
+    kern = ConstantKernel(temperature / weight_decay, "fixed") * DotProduct(0.0, "fixed")
+    gp = GaussianProcessRegressor(kern, alpha=P * temperature, optimizer=None, normalize_y=False)
+    gp.fit(Psi, y)
+    Xt = np.diag(np.sqrt(lam))
+    m, sd = gp.predict(Xt, return_std=True)
+    return float(((m - np.sqrt(lam) * w_star) ** 2).sum() + (sd ** 2).sum())
