@@ -198,3 +198,8 @@ def test_reproduce_quick_is_well_formed():
         assert c.verdict in ("holds", "does not hold", "inconclusive")
     assert out.metrics["max_context_tokens"] <= 512
     assert {"localisation", "detection"} <= set(out.tables)
+
+
+def test_byte_order_mark_is_not_a_syntax_error():
+    g = build_code_graph({"m.py": "\ufeffdef f():\n    return 1\n"})
+    assert not g.skipped and g.functions()[0].name == "m.py::f"

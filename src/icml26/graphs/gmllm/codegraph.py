@@ -250,7 +250,7 @@ class _FileParser:
 def _parse_one(item: tuple[str, str]) -> tuple[str, _FileParser | None, str]:
     path, src = item
     try:
-        tree = ast.parse(src, filename=path)
+        tree = ast.parse(src.removeprefix("\ufeff"), filename=path)   # a UTF-8 BOM read as text is not code
     except (SyntaxError, ValueError) as e:   # ValueError: null bytes
         return path, None, f"{type(e).__name__}: {e}"
     return path, _FileParser(path).run(tree, src.count("\n") + 1), ""
