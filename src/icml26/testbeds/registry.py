@@ -109,13 +109,23 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 25.0),
     Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 95.0),
     Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 85.0),
-    # artefacts: est_cpu_s from a timed cold build on a loaded machine (CPU seconds, so roughly load-independent)
+    # artefacts: est_cpu_s from a timed cold build (MoE LMs, CPU seconds) or from per-step timings (curve pools:
+    # their cold builds took 155-1,111 s wall on a machine at load 10-17, about 1-1.5 min CPU each by step timings)
     Testbed("moe-4L", "artefact", "icml26.lm.moe_sparsity.testbed:MOE_4L",
             "4-layer Mixtral (8 experts, top-2, d=128, 500 steps) + BPE-512 on stdlib code [A09]", 125.0,
             loader="icml26.lm.moe_sparsity.testbed:load_moe_lm", cache_kind="moe_lm"),
     Testbed("moe-2L", "artefact", "icml26.lm.moe_sparsity.testbed:MOE_2L",
             "2-layer Mixtral (d=64, 60 steps) + BPE-512, the quick-budget MoE [A09]", 15.0,
             loader="icml26.lm.moe_sparsity.testbed:load_moe_lm", cache_kind="moe_lm"),
+    Testbed("lm-curves", "artefact", "icml26.testbeds.learning_curves:LMCurvePoolConfig",
+            "learning curves of 24 tiny Llamas (4 widths x 2 depths x 3 lrs, 192 steps) on stdlib code [A16]", 90.0,
+            loader="icml26.testbeds.learning_curves:lm_curve_pool", cache_kind="lm_curves"),
+    Testbed("digits-curves", "artefact", "icml26.testbeds.learning_curves:DigitsCurvePoolConfig",
+            "learning curves of 40 MLPs (5 widths x 2 depths x 4 lrs) on digits [A16]", 30.0,
+            loader="icml26.testbeds.learning_curves:digits_curve_pool", cache_kind="digits_curves"),
+    Testbed("mixture-runs", "artefact", "icml26.testbeds.learning_curves:MixtureRunsConfig",
+            "tiny LMs of 4 widths x 9 mixtures of three stdlib domains, loss on email/ [A18]", 90.0,
+            loader="icml26.testbeds.learning_curves:mixture_runs", cache_kind="mixture_runs"),
 )}
 
 # paper id -> budget -> testbed names (read from each reproduce.py's loads and its per-budget sizes)
@@ -123,6 +133,8 @@ _BOTH = ("standard", "full")
 NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A07": {b: ("toy-4L",) for b in BUDGETS},
     "A09": {"quick": ("moe-2L",), "standard": ("moe-4L",), "full": ("moe-4L",)},
+    "A16": {"standard": ("lm-curves", "digits-curves")},  # quick is synthetic only; full's larger pools build in-job
+    "A18": {"standard": ("mixture-runs",)},  # quick is synthetic only; full's larger design builds in-job
     "A15": {b: ("dlm-t1c",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
     "A19": {"quick": ("toy-4L",), "standard": ("toy-4L",), "full": ("toy-8L",)},
     "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full

@@ -58,6 +58,13 @@ SUBSET = {"digits": 32, "lm": 16}
 EQUAL_TOL = 0.005       # "equal best loss": within 0.5% of the exhaustive sweep's best
 MAIN = ("uniform", "SH", "SH+power-law", "SH+GP")
 PEERS = ("ASHA", "optuna-sh", "optuna-hyperband")
+OPTUNA_PEERS = ("optuna-sh", "optuna-hyperband")  # run when optuna is installed (`pip install optuna`)
+
+
+def _optuna_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("optuna") is not None
 
 
 # helper functions
@@ -138,7 +145,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     best: dict = {}          # (method, fraction) -> per-instance best loss
     used: dict = {}          # (method, fraction) -> per-instance compute used / budget
     anytime: dict = {}       # (pool, method, fraction) -> per-instance gap to exhaustive (%)
-    extrap: dict = {m: [] for m in MAIN + PEERS + ("exhaustive",)}
+    peers = PEERS if _optuna_installed() else tuple(m for m in PEERS if m not in OPTUNA_PEERS)
+    extrap: dict = {m: [] for m in MAIN + peers + ("exhaustive",)}
     rung_ok, saved, reach = [], [], {m: [] for m in MAIN}
     for i, (pname, tab) in enumerate(inst):
         exh_best = float(tab.loss.min())
@@ -163,7 +171,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                     extrap[m].append(extrapolation_error(res.curves, tab))
                     if m in MAIN:
                         saved.append(1 - res.compute_used / total)
-            if f == HEADLINE:
+            if f == HEADLINE and "optuna-sh" in peers:
                 n_r = SuccessiveHalving().plan(TablePool(tab), B)
                 for pr in ("sh", "hyperband"):
                     res = optuna_allocation(TablePool(tab), B, pruner=pr, n_rungs=n_r, seed=seed * 100 + i)
@@ -175,10 +183,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
     pools = np.array([p for p, _ in inst])
     H = HEADLINE
-    b = {m: np.asarray(best[m, H]) for m in MAIN + PEERS}
+    b = {m: np.asarray(best[m, H]) for m in MAIN + peers}
     syn, real = pools == "synthetic", pools != "synthetic"
     metrics: dict[str, float] = {"instances": float(len(inst)), "headline_budget_fraction": H}
-    for m in MAIN + PEERS:
+    for m in MAIN + peers:
         metrics[f"best_loss_mean[{m}]"] = float(b[m].mean())
         metrics[f"compute_used_over_budget_mean[{m}]"] = float(np.mean(used[m, H]))
         metrics[f"extrapolation_error_mean[{m}]"] = float(np.nanmean(extrap[m]))
@@ -238,7 +246,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               metric="1 if SH's best equals the pool's best final loss"),
     ]
     rows = []
-    for m in MAIN + PEERS:
+    for m in MAIN + peers:
         for f in sz.fractions:
             if (m, f) in best:
                 rows.append({"method": m, "budget_fraction": f, "best_loss_mean": float(np.mean(best[m, f])),
