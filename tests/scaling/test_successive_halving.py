@@ -134,6 +134,20 @@ def test_optuna_peers_respect_budget(table, pruner):
     assert 0 < res.compute_used <= B * (1 + 1e-9) and np.isfinite(res.best_loss)
 
 
+def test_ray_tune_asha_scheduler_respects_budget_and_stops_like_optunas_sh(table):
+    pytest.importorskip("ray.tune.schedulers", exc_type=ImportError)
+    from icml26.scaling.successive_halving.peers import ray_asha_allocation
+
+    pool = TablePool(table)
+    B = 0.2 * pool.exhaustive_compute
+    res = ray_asha_allocation(pool, B, n_rungs=5, seed=3)
+    assert 0 < res.compute_used <= B * (1 + 1e-9) and np.isfinite(res.best_loss)
+    again = ray_asha_allocation(TablePool(table), B, n_rungs=5, seed=3)
+    assert again.best_loss == res.best_loss and again.compute_used == res.compute_used  # deterministic
+    with pytest.raises(TypeError, match="TablePool"):
+        ray_asha_allocation(object(), B)
+
+
 # bad input and determinism
 
 def test_bad_input():

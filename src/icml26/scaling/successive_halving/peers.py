@@ -1,6 +1,10 @@
-"""Optuna's pruners on the same pool and budget [A16 peers]: ``SuccessiveHalvingPruner`` (optuna's asynchronous
-SH) and ``HyperbandPruner``. Trials take configurations in a seeded order; each reports its loss at every
-recorded point (step = point index) and stops when pruned; the run stops when the budget is spent."""
+"""Optuna's pruners and Ray Tune's ASHA scheduler on the same pool and budget [A16 peers].
+
+Optuna: ``SuccessiveHalvingPruner`` (optuna's asynchronous SH) and ``HyperbandPruner``. Ray Tune:
+``ray.tune.schedulers.ASHAScheduler``, whose decisions (``on_trial_add`` / ``on_trial_result``) are driven
+directly, one trial at a time, without starting Ray: the scheduler is Ray's own code, only the trial runner is
+ours. In both, trials take configurations in a seeded order, report the loss at every recorded point
+(step = point index) and stop when pruned; the run stops when the budget is spent."""
 
 from __future__ import annotations
 
@@ -56,4 +60,51 @@ def optuna_allocation(pool: TablePool, budget: float, *, pruner: str = "sh", eta
     return _result(f"optuna-{pruner}", pool, b, used=b - left)
 
 
-__all__ = ["optuna_allocation"]
+def ray_asha_allocation(pool: TablePool, budget: float, *, eta: int = 2, n_rungs: int = 5,
+                        seed: int = 0) -> AllocationResult:
+    """Run Ray Tune's ``ASHAScheduler`` (one bracket, ``grace_period`` = T / eta^(n_rungs - 1), ``max_t`` = T)
+    over ``pool`` within ``budget``, sequentially: each trial reports its loss at every recorded point until the
+    scheduler answers STOP or its curve ends. Needs ``ray[tune]`` importable (Ray plus pyarrow)."""
+    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+    if not isinstance(pool, TablePool):
+        raise TypeError(f"pool must be a TablePool (the trials step through its recorded points), got {type(pool).__name__}")
+    b = _check_budget(pool, budget)
+    n_points = pool.table.n_points
+    grace = max(1, int(n_points // eta ** (n_rungs - 1)))
+    sched = ASHAScheduler(time_attr="step", metric="loss", mode="min", max_t=n_points, grace_period=grace,
+                          reduction_factor=eta, brackets=1)
+
+    class _Trial:  # the scheduler only reads trial_id
+        def __init__(self, trial_id: str) -> None:
+            self.trial_id = trial_id
+
+    left, out = b, False
+    for k in np.random.default_rng(seed).permutation(pool.n_configs):
+        trial = _Trial(f"cfg{int(k)}")
+        sched.on_trial_add(None, trial)
+        last = math.inf
+        for j in range(1, n_points + 1):
+            charged, out = _spend(pool, int(k), float(pool.table.compute[k, j - 1]), left)
+            left -= charged
+            obs = pool.observed(int(k))[1]
+            if out or not len(obs):
+                break
+            last = float(obs[-1])
+            if sched.on_trial_result(None, trial, {"step": j, "loss": last}) == TrialScheduler.STOP:
+                break
+        sched.on_trial_complete(None, trial, {"step": j, "loss": last})
+        if out:
+            break
+    return _result("ray-tune-ASHA", pool, b, used=b - left)
+
+
+def ray_tune_available() -> bool:
+    try:
+        from ray.tune.schedulers import ASHAScheduler  # noqa: F401
+    except Exception:  # ray missing, or ray.tune missing pyarrow
+        return False
+    return True
+
+
+__all__ = ["optuna_allocation", "ray_asha_allocation", "ray_tune_available"]

@@ -7,8 +7,9 @@ tiny Llama LMs on the stdlib code corpus (4 widths x 2 depths x 3 lrs; instances
 
 For each instance and budget fraction f of the exhaustive sweep's compute, every strategy runs on its own
 replay of the same pool with the same budget B = f x exhaustive; the outcome is the lowest loss it observed
-(the best point of its loss-compute frontier). At the headline f = 0.2 the peers (ASHA, optuna's
-SuccessiveHalvingPruner and HyperbandPruner) run too, and each strategy's observed frontier F(C) is fitted with
+(the best point of its loss-compute frontier). At the headline f = 0.2 the peers (our ASHA, Ray Tune's
+ASHAScheduler driven without starting Ray, optuna's SuccessiveHalvingPruner and HyperbandPruner; each when
+installed) run too, and each strategy's observed frontier F(C) is fitted with
 L*(C) = E + A C^-alpha on C <= C_top / 4 and extrapolated to the exhaustive frontier on (C_top / 4, C_top].
 
 Claims: SH + surrogate finds a lower loss than SH-only and than uniform (mean relative improvement, paired per
@@ -30,7 +31,7 @@ from icml26.testbeds.learning_curves import (CurveTable, DigitsCurvePoolConfig, 
                                              synthetic_curve_pool)
 
 from .allocation import ASHA, SuccessiveHalving, UniformAllocation
-from .peers import optuna_allocation
+from .peers import optuna_allocation, ray_asha_allocation, ray_tune_available
 from .pool import TablePool
 from .surrogates import fit_scaling_law, loss_compute_frontier
 
@@ -57,8 +58,9 @@ HEADLINE = 0.2          # budget fraction of the claims (spec: B around 15-25% o
 SUBSET = {"digits": 32, "lm": 16}
 EQUAL_TOL = 0.005       # "equal best loss": within 0.5% of the exhaustive sweep's best
 MAIN = ("uniform", "SH", "SH+power-law", "SH+GP")
-PEERS = ("ASHA", "optuna-sh", "optuna-hyperband")
+PEERS = ("ASHA", "ray-tune-ASHA", "optuna-sh", "optuna-hyperband")
 OPTUNA_PEERS = ("optuna-sh", "optuna-hyperband")  # run when optuna is installed (`pip install optuna`)
+RAY_PEERS = ("ray-tune-ASHA",)  # Ray Tune's ASHAScheduler, run when ray.tune imports (Ray + pyarrow)
 
 
 def _optuna_installed() -> bool:
@@ -145,7 +147,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     best: dict = {}          # (method, fraction) -> per-instance best loss
     used: dict = {}          # (method, fraction) -> per-instance compute used / budget
     anytime: dict = {}       # (pool, method, fraction) -> per-instance gap to exhaustive (%)
-    peers = PEERS if _optuna_installed() else tuple(m for m in PEERS if m not in OPTUNA_PEERS)
+    skip = (() if _optuna_installed() else OPTUNA_PEERS) + (() if ray_tune_available() else RAY_PEERS)
+    peers = tuple(m for m in PEERS if m not in skip)
     extrap: dict = {m: [] for m in MAIN + peers + ("exhaustive",)}
     rung_ok, saved, reach = [], [], {m: [] for m in MAIN}
     for i, (pname, tab) in enumerate(inst):
@@ -171,8 +174,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                     extrap[m].append(extrapolation_error(res.curves, tab))
                     if m in MAIN:
                         saved.append(1 - res.compute_used / total)
+            n_r = SuccessiveHalving().plan(TablePool(tab), B)
+            if f == HEADLINE and "ray-tune-ASHA" in peers:
+                res = ray_asha_allocation(TablePool(tab), B, n_rungs=n_r, seed=seed * 100 + i)
+                best.setdefault(("ray-tune-ASHA", f), []).append(res.best_loss)
+                used.setdefault(("ray-tune-ASHA", f), []).append(res.compute_used / B)
+                extrap["ray-tune-ASHA"].append(extrapolation_error(res.curves, tab))
             if f == HEADLINE and "optuna-sh" in peers:
-                n_r = SuccessiveHalving().plan(TablePool(tab), B)
                 for pr in ("sh", "hyperband"):
                     res = optuna_allocation(TablePool(tab), B, pruner=pr, n_rungs=n_r, seed=seed * 100 + i)
                     best.setdefault((f"optuna-{pr}", f), []).append(res.best_loss)
