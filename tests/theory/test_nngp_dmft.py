@@ -148,6 +148,16 @@ def test_langevin_limits_and_bayes_peer(task):
         dmft_generalization_curve(t, lam, w2, 50, temperature=-1.0)
 
 
+def test_digits_nngp_features_reconstruct_target():
+    from icml26.theory.nngp_dmft.nngp_features import digits_nngp_features
+    lam, feats, w, y = digits_nngp_features(depth=1, target="zero")
+    assert lam.sum() == pytest.approx(1.0) and (np.diff(lam) <= 1e-15).all()
+    assert np.abs(feats @ w - y).max() < 1e-8
+    assert np.allclose(feats.T @ feats / len(y), np.diag(lam), atol=1e-10)
+    with pytest.raises(ValueError, match="target"):
+        digits_nngp_features(target="bad")
+
+
 def test_determinism(task):
     lam, w2 = task
     t = np.array([1.0, 10.0])
@@ -204,7 +214,7 @@ def test_reproduce_quick_is_well_formed():
     assert all(math.isfinite(v) for v in out.metrics.values())
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 14 and len(checks) == 7
+    assert len(claims) == 15 and len(checks) == 7
     assert all(c.falsifier for c in claims)
     assert {"learning_curve", "sample_size_scaling"} <= set(out.tables)
     assert "learning_curve" in out.figures
