@@ -208,7 +208,7 @@ def test_infer_actions_recovers_latent_and_gradient():
     z_true = torch.randn(3, 8) * 0.5
     with torch.no_grad():
         target, tp = wm(o0, p0, vae.decode(z_true))
-    a, z, obj = infer_actions(wm, vae, o0, p0, target, tp, steps=200, restarts=2, lr=0.05, lam=0.0,
+    a, z, obj = infer_actions(wm, vae, o0, p0, target, tp, steps=60, restarts=1, lr=0.05, lam=0.0,
                               generator=torch.Generator().manual_seed(0))
     assert obj.max() < 1e-3
     assert torch.allclose(a, vae.decode(z_true).detach(), atol=2e-3)

@@ -2,13 +2,13 @@
 optimisation, residual inverse dynamics, and the per-step inverse-dynamics baseline.
 
 - TrajectoryVAE (TCN): q(z | a_{1:T}) and a = Dec(z), z in R^8, loss = L1/MSE recon + beta_KL KL, beta = 1e-3.
-- ActionConditionedWorldModel F(o_0, a_{1:T}) -> O_{1:T}: the generator of future observations given actions.
-  Composed with the decoder, G(o_0, z) = F(o_0, Dec(z)).
-- Test-time inference: z* = argmin_z ||G(o_0, z) - O_hat||_1 + lambda ||z||^2 (Adam, lr 0.05, 100 steps,
-  4 restarts; the restart with the lowest objective wins); the action prior is a_bar = Dec(z*).
-- Residual IDM: a_t = a_bar_t + R_phi(O_t, O_{t+1}, a_bar_t) with R_phi's last layer zero-initialised, trained to
-  regress a - a_bar on training episodes whose priors come from the same optimisation.
-- Per-step IDM (baseline): a_t = I(O_t, O_{t+1}).
+- ActionConditionedWorldModel F(o_0, p_0, a_{1:T}) -> (O_{1:T}, p_{1:T}): future RGBD frames and end-effector
+  positions given actions. Composed with the decoder, G(o_0, z) = F(o_0, p_0, Dec(z)).
+- Test-time inference: z* = argmin_z |G_O(o_0, z) - O_hat|_1 + |G_p(o_0, z) - p_hat|_1 / 0.1 + lambda ||z||^2
+  (Adam, lr 0.05, 100 steps, 4 restarts; the restart with the lowest objective wins); a_bar = Dec(z*).
+- Residual IDM: a_t = a_bar_t + R_phi(O_t, O_{t+1}, p_t, p_{t+1}, a_bar_t) with R_phi's last layer
+  zero-initialised, trained to regress a - a_bar on training episodes whose priors come from the same optimisation.
+- Per-step IDM (baseline): a_t = I(O_t, O_{t+1}, p_t, p_{t+1}).
 
 Actions are (dx, dy, dz, g_cmd); networks see dx, dy, dz divided by ACTION_SCALE.
 """
