@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from icml26.harness import Budget, Claim, Outcome, seed_everything
 
 from .actions import ACTION_SCALE, ActionConditionedWorldModel, InverseDynamics, ResidualIDM, TrajectoryVAE, infer_actions
-from .generator import MultiViewRGBDGenerator, from_net, generator_loss, psnr, to_net
+from .generator import MultiViewRGBDGenerator, generator_loss, psnr, to_net
 from .geometry import backproject, chamfer_distance, completeness, look_at_camera, warp_rgbd
 from .sim import (
     TABLE, T_STEPS, random_states, render_rgbd, rollout, scripted_demos, success,
