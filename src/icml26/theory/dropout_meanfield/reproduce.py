@@ -1,0 +1,315 @@
+"""Reproduction of [A06]: dropout at the edge of chaos — mean-field theory vs simulation, and dropout schedules.
+
+1. Universality classes (theory, numerical). At criticality (ReLU: sw2 = 2 keep, sb2 = 0; tanh/erf: chi_1 = 1
+   at sb2 = 0.05) and p in [1e-6, 1e-4]: log-log slopes of 1 - c* (beta) and xi (-nu) vs p. Two-parameter
+   collapse for tanh: p^(1/2) xi against eps / p^(1/2) on a (p, eps) grid; spread across p at fixed x, compared
+   with the collapse under the kinked class's exponents (1/3, 1/3).
+2. Theory vs simulation in the same run. Batched random MLPs (width N, depth L, n_nets nets, pairs of inputs at
+   c0 in {0.3, 0.99}, q0 = q*), ReLU and tanh at criticality, p in {0.05, 0.1, 0.2}. Per-layer |mean simulated
+   c^l - mean-field c^l| (tolerance 0.03) and xi fitted from the c0 = 0.99 start against -1/ln chi_c(c*)
+   (tolerance 20% where xi <= 15).
+3. Dropout schedules at a fixed training budget. scikit-learn digits, ReLU MLP with critical init, Adam; budget
+   p_bar = 0.2: constant vs front-loaded (linear 0.4 -> 0) vs back-loaded (0 -> 0.4), over depth and over training
+   steps. Test NLL per repetition (fresh split and init), paired with constant.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from torch import nn
+
+from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.testbeds.digits import digits_tensors, shuffled_indices
+
+from .meanfield import (RELU_A, c_fixed_point, c_map, c_trajectory, chi_c, critical_sigma_w, depth_scale,
+                        fit_exponents, q_fixed_point, q_map, scaling_collapse)
+from .schedules import DropoutProfile, DropoutTimeScheduler, make_mlp
+from .simulate import fit_depth_scale, fit_window, simulate_correlations
+
+
+@dataclass(frozen=True)
+class Sizes:
+    width: int            # simulated network width
+    depth: int            # simulated depth
+    n_nets: int
+    n_pairs: int          # input pairs per net and starting correlation
+    collapse_ps: tuple    # dropout rates of the collapse grid
+    collapse_xs: int      # points in x = eps / p^phi on [-1, 1]
+    mlp_depth: int        # hidden layers of the digits MLP (= dropout layers)
+    mlp_width: int
+    epochs: int
+    reps: int             # repetitions (split + init) per seed
+
+
+SIZES = {
+    Budget.QUICK: Sizes(256, 24, 4, 16, (1e-5, 1e-4, 1e-3), 3, 4, 128, 12, 2),
+    Budget.STANDARD: Sizes(1024, 32, 8, 32, (1e-5, 1e-4, 1e-3), 5, 6, 128, 25, 4),
+    Budget.FULL: Sizes(1024, 40, 10, 64, (1e-6, 1e-5, 1e-4, 1e-3), 9, 6, 256, 60, 8),
+}
+
+SB2_SMOOTH = 0.05
+EXP_PS = tuple(np.logspace(-6, -4, 5))
+SIM_PS = (0.05, 0.1, 0.2)
+SIM_C0 = (0.3, 0.99)
+DC_TOL, XI_TOL, XI_MAX = 0.03, 0.20, 15.0
+P_BAR, P_MAX = 0.2, 0.4
+PAPER_GAIN = 0.18           # the abstract's lower end: 18% lower test loss
+CLASSES = {"relu": 0.0, "tanh": SB2_SMOOTH}
+
+
+# 1. exponents and collapse
+
+def exponents() -> dict[str, dict]:
+    return {act: fit_exponents(act, EXP_PS, sb2=0.0 if act == "relu" else SB2_SMOOTH)
+            for act in ("relu", "tanh", "erf")}
+
+
+# 2. theory vs simulation
+
+def theory_vs_simulation(sz: Sizes, seed: int) -> list[dict]:
+    rows = []
+    for k, (act, sb2) in enumerate(CLASSES.items()):
+        for j, p in enumerate(SIM_PS):
+            keep = 1 - p
+            sw2 = critical_sigma_w(act, sb2, keep)
+            q = q_fixed_point(act, sw2, sb2, keep)
+            cs = c_fixed_point(act, sw2, sb2, keep, q=q)
+            xi = depth_scale(act, sw2, sb2, keep)
+            sim = simulate_correlations(act, sw2, sb2, keep, c0=SIM_C0, q0=q, depth=sz.depth, width=sz.width,
+                                        n_nets=sz.n_nets, n_pairs=sz.n_pairs, seed=seed * 1000 + 10 * k + j)
+            # pairs within a net share its weights: the standard error is over nets (per-net means)
+            per_net = sim.reshape(sim.shape[0], sim.shape[1], sz.n_nets, sz.n_pairs).mean(-1)
+            mean, se = per_net.mean(-1), per_net.std(-1, ddof=1) / math.sqrt(sz.n_nets)      # (L + 1, K)
+            theo = np.stack([c_trajectory(c0, sz.depth, act, sw2, sb2, keep, q0=q)[0] for c0 in SIM_C0], 1)
+            # xi from the c0 = 0.99 start; the simulated fixed point (finite-width shifted) from the deepest third
+            c_sim = float(mean[-(sz.depth // 3):, 1].mean())
+            win = fit_window(mean[:, 1], c_sim, np.maximum(3 * se[:, 1], 0.005))
+            xi_sim = fit_depth_scale(mean[:, 1], c_sim, window=win)
+            xi_fit = fit_depth_scale(theo[:, 1], cs, window=win)      # the theory's trajectory, same layers
+            rows.append({"act": act, "p": p, "sw2": sw2, "q_star": q, "c_star": cs, "c_star_sim": c_sim,
+                         "xi_theory": xi, "xi_theory_fit": xi_fit, "xi_sim": xi_sim,
+                         "xi_rel_err": abs(xi_sim - xi_fit) / xi_fit,
+                         "fit_layers": int(win.sum()), "max_abs_dc": float(np.abs(mean - theo).max()),
+                         "max_se": float(se.max()), "_mean": mean, "_theo": theo})
+    return rows
+
+
+# 3. schedules on digits
+
+def train_digits(sz: Sizes, depth_profile: np.ndarray, time_schedule: np.ndarray | None, rep_seed: int
+                 ) -> tuple[float, float]:
+    """Test NLL and accuracy after a fixed budget of Adam steps."""
+    X, y = digits_tensors()
+    idx = shuffled_indices(len(y), rep_seed)
+    tr, te = idx[:1200], idx[1200:]
+    torch.manual_seed(rep_seed)
+    model = make_mlp(64, 10, depth_profile, width=sz.mlp_width, act="relu", init="critical")
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    bs = 100
+    steps_per_epoch = len(tr) // bs
+    sched = None
+    if time_schedule is not None:
+        sched = DropoutTimeScheduler(model, time_schedule)
+    g = torch.Generator().manual_seed(rep_seed + 1)
+    loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    for _ in range(sz.epochs):
+        perm = tr[torch.randperm(len(tr), generator=g)]
+        for b in range(steps_per_epoch):
+            bi = perm[b * bs:(b + 1) * bs]
+            opt.zero_grad()
+            loss_fn(model(X[bi]), y[bi]).backward()
+            opt.step()
+            if sched is not None:
+                sched.step()
+    model.eval()
+    with torch.no_grad():
+        out = model(X[te])
+        return float(loss_fn(out, y[te])), float((out.argmax(1) == y[te]).float().mean())
+
+
+def schedules_experiment(sz: Sizes, seed: int) -> dict[str, np.ndarray]:
+    L, T = sz.mlp_depth, sz.epochs * (1200 // 100)
+    const = DropoutProfile.constant(L, P_BAR)
+    conds = {
+        "constant": (const, None),
+        "depth_front": (DropoutProfile.front_loaded(L, P_BAR, P_MAX), None),
+        "depth_back": (DropoutProfile.back_loaded(L, P_BAR, P_MAX), None),
+        "time_front": (np.zeros(L), DropoutProfile.front_loaded(T, P_BAR, P_MAX)),
+        "time_back": (np.zeros(L), DropoutProfile.back_loaded(T, P_BAR, P_MAX)),
+    }
+    res = {k: np.zeros((sz.reps, 2)) for k in conds}
+    for r in range(sz.reps):
+        rep_seed = seed * 100 + r
+        for k, (prof, ts) in conds.items():
+            res[k][r] = train_digits(sz, prof, ts, rep_seed)
+    return res
+
+
+# figures
+
+def _figure_corr(rows: list[dict]) -> Figure:
+    fig = Figure(figsize=(9.5, 3.8))
+    axes = fig.subplots(1, 2)
+    for ax, act in zip(axes, CLASSES):
+        for r in (r for r in rows if r["act"] == act):
+            for k in range(len(SIM_C0)):
+                line, = ax.plot(r["_theo"][:, k], "-", lw=1, label=f"p={r['p']:g} theory" if k == 0 else None)
+                ax.plot(r["_mean"][:, k], "o", ms=2.5, color=line.get_color(),
+                        label=f"p={r['p']:g} simulated" if k == 0 else None)
+        ax.set_xlabel("layer l")
+        ax.set_ylabel("correlation c^l")
+        ax.set_title(f"[A06] {act} at criticality")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def _figure_exponents(exps: dict, coll: dict, coll_bad: dict, xs: np.ndarray, ps: tuple) -> Figure:
+    fig = Figure(figsize=(9.5, 3.8))
+    a1, a2 = fig.subplots(1, 2)
+    for act, e in exps.items():
+        a1.loglog(e["p"], e["xi"], "o-", label=f"{act}: nu = {e['nu']:.3f}")
+    a1.set_xlabel("dropout rate p")
+    a1.set_ylabel("depth scale xi at criticality")
+    a1.legend(fontsize=7)
+    for i, p in enumerate(ps):
+        a2.plot(xs, coll["scaled"][i], "o-", label=f"p={p:g} (nu=phi=1/2)")
+        a2.plot(xs, coll_bad["scaled"][i] / coll_bad["scaled"].mean(), "x:", label=f"p={p:g} (1/3, 1/3), normalised")
+    a2.set_xlabel("x = eps / p^phi")
+    a2.set_ylabel("p^nu xi")
+    a2.set_title("tanh scaling collapse")
+    a2.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+# main
+
+def reproduce(budget: Budget, seed: int) -> Outcome:
+    sz = Budget.parse(budget).pick(SIZES)
+    seed_everything(seed)
+    torch.set_num_threads(1)
+
+    exps = exponents()
+    xs = np.linspace(-1.0, 1.0, sz.collapse_xs)
+    coll = scaling_collapse("tanh", sz.collapse_ps, xs, SB2_SMOOTH, nu=0.5, phi=0.5)
+    coll_bad = scaling_collapse("tanh", sz.collapse_ps, xs, SB2_SMOOTH, nu=1 / 3, phi=1 / 3)
+    rows = theory_vs_simulation(sz, seed)
+    sched = schedules_experiment(sz, seed)
+
+    # correctness checks on the maps
+    cs0 = c_fixed_point("tanh", critical_sigma_w("tanh", SB2_SMOOTH, 1.0), SB2_SMOOTH, 1.0)
+    sw0 = critical_sigma_w("tanh", SB2_SMOOTH, 1.0)
+    chi1_0 = float(chi_c(1.0, q_fixed_point("tanh", sw0, SB2_SMOOTH), "tanh", sw0, SB2_SMOOTH))
+    cgrid = np.linspace(-1, 1, 201)
+    kappa1 = (np.sqrt(1 - cgrid ** 2) + (np.pi - np.arccos(cgrid)) * cgrid) / np.pi
+    relu_map_err = float(np.abs(c_map(cgrid, 1.3, "relu", 2 * 0.9, 0.0, 0.9) - 0.9 * kappa1).max())
+    relu_q_err = float(abs(q_map(1.3, "relu", 2 * 0.9, 0.0, 0.9) - 1.3))
+    relu_gap_pred = (1e-6 / RELU_A) ** (2 / 3)
+    relu_gap = float(exps["relu"]["gap"][0])
+
+    fits = [r for r in rows if r["xi_theory"] <= XI_MAX and math.isfinite(r["xi_sim"]) and math.isfinite(
+        r["xi_theory_fit"])]
+    xi_err = max((r["xi_rel_err"] for r in fits), default=float("nan"))
+    max_dc = max(r["max_abs_dc"] for r in rows)
+    nll = {k: v[:, 0] for k, v in sched.items()}
+    acc = {k: v[:, 1] for k, v in sched.items()}
+
+    metrics: dict[str, float] = {}
+    for act, e in exps.items():
+        metrics[f"beta_{act}"], metrics[f"nu_{act}"] = e["beta"], e["nu"]
+    metrics |= {"collapse_spread_half": coll["spread"], "collapse_spread_third": coll_bad["spread"],
+                "max_abs_dc": max_dc, "max_xi_rel_err": xi_err, "relu_map_max_err": relu_map_err,
+                "relu_q_err": relu_q_err, "tanh_p0_c_star": cs0, "tanh_p0_chi1": chi1_0}
+    for r in rows:
+        metrics[f"xi_theory_{r['act']}_p{r['p']:g}"] = r["xi_theory"]
+        metrics[f"xi_sim_{r['act']}_p{r['p']:g}"] = r["xi_sim"]
+    for k in sched:
+        metrics[f"test_nll_{k}"] = float(nll[k].mean())
+        metrics[f"test_acc_{k}"] = float(acc[k].mean())
+
+    band = ("log-log slope over p in [1e-6, 1e-4] at criticality (tanh/erf: chi_1 = 1 at sb2 = 0.05 with the "
+            "dropout variance fixed point; ReLU: sw2 = 2(1 - p), sb2 = 0). Band = predicted exponent +- 0.05.")
+    sim_note = (f"width {sz.width}, depth {sz.depth}, {sz.n_nets} nets x {sz.n_pairs} pairs per starting "
+                f"c0 in {SIM_C0}; ReLU and tanh at criticality; p in {SIM_PS}. Tolerance (ours, stated in the "
+                "spec): O(1/sqrt(width)) plus mask noise.")
+    train_note = (f"digits, ReLU MLP {sz.mlp_depth} x {sz.mlp_width}, He init, Adam lr 1e-3, batch 100, "
+                  f"{sz.epochs} epochs, budget p_bar = {P_BAR} (linear {P_MAX} -> 0); {sz.reps} repetitions "
+                  "(fresh split + init), paired with constant dropout.")
+
+    def sched_claim(name: str, label: str) -> Claim:
+        ratio = float(nll[name].mean() / nll["constant"].mean())
+        return Claim(f"Front-loaded dropout over {label} cuts test loss by >= 18% vs constant (fixed budget)",
+                     float(nll[name].mean()), "<=", (1 - PAPER_GAIN) * float(nll["constant"].mean()),
+                     baseline="0.82 x constant-dropout test NLL, same run", metric=f"test NLL, front-loaded {label}",
+                     paper="18-35% lower loss", paired=list(nll[name] - (1 - PAPER_GAIN) * nll["constant"]),
+                     note=f"measured ratio front/constant = {ratio:.3f}. " + train_note,
+                     falsifier="front-loaded test NLL above 0.82 x constant's (less than an 18% reduction), or the "
+                               "paired difference not separable from 0")
+
+    claims = [
+        Claim("Kinked (ReLU) activations: depth scale exponent nu = 1/3", exps["relu"]["nu"], "in",
+              (1 / 3 - 0.05, 1 / 3 + 0.05), baseline="1/3 +- 0.05", metric="fitted nu, ReLU", paper="distinct class",
+              note=band + f" beta (1 - c* ~ p^beta) = {exps['relu']['beta']:.3f} (predicted 2/3).",
+              falsifier="fitted nu outside [0.283, 0.383], e.g. 1/2 (the smooth class)"),
+        Claim("Smooth (tanh) activations: depth scale exponent nu = 1/2", exps["tanh"]["nu"], "in", (0.45, 0.55),
+              baseline="1/2 +- 0.05", metric="fitted nu, tanh", paper="distinct class",
+              note=band + f" beta = {exps['tanh']['beta']:.3f} (predicted 1/2).",
+              falsifier="fitted nu outside [0.45, 0.55], e.g. 1/3 (the kinked class)"),
+        Claim("Smooth (erf) activations share the tanh class: nu = 1/2", exps["erf"]["nu"], "in", (0.45, 0.55),
+              baseline="1/2 +- 0.05", metric="fitted nu, erf", note=band + f" beta = {exps['erf']['beta']:.3f}.",
+              falsifier="fitted nu for erf outside [0.45, 0.55]"),
+        Claim("Two-parameter scaling collapse xi = p^-1/2 F(eps / p^1/2) (smooth class)", coll["spread"], "<=",
+              0.15, baseline="15% spread", metric="max over x of (max - min)/mean of p^nu xi across p",
+              note=f"tanh, p in {sz.collapse_ps}, x = eps/p^phi in [-1, 1] ({sz.collapse_xs} points). With the "
+                   f"kinked class's exponents (1/3, 1/3) the spread is {coll_bad['spread']:.3f}.",
+              falsifier="spread of the rescaled depth scales across p above 15% at some x"),
+        Claim("Mean-field correlation map predicts simulated deep random networks layer by layer", max_dc, "<=",
+              DC_TOL, baseline=f"|dc| tolerance {DC_TOL}", metric="max over configs, layers, c0 of |c_sim - c_theory|",
+              note=sim_note, falsifier=f"any layer's mean simulated correlation more than {DC_TOL} from theory"),
+        Claim("Dropout makes the depth scale finite at criticality: simulated xi matches the mean-field xi", xi_err,
+              "<=", XI_TOL, baseline=f"{XI_TOL:.0%} relative error", metric=f"max relative error of fitted xi "
+              f"(configs with xi <= {XI_MAX:g})", note=sim_note + " xi fitted as the slope of ln|c^l - c*| from the c0 = 0.99 start, on the "
+              "leading layers with |c_sim - c*_sim| > 3 SE over nets (c*_sim from the deepest third of layers), identically "
+              "on the simulated and the mean-field trajectory (exact c*). The asymptotic -1/ln chi_c(c*) is in the "
+              "theory_vs_simulation table.",
+              falsifier=f"a simulated depth scale more than {XI_TOL:.0%} from the theory's"),
+        sched_claim("depth_front", "depth"),
+        sched_claim("time_front", "training time"),
+        Claim("Back-loaded dropout (over depth) is worse than front-loaded", float(nll["depth_back"].mean()), ">",
+              float(nll["depth_front"].mean()), baseline="front-loaded (depth) test NLL, same run",
+              metric="test NLL, back-loaded depth", paired=list(nll["depth_back"] - nll["depth_front"]),
+              note=train_note, falsifier="back-loaded test NLL at or below front-loaded's"),
+        # checks
+        Claim("p = 0 restores the perfect-alignment fixed point c* = 1 at criticality", cs0, ">=", 1 - 1e-12,
+              kind="check", baseline="1", metric="c* for tanh, p = 0, chi_1 = 1",
+              note=f"chi_1 there = {chi1_0:.12f}"),
+        Claim("ReLU correlation map equals rho kappa1(c) (closed form)", relu_map_err, "<", 1e-12, kind="check",
+              baseline="round-off", metric="max |c_map - rho kappa1| on 201 c in [-1, 1], p = 0.1"),
+        Claim("ReLU with sw2 = 2 rho preserves q exactly", relu_q_err, "<", 1e-12, kind="check",
+              baseline="round-off", metric="|q+ - q|, p = 0.1"),
+        Claim("ReLU gap 1 - c* follows (p/A)^(2/3) at p = 1e-6", abs(relu_gap / relu_gap_pred - 1), "<", 0.02,
+              kind="check", baseline="2%", metric="|gap / (p/A)^(2/3) - 1|",
+              note="Leading-order asymptotics of the branch point (a theorem); the next order is O(p^(1/3))."),
+    ]
+
+    tables = {
+        "exponents": [{"act": a, "beta": e["beta"], "nu": e["nu"], **{f"xi_p{p:.0e}": float(x)
+                       for p, x in zip(e["p"], e["xi"])}} for a, e in exps.items()],
+        "theory_vs_simulation": [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()
+                                  if not k.startswith("_")} for r in rows],
+        "schedules": [{"schedule": k, "test_nll": float(nll[k].mean()), "test_nll_sd": float(nll[k].std()),
+                       "test_acc": float(acc[k].mean()),
+                       "nll_ratio_vs_constant": float(nll[k].mean() / nll["constant"].mean())} for k in sched],
+        "collapse": [{"p": float(p), **{f"x={x:+.2f}": float(v) for x, v in zip(xs, coll["scaled"][i])}}
+                     for i, p in enumerate(sz.collapse_ps)],
+    }
+    figures = {"correlation_decay": _figure_corr(rows),
+               "exponents_collapse": _figure_exponents(exps, coll, coll_bad, xs, sz.collapse_ps)}
+    return Outcome(metrics=metrics, claims=claims, tables=tables, figures=figures)
