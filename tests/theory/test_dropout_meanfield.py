@@ -206,10 +206,22 @@ def test_reproduce_quick_is_well_formed():
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 9 and len(checks) == 4
+    assert len(claims) == 10 and len(checks) == 4
     assert all(math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
                for c in out.claims)
     assert all(c.falsifier for c in claims)
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert {"correlation_decay", "exponents_collapse"} <= set(out.figures)
     assert {"exponents", "theory_vs_simulation", "schedules", "collapse"} <= set(out.tables)
+
+
+def test_mixer_blocks_carry_their_rates():
+    from icml26.theory.dropout_meanfield.mixer import make_mixer
+    m = make_mixer([0.4, 0.2, 0.0], dim=16)
+    rates = [d.p for d in m.modules() if isinstance(d, ScheduledDropout)]
+    assert rates == pytest.approx([0.4, 0.4, 0.2, 0.2, 0.0, 0.0])
+    assert m(torch.rand(3, 64)).shape == (3, 10)
+    with pytest.raises(ValueError, match="dropout rate"):
+        make_mixer([1.2])
+    with pytest.raises(ValueError, match="divide"):
+        make_mixer([0.1], patch=3)
