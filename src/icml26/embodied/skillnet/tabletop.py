@@ -1,0 +1,109 @@
+"""Vectorised 2-D tabletop with scripted verb-object experts for [B05] (our choice, CPU scale).
+
+State per environment: point effector p (2), K objects with pose (x_k, y_k, theta_k), and their start poses.
+Action a = (dx, dy, dtheta), clipped to |dx|,|dy| <= STEP, |dtheta| <= ROT. Dynamics: the object nearest to p
+within CONTACT moves with the effector and turns by dtheta; the others stay put. A task (verb, object k) asks
+to move object k by the verb's offset (Dx, Dy, Dtheta) from its start pose; success (judged by the simulator
+only) = target within POS_TOL / ANG_TOL of its goal and every other object within POS_TOL of its start.
+The expert goes to the object, then moves it along the straight line to its goal while turning it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+STEP, ROT, CONTACT, POS_TOL, ANG_TOL = 0.1, 0.3, 0.05, 0.05, 0.15
+OBJECTS = ("block", "ball", "cup")
+# verb -> (offset (dx, dy, dtheta), motion code, VerbNet class); codes and classes are our choice
+VERBS: dict[str, tuple[tuple[float, float, float], str, str]] = {
+    "push": ((0.3, 0.0, 0.0), "100200", "push-12"),
+    "shove": ((0.3, 0.2, 0.0), "100200", "push-12"),
+    "drag": ((-0.3, 0.0, 0.0), "200200", "carry-11.4"),
+    "carry": ((-0.2, -0.3, 0.0), "200200", "carry-11.4"),
+    "rotate": ((0.0, 0.0, 1.2), "200010", "turn-26.6"),
+    "twist": ((0.0, 0.0, -1.2), "200010", "turn-26.6"),
+}
+
+
+def obs_dim(n_objects: int = len(OBJECTS)) -> int:
+    return 2 + 6 * n_objects
+
+
+@dataclass
+class TableTop:
+    """Batched environments. ``reset(verbs, objects, rng)`` with per-env verb names and object indices."""
+
+    n_objects: int = len(OBJECTS)
+
+    def reset(self, verbs: list[str], objects: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        unknown = sorted(set(verbs) - set(VERBS))
+        if unknown:
+            raise ValueError(f"unknown verbs {unknown}; known verbs: {', '.join(VERBS)}")
+        objects = np.asarray(objects, dtype=int)
+        if objects.shape != (len(verbs),) or (objects < 0).any() or (objects >= self.n_objects).any():
+            raise ValueError(f"objects must be {len(verbs)} indices in [0, {self.n_objects})")
+        n, K = len(verbs), self.n_objects
+        # objects on jittered, shuffled corners of a triangle 0.6 apart (carried paths rarely touch the others)
+        base = np.array([[0.2, 0.2], [0.8, 0.2], [0.5, 0.8], [0.5, 0.5]])[:K]
+        perm = np.argsort(rng.random((n, K)), 1)
+        pos = base[perm] + rng.uniform(-0.05, 0.05, (n, K, 2))
+        self.obj = np.concatenate([pos, rng.uniform(-0.5, 0.5, (n, K, 1))], -1)    # (n, K, 3)
+        self.start = self.obj.copy()
+        self.eff = np.array([0.5, 0.42]) + rng.uniform(-0.05, 0.05, (n, 2))   # home pose
+        self.target = objects
+        off = np.array([VERBS[v][0] for v in verbs])
+        self.goal = self.start[np.arange(n), objects] + off
+        return self.observe()
+
+    def observe(self) -> np.ndarray:
+        n = len(self.eff)
+        return np.concatenate([self.eff, self.obj.reshape(n, -1), self.start.reshape(n, -1)], -1).astype(np.float32)
+
+    def step(self, action: np.ndarray) -> np.ndarray:
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape != (len(self.eff), 3) or not np.isfinite(a).all():
+            raise ValueError(f"action must be finite with shape ({len(self.eff)}, 3)")
+        a = np.clip(a, [-STEP, -STEP, -ROT], [STEP, STEP, ROT])
+        d = np.linalg.norm(self.obj[..., :2] - self.eff[:, None], axis=-1)
+        k = d.argmin(1)
+        held = d[np.arange(len(k)), k] < CONTACT
+        self.eff = self.eff + a[:, :2]
+        idx = np.arange(len(k))[held]
+        self.obj[idx, k[held], :2] += a[held, :2]
+        self.obj[idx, k[held], 2] += a[held, 2]
+        return self.observe()
+
+    def success(self) -> np.ndarray:
+        n = np.arange(len(self.eff))
+        tgt = self.obj[n, self.target]
+        ok = (np.linalg.norm(tgt[:, :2] - self.goal[:, :2], axis=-1) < POS_TOL) & \
+             (np.abs(tgt[:, 2] - self.goal[:, 2]) < ANG_TOL)
+        moved = np.linalg.norm(self.obj[..., :2] - self.start[..., :2], axis=-1) >= POS_TOL
+        moved[n, self.target] = False
+        return ok & ~moved.any(1)
+
+    def expert(self) -> np.ndarray:
+        """Scripted expert action (n, 3): reach the target object, then carry and turn it to its goal."""
+        n = np.arange(len(self.eff))
+        tgt = self.obj[n, self.target]
+        reach = tgt[:, :2] - self.eff
+        contact = np.linalg.norm(reach, axis=-1) < CONTACT
+        move = np.where(contact[:, None], self.goal[:, :2] - tgt[:, :2], reach)
+        turn = np.where(contact, self.goal[:, 2] - tgt[:, 2], 0.0)
+        return np.concatenate([np.clip(move, -STEP, STEP), np.clip(turn, -ROT, ROT)[:, None]], -1)
+
+
+def rollout_expert(verbs: list[str], objects: np.ndarray, horizon: int, rng: np.random.Generator
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Expert demonstrations: observations (n, horizon, obs), actions (n, horizon, 3), success (n,)."""
+    env = TableTop()
+    o = env.reset(verbs, objects, rng)
+    obs, act = [], []
+    for _ in range(horizon):
+        a = env.expert()
+        obs.append(o)
+        act.append(a.astype(np.float32))
+        o = env.step(a)
+    return np.stack(obs, 1), np.stack(act, 1), env.success()
