@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from icml26.lm.byte_lm import (EOS, ByteBPE, ByteEnsemble, ByteLevelLM, ProxyTunedByteLM, StreamingBPETree,
+from icml26.lm.byte_lm import (EOS, ByteBPE, ByteEnsemble, ByteLevelLM, PretokTree, ProxyTunedByteLM, StreamingBPETree,
                                canonical_token_logprob, is_canonical, is_valid_pair, naive_next_byte_logprobs,
                                token_healing_next, validity_table)
 from icml26.testbeds.causal_lm import TokenizerConfig, corpus_texts, load_tokenizer
@@ -280,13 +280,22 @@ def test_covering_generation_is_deterministic_and_respects_limits(lm300):
 
 # bad input
 
-def test_rejects_non_byte_level_tokenizers(tok300):
-    from tokenizers import Tokenizer, models
+def test_rejects_unsupported_tokenizers(tok300):
+    from tokenizers import Tokenizer, models, normalizers
 
     spec = json.loads(tok300.backend_tokenizer.to_str())
-    spec["pre_tokenizer"]["use_regex"] = True
-    with pytest.raises(ValueError, match="regex"):
+    spec["pre_tokenizer"]["add_prefix_space"] = True
+    with pytest.raises(ValueError, match="add_prefix_space"):
         ByteBPE(Tokenizer.from_str(json.dumps(spec)))
+    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": " "}, "behavior": "Removed", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    with pytest.raises(ValueError, match="behavior"):
+        ByteBPE(Tokenizer.from_str(json.dumps(spec)))
+    t = Tokenizer.from_str(tok300.backend_tokenizer.to_str())
+    t.normalizer = normalizers.NFC()
+    with pytest.raises(ValueError, match="normalizer"):
+        ByteBPE(t)
     with pytest.raises(ValueError, match="not byte-level BPE"):
         ByteBPE(Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")))
     with pytest.raises(TypeError):
@@ -345,3 +354,146 @@ def test_reproduce_quick_is_well_formed():
     assert "prompt_boundary" in out.figures
     assert out.metrics["exactness_max_abs_diff_bits_per_byte"] < 1e-6      # exactness is robust, not a tuned claim
     assert out.metrics["acc_bytelm_mid-token"] > out.metrics["acc_naive_mid-token"]
+
+
+# regex pre-tokenizers (GPT-2, Llama-3): production-style tokenizers trained offline
+
+@pytest.fixture(scope="module")
+def gpt2_tok():
+    from icml26.lm.byte_lm.tokenizers_regex import regex_tokenizer
+
+    return regex_tokenizer("gpt2", 300)
+
+
+@pytest.fixture(scope="module")
+def llama3_tok():
+    from icml26.lm.byte_lm.tokenizers_regex import regex_tokenizer
+
+    return regex_tokenizer("llama3", 300)
+
+
+def _hf_prefix_canonical(tok, ids, data) -> bool:
+    """Brute force, independent of pretok.py's segmentation and fast path: some witness z keeps ``ids`` a prefix
+    of the tokenizer's own encode(decode(ids) || z) (witness set W = UTF-8 completion + "" or one probe character,
+    the definition)."""
+    from icml26.lm.byte_lm.pretok import PROBES, utf8_completions
+
+    for c in utf8_completions(data) or []:
+        for p in ("",) + PROBES:
+            try:
+                text = (data + c + p.encode()).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if tok.encode(text).ids[: len(ids)] == list(ids):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("style", ["gpt2", "llama3"])
+def test_regex_encode_equals_tokenizers_encode(style, gpt2_tok, llama3_tok):
+    tok = gpt2_tok if style == "gpt2" else llama3_tok
+    text = "".join(corpus_texts("val", 12_000)) + " x  = 12345  it's  'RE\\r\\n \\n\\t naïve ✓"
+    assert ByteBPE(tok).encode(text.encode()) == tok.encode(text).ids
+
+
+def test_pre_token_boundaries_are_stable_except_the_last():
+    """The stable-cut assumption, by brute force on random strings over the characters the patterns branch on."""
+    import regex
+
+    from icml26.lm.byte_lm.pretok import GPT2_PATTERN, LLAMA3_PATTERN
+
+    rng = np.random.default_rng(0)
+    chars = list(" \t\n\r'sreLlA1.(é")
+    for pat in (regex.compile(GPT2_PATTERN), regex.compile(LLAMA3_PATTERN)):
+        ends = lambda t: {m.end() for m in pat.finditer(t)} | {m.start() for m in pat.finditer(t)} - {0}  # noqa: E731
+        for _ in range(1500):
+            s = "".join(rng.choice(chars, int(rng.integers(1, 9))))
+            z = "".join(rng.choice(chars, int(rng.integers(1, 5))))
+            b = sorted(ends(s) - {len(s)})
+            assert set(b[:-1]) <= ends(s + z), (s, z)
+
+
+def test_prefix_canonical_masks_equal_brute_force(gpt2_tok):
+    """Every allowed/forbidden next token of a tree node, and EOS, as the tokenizer's own encode decides."""
+    bpe = ByteBPE(gpt2_tok)
+    for ctx in (b"x  ", b"it'", b"a\n  "):
+        tree = PretokTree(bpe)
+        for b in ctx:
+            tree.push(b)
+        u = max(tree.nodes, key=lambda n: n.offset)
+        ids = tree.fixed + list(u.suffix)
+        for v in bpe._byte_ids:
+            seq = ids + [v]
+            assert u.allowed[v] == _hf_prefix_canonical(gpt2_tok, seq, bpe.decode(seq)), (ctx, bpe.token_bytes[v])
+        assert u.can_end == (gpt2_tok.encode(bpe.decode(ids).decode()).ids == ids)
+
+
+def test_raw_cover_sums_equal_brute_force_oracle(gpt2_tok):
+    """renormalize=False: log P(s b) = log sum of raw p(t) over all covering sequences of s b that are
+    prefix-canonical under the full tokenizer (brute-force enumeration, one forward per sequence), across
+    pre-token boundaries, with special tokens in the vocabulary."""
+    model = _tiny_llama(gpt2_tok.get_vocab_size(), seed=3)
+    lm = ByteLevelLM(model, gpt2_tok, renormalize=False)
+    bpe = lm.bpe
+
+    def covers(target):
+        out = []
+
+        def rec(ids, pos):
+            if pos >= len(target):
+                out.append(ids)
+                return
+            for v in bpe._byte_ids:
+                tb = bpe.token_bytes[v]
+                n = min(len(tb), len(target) - pos)
+                if tb[:n] == target[pos: pos + n]:
+                    rec(ids + [v], pos + len(tb))
+        rec([], 0)
+        return [c for c in out if _hf_prefix_canonical(gpt2_tok, c, bpe.decode(c))]
+
+    def raw_logp(ids):
+        logits, _ = lm._forward([lm.bos_id] + ids[:-1])
+        lp = torch.log_softmax(logits.double(), -1)
+        return float(lp[torch.arange(len(ids)), torch.tensor(ids)].sum())
+
+    for s in (b"x  ", b"it'", b"a1"):
+        scores = lm.stream(s).log_scores()
+        for b in b" \ts'a1\n":
+            sb = s + bytes([b])
+            vals = [raw_logp(c) for c in covers(sb)]
+            ref = float(torch.logsumexp(torch.tensor(vals, dtype=torch.float64), 0)) if vals else -math.inf
+            assert scores[b] == pytest.approx(ref, abs=1e-9), (s, bytes([b]))
+        assert scores[EOS] == pytest.approx(raw_logp(gpt2_tok.encode(s.decode()).ids + [bpe.eos_id]), abs=1e-9)
+
+
+@pytest.mark.parametrize("style", ["gpt2", "llama3"])
+def test_regex_bytelevel_lm_is_exact_across_pre_token_boundaries(style, gpt2_tok, llama3_tok):
+    """renormalize=True: sum_i log P(s_i | s_<i) + log P(EOS | s) = log p~(encode(s) || EOS) and every next-byte
+    distribution sums to 1, on text whose pre-token boundaries move (look-ahead, digits, contractions, UTF-8)."""
+    tok = gpt2_tok if style == "gpt2" else llama3_tok
+    lm = ByteLevelLM(_tiny_llama(tok.get_vocab_size(), seed=4), tok)
+    for text in (b"x  = 1234  \n", "it's é ✓".encode()):
+        assert lm.logprob(text) == pytest.approx(canonical_token_logprob(lm, text), abs=1e-8)
+    st = lm.stream(b"a  ")
+    assert abs(float(st.logprobs().exp().sum()) - 1) < 1e-9
+
+
+def test_special_token_text_is_plain_bytes_and_tokenizer_json_loads(gpt2_tok, tmp_path):
+    """The README example: a tokenizer.json on disk plus a randomly initialised transformers model."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path / "tokenizer.json"
+    gpt2_tok.save(str(path))
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=gpt2_tok.get_vocab_size(), hidden_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, intermediate_size=64)).eval()
+    for renorm in (True, False):
+        lm = ByteLevelLM(model, str(path), renormalize=renorm)
+        assert abs(float(lm.next_byte_logprobs(b"print(x)\n").exp().sum()) - 1) < 1e-6
+    bpe = ByteBPE(str(path))
+    assert bpe.eos_id == gpt2_tok.token_to_id("<|endoftext|>")
+    ids = bpe.encode(b"a<|endoftext|>")
+    assert all(bpe.token_bytes[i] is not None for i in ids) and bpe.decode(ids) == b"a<|endoftext|>"
+    assert lm.generate(b"def ", 6, seed=0).stopped_by in ("eos", "max_bytes")
+    with pytest.raises(ValueError, match="covering"):
+        lm.generate(b"x", 4, method="covering")

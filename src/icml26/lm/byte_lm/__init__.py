@@ -12,10 +12,13 @@ from .baselines import naive_next_byte_logprobs, token_healing_next
 from .bpe import ByteBPE, is_canonical, is_valid_pair, validity_table
 from .combine import ByteEnsemble, ProxyTunedByteLM
 from .lm import EOS, ByteLevelLM, ByteModel, ByteStream, GenerationOutput, canonical_token_logprob
-from .tree import StreamingBPETree
+from .pretok import GPT2_PATTERN, LLAMA3_PATTERN
+from .tokenizers_regex import regex_tokenizer
+from .tree import PretokTree, StreamingBPETree
 
 __all__ = [
     "ByteLevelLM", "ByteModel", "ByteStream", "GenerationOutput", "EOS", "canonical_token_logprob",
-    "ByteBPE", "is_valid_pair", "is_canonical", "validity_table", "StreamingBPETree",
+    "ByteBPE", "is_valid_pair", "is_canonical", "validity_table", "StreamingBPETree", "PretokTree",
     "ByteEnsemble", "ProxyTunedByteLM", "naive_next_byte_logprobs", "token_healing_next",
+    "GPT2_PATTERN", "LLAMA3_PATTERN", "regex_tokenizer",
 ]

@@ -17,6 +17,7 @@ The pair is invalid iff some merge m = (r_i, l_j) has its rank inside both windo
 from __future__ import annotations
 
 import json
+import os
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,8 +25,11 @@ from typing import Sequence
 
 import numpy as np
 
+from .pretok import GPT2_PATTERN, Pretokenizer
+
 __all__ = ["ByteBPE", "bytes_to_unicode", "is_valid_pair", "is_canonical", "validity_table"]
 
+_EOS_NAMES = ("<eos>", "</s>", "<|endoftext|>", "<|end_of_text|>", "<|im_end|>", "<|eot_id|>")
 NO_MERGE = -1          # rank of a single-byte token: present from the start
 NEVER = np.iinfo(np.int64).max
 
@@ -58,14 +62,19 @@ def _as_bytes(text: bytes | bytearray | str, what: str = "text") -> bytes:
 
 @dataclass(eq=False)
 class ByteBPE:
-    """The byte-level view of a Hugging Face BPE tokenizer (pure BPE, byte-level pre-tokenizer without regex).
+    """The byte-level view of a Hugging Face byte-level BPE tokenizer: pure BPE (``ByteLevel(use_regex=False)``,
+    pairwise canonicity) or with a GPT-2 / Llama-3 style regex pre-tokenizer (``pretok``; see pretok.py).
+    Accepts a ``PreTrainedTokenizerFast``, a ``tokenizers.Tokenizer`` or the path of a ``tokenizer.json``.
+    Added and special tokens are not byte tokens (their text is ordinary bytes); EOS is the tokenizer's.
 
     Attributes:
         token_bytes: bytes of each token id (``None`` for special/added tokens such as ``<eos>``).
         eos_id: the end-of-sequence token id.
         order: byte-token ids sorted lexicographically by their bytes (tokens sharing a prefix are contiguous).
         byte_at: ``byte_at[k, d]`` = byte ``d`` of token ``order[k]``, or -1 past its end (shape [n, max_len + 1]).
-        valid: ``valid[a, b]`` for a, b in 0..V-1, plus a start row ``valid[V]`` (tokens allowed first).
+        valid: ``valid[a, b]`` for a, b in 0..V-1, plus a start row ``valid[V]`` (tokens allowed first); ``None``
+            with a regex pre-tokenizer.
+        pretok: the ``Pretokenizer`` (regex, per-pre-token BPE, prefix-canonicity), or ``None``.
     """
 
     tokenizer: object
@@ -73,12 +82,18 @@ class ByteBPE:
     eos_id: int = field(init=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.tokenizer, (str, os.PathLike)) and str(self.tokenizer).endswith(".json") \
+                and os.path.isfile(self.tokenizer):
+            from tokenizers import Tokenizer
+
+            self.tokenizer = Tokenizer.from_file(str(self.tokenizer))
         backend = getattr(self.tokenizer, "backend_tokenizer", self.tokenizer)
         if not hasattr(backend, "to_str") or not hasattr(backend, "model"):
-            raise TypeError("tokenizer must be a Hugging Face fast tokenizer (PreTrainedTokenizerFast) or a "
-                            f"tokenizers.Tokenizer, got {type(self.tokenizer).__name__}")
+            raise TypeError("tokenizer must be a Hugging Face fast tokenizer (PreTrainedTokenizerFast), a "
+                            "tokenizers.Tokenizer or the path of a tokenizer.json file, got "
+                            f"{type(self.tokenizer).__name__} {str(self.tokenizer)[:60]!r}")
         spec = json.loads(backend.to_str())
-        _check_pure_byte_bpe(spec)
+        pattern = _check_byte_bpe(spec)
         self._bpe_model = backend.model
         vocab: dict[str, int] = spec["model"]["vocab"]
         added = {t["id"]: t["content"] for t in spec.get("added_tokens", [])}
@@ -100,7 +115,7 @@ class ByteBPE:
                              "is not byte-level BPE")
         eos = getattr(self.tokenizer, "eos_token_id", None)
         if eos is None:
-            eos = next((i for i, c in added.items() if c in ("<eos>", "</s>", "<|endoftext|>")), None)
+            eos = next((i for i, c in added.items() if c in _EOS_NAMES), None)
         if eos is None:
             raise ValueError("the tokenizer has no end-of-sequence token; set tokenizer.eos_token")
         self.eos_id = int(eos)
@@ -120,15 +135,36 @@ class ByteBPE:
         for k, b in enumerate(self.sorted_bytes):
             self.byte_at[k, : len(b)] = np.frombuffer(b, dtype=np.uint8)
         self.start_row = self.vocab_size
-        self.valid = self._validity_from_merges()
+        self.added = added
+        if pattern is None:
+            self.pretok = None
+            self.valid = self._validity_from_merges()
+        else:  # canonicity factorises over pre-tokens (pretok.py); no pairwise table
+            plain = None
+            if spec["model"].get("ignore_merges"):
+                from tokenizers import models as tk_models
+                plain = tk_models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
+                                                           for m in spec["model"]["merges"]])
+            self.pretok = Pretokenizer(pattern, backend.model, bytes_to_unicode(), self.token_bytes, plain)
+            self._byte_ids = [i for i, b in enumerate(self.token_bytes) if b is not None]
+            self._mask_cache: dict = {}
+            self.valid = None
+            self.reachable = np.array([b is not None for b in self.token_bytes])
 
     # encoding
 
     def encode(self, text: bytes | str) -> list[int]:
-        """Canonical BPE encoding of arbitrary bytes (not only UTF-8) via the tokenizer's own BPE model."""
+        """Canonical BPE encoding via the tokenizer's own BPE model: of arbitrary bytes without a pre-tokenizer,
+        of UTF-8 text pre-token by pre-token with one (added/special tokens are never produced: their text is
+        ordinary bytes, as with ``split_special_tokens=True``)."""
         data = _as_bytes(text)
         if not data:
             return []
+        if self.pretok is not None:
+            try:
+                return self.pretok.encode(data)[0]
+            except UnicodeDecodeError:
+                raise ValueError("with a regex pre-tokenizer only valid UTF-8 text can be encoded") from None
         b2u = bytes_to_unicode()
         return [t.id for t in self._bpe_model.tokenize("".join(b2u[b] for b in data))]
 
@@ -196,40 +232,78 @@ class ByteBPE:
         valid[V] = reachable
         return valid
 
+    def pretok_mask(self, suffix: tuple) -> tuple[np.ndarray, bool]:
+        """For token ids ``suffix`` after a stable cut: (allowed [V]: suffix + (v,) is prefix-canonical, can_end:
+        suffix is canonical). Cached per suffix (regex pre-tokenizers only; see pretok.py)."""
+        hit = self._mask_cache.get(suffix)
+        if hit is not None:
+            return hit
+        pt, data = self.pretok, self.decode(suffix)
+        allowed = np.zeros(self.vocab_size, dtype=bool)
+        ids = list(suffix)
+        for v in self._byte_ids:
+            allowed[v] = pt.prefix_canonical(ids + [v], data + self.token_bytes[v])
+        out = (allowed, pt.canonical(ids, data))
+        if len(self._mask_cache) > 20000:
+            self._mask_cache.clear()
+        self._mask_cache[suffix] = out
+        return out
+
     def row(self, ids: Sequence[int]) -> int:
         """Row of ``valid`` for the token that follows ``ids`` (the start row for an empty sequence)."""
         return ids[-1] if len(ids) else self.start_row
 
     def is_canonical(self, ids: Sequence[int]) -> bool:
-        """Pairwise test: every token reachable and every adjacent pair valid."""
+        """Pairwise test (every token reachable and every adjacent pair valid); with a regex pre-tokenizer,
+        encode(decode(ids)) = ids."""
         ids = list(ids)
         if not ids:
             return True
         if any(i < 0 or i >= self.vocab_size or self.token_bytes[i] is None for i in ids):
             return False
+        if self.pretok is not None:
+            return self.pretok.canonical(ids, self.decode(ids))
         return bool(self.valid[self.start_row, ids[0]] and all(self.valid[a, b] for a, b in zip(ids, ids[1:])))
 
 
-def _check_pure_byte_bpe(spec: dict) -> None:
-    """Raise ValueError unless the tokenizer is BPE over bytes with no regex pre-tokenizer and no normalizer."""
+def _check_byte_bpe(spec: dict) -> str | None:
+    """Raise ValueError unless the tokenizer is byte-level BPE that we support; return its pre-tokenizer regex
+    (None for none). Supported: ByteLevel(use_regex=False) (pure BPE), ByteLevel(use_regex=True) (GPT-2), and
+    Sequence[Split(Regex, "Isolated"), ByteLevel(use_regex=False)] (Llama-3, Qwen2 style), no normalizer."""
     model = spec.get("model") or {}
     pre = spec.get("pre_tokenizer") or {}
-    fix = ("Supported: byte-level BPE with pre_tokenizers.ByteLevel(use_regex=False), no normalizer "
-           "(e.g. icml26.testbeds.causal_lm.load_tokenizer()).")
+    fix = ("Supported: byte-level BPE with pre_tokenizers.ByteLevel (with or without the GPT-2 regex) or "
+           "Sequence([Split(Regex(...), 'isolated'), ByteLevel(use_regex=False)]), no normalizer.")
     if model.get("type") != "BPE":
         raise ValueError(f"tokenizer model is {model.get('type')!r}, not byte-level BPE. {fix}")
-    if pre.get("type") != "ByteLevel":
+    pattern = None
+    if pre.get("type") == "Sequence":
+        steps = pre.get("pretokenizers") or []
+        if len(steps) != 2 or steps[0].get("type") != "Split" or steps[1].get("type") != "ByteLevel" \
+                or steps[1].get("use_regex", True):
+            raise ValueError(f"unsupported pre-tokenizer sequence {[p.get('type') for p in steps]}. {fix}")
+        split, pre = steps
+        if split.get("behavior") != "Isolated" or split.get("invert"):
+            raise ValueError(f"Split behavior {split.get('behavior')!r} (invert={split.get('invert')}) is not "
+                             f"supported. {fix}")
+        pat = split.get("pattern") or {}
+        if "Regex" not in pat:
+            raise ValueError(f"Split needs a Regex pattern, got {pat}. {fix}")
+        pattern = pat["Regex"]
+    elif pre.get("type") != "ByteLevel":
         raise ValueError(f"pre-tokenizer is {pre.get('type')!r}, not ByteLevel. {fix}")
-    if pre.get("use_regex", True):
-        raise ValueError("the ByteLevel pre-tokenizer splits text with a regex; canonicity then factorises over "
-                         f"pre-tokens, which this version does not handle. {fix}")
+    elif pre.get("use_regex", True):
+        pattern = GPT2_PATTERN
     if pre.get("add_prefix_space"):
         raise ValueError(f"add_prefix_space=True changes the bytes encoded. {fix}")
     if spec.get("normalizer") is not None:
         raise ValueError(f"the tokenizer has a normalizer ({spec['normalizer'].get('type')}). {fix}")
-    if model.get("dropout") or model.get("ignore_merges") or model.get("continuing_subword_prefix") \
-            or model.get("end_of_word_suffix") or model.get("byte_fallback"):
-        raise ValueError(f"BPE options dropout/ignore_merges/subword prefixes/byte_fallback are not supported. {fix}")
+    if model.get("dropout") or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix") \
+            or model.get("byte_fallback"):
+        raise ValueError(f"BPE options dropout/subword prefixes/byte_fallback are not supported. {fix}")
+    if model.get("ignore_merges") and pattern is None:
+        raise ValueError(f"ignore_merges without a pre-tokenizer would encode whole texts as single tokens. {fix}")
+    return pattern
 
 
 # plain functions (the definitions, by encoding)
@@ -256,6 +330,9 @@ def validity_table(tokenizer, method: str = "merges") -> np.ndarray:
     """[V, V] boolean table of valid pairs, from the merge list (fast) or by encoding every pair (reference)."""
     bpe = tokenizer if isinstance(tokenizer, ByteBPE) else ByteBPE(tokenizer)
     V = bpe.vocab_size
+    if bpe.pretok is not None:
+        raise ValueError("with a regex pre-tokenizer canonicity is not pairwise; use is_canonical / "
+                         "ByteBPE.pretok.prefix_canonical")
     if method == "merges":
         return bpe.valid[:V].copy()
     if method != "encode":

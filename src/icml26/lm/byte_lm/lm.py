@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 from .bpe import ByteBPE, _as_bytes
-from .tree import StreamingBPETree, TreeNode
+from .tree import PretokTree, StreamingBPETree, TreeNode
 
-__all__ = ["ByteLevelLM", "ByteModel", "ByteStream", "GenerationOutput", "EOS", "canonical_token_logprob"]
+__all__ = ["ByteLevelLM", "ByteModel", "ByteStream", "PretokByteStream", "GenerationOutput", "EOS",
+           "canonical_token_logprob"]
 
 log = logging.getLogger(__name__)
 EOS = 256   # index of end-of-sequence in a next-byte distribution (bytes are 0..255)
@@ -160,7 +161,10 @@ class ByteLevelLM(ByteModel):
     >>> lm.next_byte_logprobs(b"def f(x):\\n    ret").exp().sum()   # 1.0
     """
 
-    def __init__(self, model, tokenizer, *, bos_token_id: int | None = None) -> None:
+    def __init__(self, model, tokenizer, *, bos_token_id: int | None = None, renormalize: bool = True) -> None:
+        if not isinstance(renormalize, bool):
+            raise TypeError(f"renormalize must be True or False, got {renormalize!r}")
+        self.renormalize = renormalize
         if not callable(model) or not hasattr(model, "parameters"):
             raise TypeError(f"model must be a torch causal LM (e.g. LlamaForCausalLM), got {type(model).__name__}")
         self.model, self.tokenizer = model, tokenizer
@@ -182,9 +186,12 @@ class ByteLevelLM(ByteModel):
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
         # allowed[prev row] = valid next byte tokens + EOS, as an additive float64 mask over V tokens
-        allowed = self.bpe.valid.copy()
-        allowed[:, self.bpe.eos_id] = True
-        self.mask = torch.from_numpy(np.where(allowed, 0.0, -math.inf))
+        # (pairwise tokenizers; with a regex pre-tokenizer every tree node carries its own mask)
+        self.pretok = self.bpe.pretok is not None
+        if not self.pretok:
+            allowed = self.bpe.valid.copy()
+            allowed[:, self.bpe.eos_id] = True
+            self.mask = torch.from_numpy(np.where(allowed, 0.0, -math.inf))
         self.order = torch.from_numpy(self.bpe.order)
         self.byte_at = torch.from_numpy(self.bpe.byte_at)
 
@@ -192,8 +199,29 @@ class ByteLevelLM(ByteModel):
 
     def _masked_logprobs(self, logits: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
         """log p~(. | context) for each position: float64 [n, V], -inf on non-canonical continuations."""
-        z = logits[..., : self.bpe.vocab_size].to("cpu", torch.float64) + self.mask[list(rows)]
-        return torch.log_softmax(z, dim=-1)
+        return self._next_logprobs(logits, self.mask[list(rows)])
+
+    def _next_logprobs(self, logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+        """Next-token log-probabilities [n, V] in float64: log p~ (masked by the additive ``masks``, renormalised)
+        or, with ``renormalize=False``, the raw softmax (the mask is then applied when covers are summed)."""
+        z = logits[..., : self.bpe.vocab_size].to("cpu", torch.float64)
+        return torch.log_softmax(z + masks if self.renormalize else z, dim=-1)
+
+    def _pretok_mask(self, allowed: np.ndarray, can_end: bool) -> torch.Tensor:
+        m = torch.from_numpy(np.where(allowed, 0.0, -math.inf))
+        m[self.bpe.eos_id] = 0.0 if can_end else -math.inf
+        return m
+
+    def _text_masks(self, data: bytes) -> tuple[list[int], torch.Tensor]:
+        """Canonical ids of ``data`` and the additive masks before each of them and after the last."""
+        ids = self.bpe.encode(data)
+        if not self.pretok:
+            return ids, self.mask[[self.bpe.start_row] + ids]
+        tree = PretokTree(self.bpe)
+        for b in data:
+            tree.push(b)
+        node = next(u for u in tree.nodes if u.offset == len(data) and tree.fixed + list(u.suffix) == ids)
+        return ids, torch.stack([self._pretok_mask(a, e) for a, e in tree.masks_along(node)])
 
     @torch.no_grad()
     def _forward(self, ids: Sequence[int], cache=None):
@@ -201,9 +229,10 @@ class ByteLevelLM(ByteModel):
         out = self.model(input_ids=x, use_cache=True, **{self._cache_kw: cache})
         return out.logits[0], getattr(out, self._cache_kw)
 
-    def stream(self, prompt: bytes | str = b"") -> "ByteStream":
+    def stream(self, prompt: bytes | str = b""):
         """A streaming byte-level state after ``prompt`` (prefilled: one forward for the fixed trunk)."""
-        return ByteStream(self, _as_bytes(prompt, "prompt"))
+        cls = PretokByteStream if self.pretok else ByteStream
+        return cls(self, _as_bytes(prompt, "prompt"))
 
     def generate(self, prompt: bytes | str = b"", max_bytes: int = 64, *, temperature: float = 1.0,
                  greedy: bool = False, stop: Sequence[bytes] = (), seed: int | None = 0,
@@ -221,6 +250,10 @@ class ByteLevelLM(ByteModel):
         covering = not greedy and temperature == 1.0
         if method == "covering" and not covering:
             raise ValueError("method='covering' samples at temperature 1 only; use method='bytewise'")
+        if method == "covering" and (self.pretok or not self.renormalize):
+            raise ValueError("method='covering' needs a pairwise tokenizer (no regex pre-tokenizer) and "
+                             "renormalize=True; use method='bytewise'")
+        covering = covering and not self.pretok and self.renormalize
         if method == "bytewise" or not covering:
             return super().generate(prompt, max_bytes, temperature=temperature, greedy=greedy, stop=stop, seed=seed)
         stops, gen = _check_generate_args(max_bytes, temperature, greedy, stop, seed)
@@ -255,45 +288,47 @@ class ByteLevelLM(ByteModel):
 def canonical_token_logprob(lm: ByteLevelLM, text: bytes | str, add_eos: bool = True, masked: bool = True) -> float:
     """log p(encode(text) || EOS | BOS), summed over tokens in one forward pass; ``masked`` uses the canonical
     renormalisation p~ (what the byte LM is exact for), otherwise the raw softmax."""
-    ids = lm.bpe.encode(_as_bytes(text)) + ([lm.bpe.eos_id] if add_eos else [])
+    ids, masks = lm._text_masks(_as_bytes(text))
+    ids = ids + ([lm.bpe.eos_id] if add_eos else [])
     if not ids:
         return 0.0
     logits, _ = lm._forward([lm.bos_id] + ids[:-1])
-    rows = [lm.bpe.start_row] + ids[:-1]
     if masked:
-        lp = lm._masked_logprobs(logits, rows)
+        lp = torch.log_softmax(logits[..., : lm.bpe.vocab_size].to("cpu", torch.float64) + masks[: len(ids)], -1)
     else:
         lp = torch.log_softmax(logits.to("cpu", torch.float64), dim=-1)
     return float(lp[torch.arange(len(ids)), torch.tensor(ids)].sum())
 
 
-class ByteStream(StreamingBPETree):
-    """The valid covering tree of the bytes pushed so far, with model data on every node:
-    ``(log p~(node), log p~(. | node), KV cache)``."""
+class _ModelStream:
+    """Model data on every tree node, ``(log p(node), log p(. | node), KV cache)`` with p = p~ (renormalised) or
+    the raw model (``renormalize=False``); covers are summed with the node's canonicity mask."""
 
-    def __init__(self, lm: ByteLevelLM, prompt: bytes = b"") -> None:
-        super().__init__(lm.bpe)
-        self.lm = lm
-        self._prefill = True
-        for b in prompt:
-            self.push(b)
-        self._prefill = False
-        self._attach_prefill()
+    lm: ByteLevelLM
+
+    def _node_mask(self, u) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _prefix_masks(self, u) -> torch.Tensor:
+        """Additive masks before each token of fixed + u.suffix and after the last one."""
+        raise NotImplementedError
 
     def _make_node(self, parent: TreeNode, token: int, node: TreeNode) -> None:
         if self._prefill:
             return
         logp, nxt, cache = parent.data
         logits, cache = self.lm._forward([token], _fork(cache))
-        node.data = (logp + float(nxt[token]), self.lm._masked_logprobs(logits[-1:], [token])[0], cache)
+        node.data = (logp + float(nxt[token]), self.lm._next_logprobs(logits[-1:], self._node_mask(node)[None])[0],
+                     cache)
 
     def _attach_prefill(self) -> None:
         """One forward over BOS + trunk, then each live node's (short) suffix from a copy of the trunk cache."""
-        lm = self.lm
+        lm, nf = self.lm, len(self.fixed)
         ids = [lm.bos_id] + self.fixed
         logits, cache = lm._forward(ids)
-        lp = lm._masked_logprobs(logits, [lm.bpe.start_row] + self.fixed)
-        trunk_logp = float(lp[torch.arange(len(self.fixed)), torch.tensor(self.fixed, dtype=torch.long)].sum())
+        masks0 = self._prefix_masks(self.nodes[0])
+        lp = lm._next_logprobs(logits, masks0[: nf + 1])
+        trunk_logp = float(lp[torch.arange(nf), torch.tensor(self.fixed, dtype=torch.long)].sum())
         trunk_next = lp[-1]
         for u in self.nodes:
             if not u.suffix:
@@ -301,43 +336,44 @@ class ByteStream(StreamingBPETree):
                 continue
             s = list(u.suffix)
             lg, c = lm._forward(s, _fork(cache))
-            lps = lm._masked_logprobs(lg, s)
+            lps = lm._next_logprobs(lg, self._prefix_masks(u)[nf + 1:])
             inner = lps[torch.arange(len(s) - 1), torch.tensor(s[1:], dtype=torch.long)].sum()
             logp = trunk_logp + float(trunk_next[s[0]]) + float(inner)
             u.data = (logp, lps[-1], c)
 
-    def log_scores(self) -> torch.Tensor:
-        """Unnormalised log P(s b) for b = 0..255 and log P(s, end) at index 256 (float64 [257])."""
-        n, order, byte_at = len(self.text), self.lm.order, self.lm.byte_at
-        vals, idx = [], []
+    def _candidates(self):
+        """Per live node: (node, d, candidate token ids, their log-weights log p(u) + log p(v | u) [+ mask])."""
+        n, order, byte_at, eos = len(self.text), self.lm.order, self.lm.byte_at, self.lm.bpe.eos_id
         for u in self.nodes:
             logp, nxt, _ = u.data
+            mask = self._node_mask(u)
             d = n - u.offset
             lo = u.lo + int(d > 0 and byte_at[u.lo, d] == -1)  # the token equal to s[j:] is the node at |s|
-            vals.append(logp + nxt[order[lo:u.hi]])
-            idx.append(byte_at[lo:u.hi, d])
+            ids = order[lo:u.hi]
             if d == 0:
-                vals.append(torch.tensor([logp + float(nxt[self.lm.bpe.eos_id])], dtype=torch.float64))
-                idx.append(torch.tensor([EOS]))
+                ids = torch.cat([ids, torch.tensor([eos])])
+            yield u, d, lo, ids, logp + nxt[ids] + mask[ids]
+
+    def log_scores(self) -> torch.Tensor:
+        """Unnormalised log P(s b) for b = 0..255 and log P(s, end) at index 256 (float64 [257])."""
+        byte_at = self.lm.byte_at
+        vals, idx = [], []
+        for u, d, lo, ids, w in self._candidates():
+            vals.append(w)
+            col = byte_at[lo:u.hi, d]
+            idx.append(torch.cat([col, torch.tensor([EOS])]) if d == 0 else col)
         return _scatter_logsumexp(torch.cat(vals), torch.cat(idx), N_OUT)
 
     def covering(self) -> tuple[torch.Tensor, list[TreeNode], torch.Tensor, torch.Tensor]:
-        """The covering set as candidates (node u, next token v): log-weights log p~(u) + log p~(v | u) - log P(s),
+        """The covering set as candidates (node u, next token v): log-weights log p(u) + log p(v | u) - log P(s),
         plus (node at |s|, EOS). Returns (log-weights, nodes, node index per candidate, token per candidate)."""
-        n, order, byte_at = len(self.text), self.lm.order, self.lm.byte_at
         vals, toks, owners = [], [], []
-        for k, u in enumerate(self.nodes):
-            logp, nxt, _ = u.data
-            d = n - u.offset
-            lo = u.lo + int(d > 0 and byte_at[u.lo, d] == -1)
-            ids = order[lo:u.hi]
-            if d == 0:
-                ids = torch.cat([ids, torch.tensor([self.lm.bpe.eos_id])])
-            vals.append(logp + nxt[ids])
+        for k, (u, d, lo, ids, w) in enumerate(self._candidates()):
+            vals.append(w)
             toks.append(ids)
             owners.append(torch.full((len(ids),), k))
         vals = torch.cat(vals)
-        return vals - torch.logsumexp(vals, 0), self.nodes, torch.cat(owners), torch.cat(toks)
+        return vals - torch.logsumexp(vals, 0), list(self.nodes), torch.cat(owners), torch.cat(toks)
 
     def sample_covering(self, gen: torch.Generator) -> tuple[TreeNode, int]:
         """Draw (node u, next token v) with probability p~(u) p~(v | u) / P(s) over the covering set C(s), or
@@ -347,9 +383,50 @@ class ByteStream(StreamingBPETree):
         return nodes[int(owners[i])], int(toks[i])
 
     def log_prefix_prob(self) -> float:
-        """log P(s) = log sum_{t in C(s)} p~(t)."""
+        """log P(s) = log sum_{t in C(s)} p(t)."""
         return float(torch.logsumexp(self.log_scores(), 0))
 
     def logprobs(self) -> torch.Tensor:
         s = self.log_scores()
         return s - torch.logsumexp(s, 0)
+
+
+class ByteStream(_ModelStream, StreamingBPETree):
+    """The valid covering tree of the bytes pushed so far (pairwise canonicity), with model data on every node."""
+
+    def __init__(self, lm: ByteLevelLM, prompt: bytes = b"") -> None:
+        StreamingBPETree.__init__(self, lm.bpe)
+        self.lm = lm
+        self._prefill = True
+        for b in prompt:
+            self.push(b)
+        self._prefill = False
+        self._attach_prefill()
+
+    def _node_mask(self, u) -> torch.Tensor:
+        return self.lm.mask[u.last]
+
+    def _prefix_masks(self, u) -> torch.Tensor:
+        return self.lm.mask[[self.lm.bpe.start_row] + self.fixed + list(u.suffix)]
+
+
+class PretokByteStream(_ModelStream, PretokTree):
+    """The pre-token-aware covering tree (regex pre-tokenizers) with model data on every node."""
+
+    def __init__(self, lm: ByteLevelLM, prompt: bytes = b"") -> None:
+        PretokTree.__init__(self, lm.bpe)
+        self.lm = lm
+        self._prefill = True
+        for b in prompt:
+            self.push(b)
+        self._prefill = False
+        self._attach_prefill()
+
+    def _node_mask(self, u) -> torch.Tensor:
+        m = getattr(u, "_mask_t", None)
+        if m is None:
+            m = u._mask_t = self.lm._pretok_mask(u.allowed, u.can_end)
+        return m
+
+    def _prefix_masks(self, u) -> torch.Tensor:
+        return torch.stack([self.lm._pretok_mask(a, e) for a, e in self.masks_along(u)])

@@ -20,7 +20,7 @@ import numpy as np
 
 from .bpe import ByteBPE
 
-__all__ = ["StreamingBPETree", "TreeNode"]
+__all__ = ["PretokNode", "PretokTree", "StreamingBPETree", "TreeNode"]
 
 
 @dataclass(eq=False)
@@ -121,3 +121,142 @@ class StreamingBPETree:
         """The node whose canonical encoding decodes to exactly the pushed bytes (None if it was pruned)."""
         u = self.nodes[-1]
         return u if u.offset == len(self.text) else None
+
+
+@dataclass(eq=False)
+class PretokNode(TreeNode):
+    """A node of the pre-token-aware tree: ``allowed[v]`` = the sequence extended by byte token v is
+    prefix-canonical, ``can_end`` = the sequence itself is canonical (EOS may follow)."""
+
+    depth: int = 0                      # tokens from the start of the text
+    allowed: Any = None                 # bool [V]
+    can_end: bool = False
+    parent: Any = None
+
+
+@dataclass(eq=False)
+class PretokTree:
+    """Valid covering tree of a growing byte string for a tokenizer with a regex pre-tokenizer [B11].
+
+    Canonical encodings of a prefix are no longer unique per byte offset (a pre-token boundary may still move), so
+    a node is any prefix-canonical token sequence (see ``pretok.py``) decoding to s[:offset] that still has a
+    prefix-canonical covering token; several nodes may share an offset. Tokens before the *stable cut* (the start
+    of the second-to-last pre-token of s, a pre-token boundary of every extension of s) are the canonical encoding
+    of that text and are committed to ``fixed``; every check runs on the text after the cut.
+    """
+
+    bpe: ByteBPE | Any
+    text: bytearray = field(default_factory=bytearray)
+    fixed: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
+    cut: int = 0                                   # byte offset of the stable cut (start of the text after ``fixed``)
+    fixed_masks: list = field(default_factory=list)  # ``allowed`` (and can_end) before each fixed token
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bpe, ByteBPE):
+            self.bpe = ByteBPE(self.bpe)
+        if self.bpe.pretok is None:
+            raise ValueError("PretokTree needs a tokenizer with a regex pre-tokenizer; use StreamingBPETree")
+        if not self.nodes:
+            root = PretokNode(0, (), self.bpe.start_row, 0, len(self.bpe.order))
+            self._fill(root)
+            self.nodes = [root]
+
+    def _make_node(self, parent, token: int, node) -> None:
+        """Attach model data to ``node`` = ``parent`` extended by ``token`` (nothing here)."""
+
+    def _fill(self, node: PretokNode) -> None:
+        """allowed / can_end of ``node`` from the text after the cut (cached per tokenizer by token suffix)."""
+        node.allowed, node.can_end = self.bpe.pretok_mask(tuple(node.suffix))
+
+    def push(self, byte: int) -> list[int]:
+        if not isinstance(byte, (int, np.integer)) or not 0 <= byte < 256:
+            raise ValueError(f"byte must be an int in 0..255, got {byte!r}")
+        bpe, n = self.bpe, len(self.text) + 1
+        self.text.append(byte)
+        live, new = [], []
+        for u in self.nodes:
+            d = n - 1 - u.offset
+            col = bpe.byte_at[u.lo:u.hi, d]
+            lo = u.lo + int(np.searchsorted(col, byte, "left"))
+            hi = u.lo + int(np.searchsorted(col, byte, "right"))
+            if lo == hi:
+                continue
+            u.lo, u.hi = lo, hi
+            exact = bpe.byte_at[lo, d + 1] == -1
+            if exact and u.allowed[bpe.order[lo]]:
+                new.append((u, int(bpe.order[lo])))
+            if u.allowed[bpe.order[lo + int(exact):hi]].any():
+                live.append(u)
+        for parent, tok in new:
+            node = PretokNode(n, parent.suffix + (tok,), tok, 0, len(bpe.order), depth=parent.depth + 1,
+                              parent=parent)
+            self._fill(node)
+            self._make_node(parent, tok, node)
+            live.append(node)
+        if not live:
+            self.text.pop()
+            raise ValueError(f"byte {byte} after {bytes(self.text[-20:])!r} has no canonical covering: the "
+                             "tokenizer cannot produce this string")
+        self.nodes = live
+        return self._advance_cut()
+
+    def _advance_cut(self) -> list[int]:
+        """Commit the canonical tokens of the text before the new stable cut; drop nodes that disagree."""
+        pt = self.bpe.pretok
+        tail = bytes(self.text[self.cut:])
+        comp = len(tail.decode("utf-8", errors="ignore").encode()) if pt is not None else len(tail)
+        try:
+            ends = pt.boundaries(tail[:comp].decode("utf-8"), tail[:comp]) if comp else []
+        except UnicodeDecodeError:
+            return []
+        if len(ends) < 3:
+            return []
+        new_cut = ends[-3]
+        starts = [0] + ends
+        committed: list[int] = []
+        for a, b in zip(starts, ends):
+            if b > new_cut:
+                break
+            committed.extend(pt.bpe(tail[a:b]))
+        k = len(committed)
+        keep = [u for u in self.nodes if u.offset >= self.cut + new_cut and tuple(u.suffix[:k]) == tuple(committed)]
+        if not keep:  # cannot happen for prefix-canonical nodes; keep the tree rather than lose the text
+            return []
+        # masks before each committed token, from any surviving node's ancestors
+        chain, u = {}, keep[0]
+        while u is not None and u.depth >= len(self.fixed):
+            chain[u.depth] = u
+            u = u.parent
+        for i in range(len(self.fixed), len(self.fixed) + k):
+            self.fixed_masks.append((chain[i].allowed, chain[i].can_end))
+        for u in keep:
+            u.suffix = u.suffix[k:]
+        self.fixed.extend(committed)
+        for u in keep:  # ancestors before the cut are no longer needed (they hold KV caches)
+            a = u
+            while a.parent is not None and a.parent.depth >= len(self.fixed):
+                a = a.parent
+            a.parent = None
+        self.cut += new_cut
+        self.nodes = keep
+        return committed
+
+    def tree(self) -> list[dict]:
+        bpe = self.bpe
+        return [{"offset": u.offset, "tokens": list(u.suffix), "bytes": [bpe.token_bytes[t] for t in u.suffix],
+                 "n_covering": int(u.allowed[bpe.order[u.lo:u.hi]].sum()), "can_end": u.can_end}
+                for u in self.nodes]
+
+    def masks_along(self, u: PretokNode) -> list[tuple]:
+        """(allowed, can_end) before each token of fixed + u.suffix and after it (len(fixed) + len(suffix) + 1)."""
+        chain, a = [], u
+        while a is not None and a.depth >= len(self.fixed):
+            chain.append((a.allowed, a.can_end))
+            a = a.parent
+        return self.fixed_masks + chain[::-1]
+
+    @property
+    def node_at_end(self):
+        ends = [u for u in self.nodes if u.offset == len(self.text) and u.can_end]
+        return ends[0] if ends else None
