@@ -208,6 +208,95 @@ def test_simplicity_bias_dataset():
     assert r["follows_core"].mean() == 1.0 and abs(r["follows_spurious"].mean() - 0.5) < 0.1
 
 
+# Gaussian mixtures
+
+def test_mixture_decision_information_matches_the_closed_form():
+    """One Gaussian per class, equal variances, boundary on a cell edge: I(Y; Y_hat) = log 2 - H_b(Phi(-d/2s))."""
+    from scipy.stats import norm
+
+    from icml26.data.synthetic_loops.mixture import MixtureGrid, MixtureModel
+
+    for d, s in ((1.3, 0.8), (4.0, 1.0), (0.2, 2.0)):
+        t = MixtureModel([[0.5, 0.5]], [[[1.0], [1.0]]], [[[-d / 2], [d / 2]]], [[[s * s], [s * s]]])
+        g = MixtureGrid(t, -10, 10, 2000)
+        e = norm.cdf(-d / (2 * s))
+        assert g.bayes()["information"][0] == pytest.approx(math.log(2) + e * math.log(e) + (1 - e) * math.log(1 - e),
+                                                            abs=1e-12)
+        assert g.bayes()["accuracy"][0] == pytest.approx(1 - e, abs=1e-12)
+        assert g.mass.sum() == pytest.approx(1.0, abs=1e-12)
+        flipped = MixtureModel([[0.5, 0.5]], [[[1.0], [1.0]]], [[[d / 2], [-d / 2]]], [[[s * s], [s * s]]])
+        m = g.measures(flipped)                                # a relabelled decision carries the same information
+        assert m["information"][0] == pytest.approx(g.bayes()["information"][0], abs=1e-12)
+        assert m["accuracy"][0] == pytest.approx(e, abs=1e-12)
+        assert g.bayes()["kl"][0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_mixture_usable_information_and_sampling_against_monte_carlo():
+    from icml26.data.synthetic_loops.mixture import MixtureGrid, interleaved_task
+
+    rng = np.random.default_rng(0)
+    t = interleaved_task(2, rng)
+    x, y = t.sample(200_000, rng)
+    post = t.posterior(x)
+    hy = math.log(2)
+    mc = hy + np.log(np.take_along_axis(post, y[..., None], -1)[..., 0]).mean(1)    # I(Y; X) by Monte Carlo
+    g = MixtureGrid(t, cells=1600)
+    assert np.allclose(g.bayes()["usable"], mc, atol=6e-3)
+    assert np.allclose((y == 1).mean(1), 0.5, atol=5e-3)
+    x0 = x[0, y[0] == 0]                                   # class 0 of path 0: mean and variance of its mixture
+    mean = np.sum(t.w[0, 0] * t.m[0, 0])
+    assert x0.mean() == pytest.approx(mean, abs=0.02)
+    assert x0.var() == pytest.approx(np.sum(t.w[0, 0] * (t.v[0, 0] + t.m[0, 0] ** 2)) - mean ** 2, rel=0.02)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_weighted_em_matches_sklearn_and_weights_act_as_counts():
+    from sklearn.mixture import GaussianMixture
+
+    from icml26.data.synthetic_loops.mixture import MixtureModel, fit_mixture
+
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.normal(-2, 0.5, 150), rng.normal(1.5, 1.0, 250)])
+    y = np.zeros_like(x, dtype=int)
+    init = MixtureModel([[1.0, 0.0]], [[[0.5, 0.5], [0.5, 0.5]]], [[[-1.0, 1.0], [0.0, 1.0]]],
+                        [[[1.0, 1.0], [1.0, 1.0]]])
+    ours = fit_mixture(x[None], y[None], np.ones((1, len(x))), init, iters=25, reg_var=1e-6)
+    gm = GaussianMixture(2, covariance_type="diag", max_iter=25, tol=0.0, reg_covar=1e-6, weights_init=[0.5, 0.5],
+                         means_init=[[-1.0], [1.0]], precisions_init=[[1.0], [1.0]]).fit(x[:, None])
+    assert np.allclose(ours.m[0, 0], gm.means_[:, 0], atol=1e-6)
+    assert np.allclose(ours.v[0, 0], gm.covariances_[:, 0], atol=1e-6)
+    assert np.allclose(ours.w[0, 0], gm.weights_, atol=1e-6)
+    # integer weights = repeated samples; weight 0 = dropped sample
+    k = rng.integers(0, 3, len(x))
+    a = fit_mixture(x[None], y[None], k[None].astype(float), init, iters=10)
+    b = fit_mixture(np.repeat(x, k)[None], np.repeat(y, k)[None], np.ones((1, k.sum())), init, iters=10)
+    assert np.allclose(a.m, b.m) and np.allclose(a.v, b.v) and np.allclose(a.w, b.w) and np.allclose(a.pi, b.pi)
+
+
+def test_mixture_bad_input_and_determinism():
+    from icml26.data.synthetic_loops.mixture import (MixtureGrid, MixtureModel, bayes_verifier, fit_mixture,
+                                                     interleaved_task, posterior_rubric)
+
+    ok = dict(pi=[[0.5, 0.5]], w=[[[1.0], [1.0]]], m=[[[0.0], [1.0]]], v=[[[1.0], [1.0]]])
+    for k, bad in (("pi", [[0.7, 0.7]]), ("w", [[[0.5], [1.0]]]), ("v", [[[0.0], [1.0]]]), ("m", [[0.0, 1.0]])):
+        with pytest.raises(ValueError):
+            MixtureModel(**(ok | {k: bad}))
+    t = interleaved_task(3, np.random.default_rng(0))
+    x, y = t.sample(5, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="x, y, weight"):
+        fit_mixture(x, y[:, :4], np.ones_like(x), t)
+    with pytest.raises(ValueError, match="non-negative"):
+        fit_mixture(x, y, -np.ones_like(x), t)
+    with pytest.raises(ValueError):
+        MixtureGrid(t, lo=1.0, hi=0.0)
+    with pytest.raises(ValueError):
+        interleaved_task(0, np.random.default_rng(0))
+    x2, y2 = t.sample(5, np.random.default_rng(0))
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)
+    v, r = bayes_verifier(t)((x, y)), posterior_rubric(t)((x, y))
+    assert v.dtype == bool and np.all((r >= 0) & (r <= 1)) and np.all(r[v] >= 0.5)
+
+
 # reproduction
 
 def test_quick_reproduction_structure():
@@ -224,3 +313,4 @@ def test_quick_reproduction_structure():
     gens = {r["generation"] for r in out.tables["gaussian_information"]}
     assert gens == set(range(7))                                                  # every generation reported
     assert "information_per_generation" in out.figures
+    assert {r["generation"] for r in out.tables["gaussian_mixture"]} == set(range(7))

@@ -6,12 +6,15 @@ from .information import (closed_loop_gaussian_information, discrete_mutual_info
                           gaussian_information_estimate, gaussian_kl, self_consuming_categorical,
                           self_consuming_gaussian)
 from .loop import ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
+from .mixture import (MixtureGrid, MixtureModel, bayes_verifier, fit_mixture, initial_fit, interleaved_task,
+                      posterior_rubric)
 from .simplicity import fit_mlp, simplicity_bias_dataset, which_component
 from .tasks import (DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circular_distance, modular_addition,
                     task_information)
 
 __all__ = [
-    "DigitsSelfTraining", "GaussianMeanTask", "ImitationTarget", "MajorityVoteFilter", "RubricWeighting",
+    "DigitsSelfTraining", "GaussianMeanTask", "ImitationTarget", "MajorityVoteFilter", "MixtureGrid", "MixtureModel",
+    "RubricWeighting", "bayes_verifier", "fit_mixture", "initial_fit", "interleaved_task", "posterior_rubric",
     "SyntheticDataLoop", "TabularPolicy", "VerifierFilter", "circular_distance", "closed_loop_gaussian_information",
     "discrete_mutual_information", "entropy", "fit_mlp", "gaussian_information_estimate", "gaussian_kl",
     "modular_addition", "self_consuming_categorical", "self_consuming_gaussian", "simplicity_bias_dataset",

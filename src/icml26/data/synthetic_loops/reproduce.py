@@ -30,10 +30,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
+from icml26.harness.stats import summarize
 from icml26.testbeds.digits import digits_tensors, shuffled_indices
 
 from .information import (closed_loop_gaussian_information, gaussian_information_estimate, gaussian_kl,
                           self_consuming_categorical, self_consuming_gaussian)
+from .mixture import (MixtureGrid, _batch_mi, bayes_verifier, fit_mixture, initial_fit, interleaved_task,
+                      posterior_rubric)
 from .loop import ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
 from .simplicity import fit_mlp, simplicity_bias_dataset, which_component
 from .tasks import (DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circular_distance, modular_addition,
@@ -50,12 +53,19 @@ class Sizes:
     replicates: int         # independent modular-addition loops
     digit_rounds: int       # generations of the digits self-training loops
     sb_train: int           # simplicity-bias training points
+    mix_paths: int          # Gaussian-mixture tasks (paths)
+    mix_n: int              # mixture samples per path per generation
+    mix_accumulate: bool    # also run the accumulating (keep_previous) mixture loops
+    lm_rounds: int          # generations of the toy-LM syntax-checker loops (0: not run)
+    lm_lines: int           # lines sampled per LM generation
+    lm_eval_lines: int      # extra lines sampled to measure validity per generation
+    lm_steps: int           # fine-tuning steps per LM generation
 
 
 SIZES = {
-    Budget.QUICK: Sizes(2000, 600, 6, 20, 100, 6, 3, 600),
-    Budget.STANDARD: Sizes(20000, 4000, 10, 20, 200, 30, 8, 2000),
-    Budget.FULL: Sizes(100000, 20000, 20, 20, 500, 100, 15, 4000),
+    Budget.QUICK: Sizes(2000, 600, 6, 20, 100, 6, 3, 600, 60, 64, False, 0, 0, 0, 0),
+    Budget.STANDARD: Sizes(20000, 4000, 10, 20, 200, 30, 8, 2000, 300, 128, True, 5, 128, 256, 16),
+    Budget.FULL: Sizes(100000, 20000, 20, 20, 500, 100, 15, 4000, 1000, 128, True, 10, 256, 512, 24),
 }
 D, TAU2, SIGMA2 = 4, 1.0, 1.0                  # Gaussian task
 STARTS = {"weak": 2, "strong": 20}            # n0: real points behind m_0
@@ -65,6 +75,8 @@ GAUSS_LOOPS = ("closed", "binary verifier", "graded rubric")
 MOD_LOOPS = ("closed", "majority vote", "binary verifier", "graded rubric", "imitation")
 DIGIT_LOOPS = ("closed", "true-label verifier", "teacher, binary", "teacher, graded")
 N_SEED, N_POOL, N_TEACH = 30, 700, 300        # digits: labelled seed, unlabelled pool, teacher's own labels
+MIX_N0, MIX_ITERS = 16, 10                    # mixture: real labelled points behind theta_0, EM steps per refit
+MIX_LOOPS = ("closed", "binary verifier", "graded rubric")
 
 
 # 2. Gaussian-mean task
@@ -88,6 +100,104 @@ def _boot_info(mu: np.ndarray, m: np.ndarray, B: int, rng: np.random.Generator) 
     idx = rng.integers(len(mu), size=(B, len(mu)))
     vals = [gaussian_information_estimate(mu[i], m[i]) for i in idx]
     return float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975))
+
+
+# 2b. Gaussian mixtures
+
+def mixture_loops(sz: Sizes, rng: np.random.Generator
+                  ) -> tuple[dict[str, np.ndarray], dict[tuple[str, str], dict[str, np.ndarray]]]:
+    """Per-path measures (generations, P) of each loop (replace, and accumulate when sized), same tasks and theta_0."""
+    truth = interleaved_task(sz.mix_paths, rng)
+    grid = MixtureGrid(truth)
+    x, y = truth.sample(MIX_N0, rng)
+    theta0 = initial_fit(x, y, 2, 2)
+    filters = {"closed": None, "binary verifier": VerifierFilter(bayes_verifier(truth)),
+               "graded rubric": RubricWeighting(posterior_rubric(truth))}
+    out: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    for mode in ("replace", "accumulate") if sz.mix_accumulate else ("replace",):
+        for name, flt in filters.items():
+            if mode == "accumulate" and name == "graded rubric":
+                continue
+            loop = SyntheticDataLoop(fit=lambda d, w, prev: fit_mixture(d[0], d[1], w, prev, iters=MIX_ITERS),
+                                     sample=lambda th, n, r: th.sample(n, r), filter=flt, n_per_round=sz.mix_n,
+                                     rounds=sz.rounds, axis=1, keep_previous=mode == "accumulate",
+                                     metrics=grid.measures)
+            h = loop.run(theta0, rng=rng)
+            out[mode, name] = {k: np.array([g[k] for g in h]) for k in ("information", "usable", "kl", "accuracy")}
+    return grid.bayes() | {"usable_cells": _batch_mi(grid.mass)}, out
+
+
+def mixture_claims(mix: dict[tuple[str, str], dict[str, np.ndarray]], bayes: dict[str, np.ndarray], sz: Sizes
+                   ) -> list[Claim]:
+    """Claims and checks of the Gaussian-mixture loops (per-path paired differences)."""
+    T = sz.rounds
+    I = {k: v["information"] for k, v in mix.items()}
+    KL = {k: np.where(np.isfinite(v["kl"]), v["kl"], np.nan) for k, v in mix.items()}
+    base = (f"{sz.mix_paths} tasks, theta_0 from {MIX_N0} real points, {sz.mix_n} samples per generation; "
+            f"Bayes decision information {bayes['information'].mean():.4f}, I(Y; X) {bayes['usable'].mean():.4f}")
+
+    def m(a: np.ndarray) -> float:
+        return float(np.nanmean(a))
+
+    def gain(name: str, mode: str = "replace") -> Claim:
+        v = I[mode, name]
+        return Claim(f"Gaussian mixtures ({mode}): the {name} loop gains task information", m(v[T]), ">", m(v[0]),
+                     baseline="theta_0 (the real-data fit), same tasks",
+                     metric=f"I(Y; Y_hat) at generation {T} [nats], mean over tasks", paired=list(v[T] - v[0]),
+                     note=base, falsifier="the loop's information at the last generation at or below theta_0's, or the "
+                                          "per-task paired interval containing 0")
+
+    cl, bi, gr = (("replace", n) for n in MIX_LOOPS)
+    claims = [
+        Claim("Gaussian mixtures: the closed loop (EM refit on its own samples) loses task information",
+              m(I[cl][T]), "<", m(I[cl][0]), baseline="theta_0, same tasks",
+              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[cl][T] - I[cl][0]), note=base,
+              falsifier="the closed loop's information at the last generation at or above theta_0's, or the paired "
+                        "interval containing 0"),
+        gain("binary verifier"), gain("graded rubric"),
+        Claim("Gaussian mixtures: the open (binary-verifier) loop ends with more task information than the closed loop",
+              m(I[bi][T]), ">", m(I[cl][T]), baseline="closed loop, same tasks and theta_0",
+              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[bi][T] - I[cl][T]),
+              falsifier="the verifier loop's information at or below the closed loop's, or the paired interval "
+                        "containing 0"),
+        Claim("Gaussian mixtures: the coarse binary signal ends with more task information than the fine graded one",
+              m(I[bi][T]), ">", m(I[gr][T]), baseline="graded rubric p*(y | x), same tasks and theta_0",
+              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[bi][T] - I[gr][T]),
+              falsifier="the binary loop's information at or below the graded loop's, or the paired interval "
+                        "containing 0"),
+        Claim("Gaussian mixtures: the closed loop's quality falls (KL to the truth rises)",
+              m(KL[cl][T]), ">", m(KL[cl][0]), baseline="theta_0", metric=f"KL(p* || p_theta) at generation {T} [nats]",
+              paired=list(KL[cl][T] - KL[cl][0]), note="paths where the model lost a whole class (KL infinite) "
+              f"are left out: {int(np.isnan(KL[cl][T]).sum())} of {sz.mix_paths}.",
+              falsifier="the closed loop's KL at the last generation at or below theta_0's, or the paired interval "
+                        "containing 0"),
+        Claim("Gaussian mixtures: the open (binary-verifier) loop ends closer to the truth than the closed loop",
+              m(KL[bi][T]), "<", m(KL[cl][T]), baseline="closed loop, same tasks and theta_0",
+              metric=f"KL(p* || p_theta) at generation {T} [nats]", paired=list(KL[bi][T] - KL[cl][T]),
+              note="The verifier judges labels, not the x-distribution: accepted samples are truncated at the Bayes "
+                   "boundaries.", falsifier="the verifier loop's KL at or above the closed loop's, or the paired "
+                                            "interval containing 0"),
+    ]
+    if ("accumulate", "closed") in I:
+        ca, ba = ("accumulate", "closed"), ("accumulate", "binary verifier")
+        claims += [gain("binary verifier", "accumulate"),
+                   Claim("Gaussian mixtures (accumulate): the open loop ends with more task information than the "
+                         "closed loop", m(I[ba][T]), ">", m(I[ca][T]), baseline="accumulating closed loop",
+                         metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[ba][T] - I[ca][T]),
+                         note=f"closed (accumulate) {m(I[ca][0]):.4f} -> {m(I[ca][T]):.4f}",
+                         falsifier="the open loop's information at or below the closed loop's, or the paired interval "
+                                   "containing 0")]
+    gap = max(float(np.max(v[1:] - bayes["usable_cells"][None])) for v in I.values())
+    claims.append(Claim("Gaussian mixtures: no loop's decisions carry more than I(Y; X) (data processing)", gap, "<=",
+                        1e-12, kind="check", baseline="0", metric="max over loops, generations and tasks of "
+                        "I(Y; Y_hat) - I(Y; X-cell)", note="Y_hat is a function of the grid cell of x."))
+    return claims
+
+
+def _mean_ci(v: np.ndarray) -> tuple[float, float, float]:
+    """Mean over the finite entries and its 95% t-interval."""
+    s = summarize(list(v))
+    return s.mean, s.lo, s.hi
 
 
 # 3. modular addition
@@ -194,7 +304,8 @@ def _figure(info: dict, closed_form: dict, mod_info: dict, rounds: int) -> Figur
 def reproduce(budget: Budget, seed: int) -> Outcome:
     sz = Budget.parse(budget).pick(SIZES)
     seed_everything(seed)
-    r_chain, r_gauss, r_boot, r_mod, r_dig = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5))
+    r_chain, r_gauss, r_boot, r_mod, r_dig, r_mix, r_lm = (np.random.default_rng(s)
+                                                         for s in np.random.SeedSequence(seed).spawn(7))
     T = sz.rounds
 
     # 1. closed-form chains
@@ -217,6 +328,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                                                                   *_boot_info(task.mu, m, sz.bootstrap, r_boot))))
                                  for m in ms]
             kl[start, name] = [gaussian_kl(task.mu, SIGMA2, m, SIGMA2) for m in ms]
+
+    # 2b. Gaussian mixtures
+    mix_bayes, mix = mixture_loops(sz, r_mix)
 
     # 3. modular addition
     mod, _ = modular_loops(sz, r_mod)
@@ -258,6 +372,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             metrics[f"mod_info_{name}_g{g}"] = float(mi[name][g, 0])
             metrics[f"mod_entropy_{name}_g{g}"] = float(ent[name][:, g].mean())
 
+    metrics["mix_bayes_information"] = float(mix_bayes["information"].mean())
+    metrics["mix_information_X"] = float(mix_bayes["usable"].mean())
+    for (mode, name), v in mix.items():
+        for g in (0, T):
+            for k in ("information", "usable", "kl", "accuracy"):
+                metrics[f"mix_{k}_{mode}_{name}_g{g}"] = _mean_ci(v[k][g])[0]
+
     for name in DIGIT_LOOPS:
         for g in (0, TD):
             metrics[f"digits_acc_{name}_g{g}"] = float(dA[name][g])
@@ -291,6 +412,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               paired=list(kl["weak", "binary verifier"][T] - kl["weak", "closed"][T]),
               falsifier="the verifier loop's KL at or above the closed loop's, or the per-path paired interval "
                         "containing 0"),
+        *mixture_claims(mix, mix_bayes, sz),
         Claim("a+b mod 11: the verifier-filtered (open) loop's pass@1 rises over generations",
               acc["binary verifier"][:, T].mean(), ">", acc["binary verifier"][:, 0].mean(),
               baseline="the initial policy (20% labelled questions)", metric=f"pass@1 at generation {T}",
@@ -383,6 +505,12 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                               "I(Y;A)": float(mi[n][g, 0]), "I 95%": f"[{mi[n][g, 1]:.3f}, {mi[n][g, 2]:.3f}]",
                               "entropy": float(ent[n][:, g].mean())} for n in MOD_LOOPS for g in range(T + 1)],
     }
+    tables["gaussian_mixture"] = [
+        {"loop": f"{name} ({mode})", "generation": g,
+         **{f"{lab}": "{:.4f} [{:.4f}, {:.4f}]".format(*_mean_ci(v[k][g]))
+            for k, lab in (("information", "I(Y;Y_hat)"), ("usable", "usable information"), ("kl", "KL(truth||model)"))},
+         "accuracy": float(np.mean(v["accuracy"][g])), "paths with a lost class": int(np.sum(~np.isfinite(v["kl"][g])))}
+        for (mode, name), v in mix.items() for g in range(T + 1)]
     tables["digits_self_training"] = [{"loop": n, "generation": g, "test accuracy": float(dA[n][g]),
                                        "I(Y;Y_hat) decisions": float(dI[n][g]),
                                        "I soft joint": float(dig[n][g]["soft_information"]),
