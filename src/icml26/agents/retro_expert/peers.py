@@ -1,0 +1,30 @@
+"""Peers for [B06]: rdchiral (stereo-aware template application) on the same retro templates."""
+
+from __future__ import annotations
+
+from .chemistry import TEMPLATES, ReactionTemplate, reactant_set
+
+
+def rdchiral_available() -> bool:
+    try:
+        import rdchiral.main  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def rdchiral_agreement(products: list[str], templates: tuple[ReactionTemplate, ...] = TEMPLATES) -> float:
+    """Fraction of (product, template) pairs where rdchiral's outcome set equals ours (canonical, order-invariant
+    reactant sets). Products here carry no stereochemistry, so the two must agree exactly."""
+    from rdchiral.main import rdchiralReactants, rdchiralReaction, rdchiralRun
+
+    rxns = [rdchiralReaction(t.retro[0]) for t in templates]
+    same = total = 0
+    for p in products:
+        reac = rdchiralReactants(p)
+        for t, rxn in zip(templates, rxns):
+            theirs = {reactant_set(s) for s in rdchiralRun(rxn, reac)}
+            ours = {r for _, r in t.apply(p)}
+            same += theirs == ours
+            total += 1
+    return same / max(total, 1)
