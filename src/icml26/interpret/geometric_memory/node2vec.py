@@ -1,0 +1,166 @@
+"""Node2Vec for [B02]: the node2vec biased random walk (Grover & Leskovec 2016), vectorised over walkers, and
+skip-gram embeddings of the walks with gensim's Word2Vec; plus the full-softmax "Node2VecCE" analogue the paper
+analyses.
+
+Biased walk. A walker that moved t -> v picks its next node x among v's neighbours with weight
+
+    1/p  if x == t,      1  if x is a neighbour of t,      1/q  otherwise.
+
+Node2VecCE (the paper's analytic model). Tied embeddings E (N x d), logits s_uv = <e_u, e_v>, cross-entropy over
+the edge facts (u, v), no weight decay, no rank limit:
+
+    L(E) = (1/M) sum_(u,v) [ -s_uv + log sum_w exp(s_uw) ]
+    dL/dE = (G + G^T) E,   G = (diag(c) P - C) / M
+
+where C_uw counts the facts (u, w), c_u = sum_w C_uw, P = row-softmax(E E^T) and M the number of facts (the paper's
+G = (P - Y) deg / N with Y = C / deg). Gradient descent on L drifts into the top eigen-directions of the graph's
+adjacency: the spectral bias.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import torch
+from torch import nn
+
+from .graphs import validate_graph
+
+# biased random walks
+
+def node2vec_walks(G: nx.Graph, num_walks: int = 10, walk_length: int = 20, p: float = 1.0, q: float = 1.0,
+                   seed: int = 0) -> np.ndarray:
+    """``num_walks`` biased walks from every node, shape (num_walks * N, walk_length), all walkers stepped together.
+
+    Neighbour lists are a padded (N, max_deg) table; each step evaluates the weights of every candidate of every
+    walker at once and samples by inverse CDF.
+    """
+    n = validate_graph(G)
+    if int(num_walks) < 1 or int(walk_length) < 2:
+        raise ValueError(f"need num_walks >= 1 and walk_length >= 2, got {num_walks}, {walk_length}")
+    if not (p > 0 and q > 0):
+        raise ValueError(f"p and q must be positive, got p={p}, q={q}")
+    rng = np.random.default_rng(seed)
+    A = nx.to_numpy_array(G, nodelist=range(n), weight=None) > 0
+    np.fill_diagonal(A, False)
+    deg = A.sum(1)
+    nbr = np.full((n, int(deg.max())), -1, dtype=np.int64)
+    for u in range(n):
+        nz = np.flatnonzero(A[u])
+        nbr[u, : len(nz)] = nz
+    valid = nbr >= 0
+    walks = np.empty((int(num_walks) * n, int(walk_length)), dtype=np.int64)
+    walks[:, 0] = np.tile(np.arange(n), int(num_walks))
+    cur = walks[:, 0]
+    first = np.minimum((rng.random(len(cur)) * deg[cur]).astype(np.int64), deg[cur] - 1)
+    walks[:, 1] = nbr[cur, first]
+    for t in range(2, int(walk_length)):
+        prev, cur = walks[:, t - 2], walks[:, t - 1]
+        cand = nbr[cur]                                               # (W, max_deg)
+        ok = valid[cur]
+        safe = np.where(ok, cand, 0)
+        w = np.where(A[prev[:, None], safe], 1.0, 1.0 / q)
+        w = np.where(safe == prev[:, None], 1.0 / p, w) * ok
+        cdf = np.cumsum(w, 1)
+        r = rng.random(len(cur))[:, None] * cdf[:, -1:]
+        idx = np.minimum((cdf <= r).sum(1), cdf.shape[1] - 1)
+        walks[:, t] = cand[np.arange(len(cur)), idx]
+    return walks
+
+
+def node2vec_embedding(G: nx.Graph, dim: int = 32, num_walks: int = 20, walk_length: int = 20, window: int = 5,
+                       p: float = 1.0, q: float = 1.0, epochs: int = 5, negative: int = 5,
+                       seed: int = 0) -> np.ndarray:
+    """Node2Vec: skip-gram with negative sampling (gensim ``Word2Vec``, one worker, so it is deterministic) on
+    :func:`node2vec_walks`. Returns the (N, dim) input-embedding matrix, row u for node u."""
+    from gensim.models import Word2Vec
+
+    walks = node2vec_walks(G, num_walks, walk_length, p, q, seed)
+    sentences = [[str(v) for v in w] for w in walks.tolist()]
+    model = Word2Vec(sentences, vector_size=int(dim), window=int(window), min_count=0, sg=1, negative=int(negative),
+                     workers=1, seed=int(seed), epochs=int(epochs), hashfxn=_stable_hash)
+    return np.stack([model.wv[str(u)] for u in range(G.number_of_nodes())]).astype(np.float64)
+
+
+def _stable_hash(s: str) -> int:
+    """Deterministic string hash for gensim's per-word seeding (Python's ``hash`` changes between processes)."""
+    import zlib
+
+    return zlib.crc32(s.encode())
+
+
+# the analytic model
+
+class Node2VecCE(nn.Module):
+    """Full-softmax Node2Vec analogue of [B02]: logits s_uv = <e_u, e'_v> (e' = e when tied), CE over neighbours."""
+
+    def __init__(self, num_nodes: int, dim: int, tied: bool = True, init_scale: float = 0.01, seed: int = 0):
+        super().__init__()
+        if int(num_nodes) < 2 or int(dim) < 1 or not init_scale >= 0:
+            raise ValueError(f"need num_nodes >= 2, dim >= 1, init_scale >= 0; got {num_nodes}, {dim}, {init_scale}")
+        g = torch.Generator().manual_seed(int(seed))
+        self.emb = nn.Parameter(init_scale * torch.randn(int(num_nodes), int(dim), generator=g, dtype=torch.float64))
+        self.out = None if tied else nn.Parameter(
+            init_scale * torch.randn(int(num_nodes), int(dim), generator=g, dtype=torch.float64))
+        self.tied = bool(tied)
+
+    def logits(self) -> torch.Tensor:
+        return self.emb @ (self.emb if self.out is None else self.out).T
+
+    def loss(self, edges) -> torch.Tensor:
+        """Mean cross-entropy of predicting v from u over the edge facts ``edges`` (M, 2)."""
+        e = torch.as_tensor(np.asarray(edges), dtype=torch.long)
+        if e.ndim != 2 or e.shape[1] != 2 or e.numel() == 0:
+            raise ValueError(f"edges must be a non-empty (M, 2) array of (u, v), got shape {tuple(e.shape)}")
+        if int(e.min()) < 0 or int(e.max()) >= self.emb.shape[0]:
+            raise ValueError(f"edges must have endpoints in 0..{self.emb.shape[0] - 1}")
+        return nn.functional.cross_entropy(self.logits()[e[:, 0]], e[:, 1])
+
+    def _counts(self, edges) -> tuple[np.ndarray, int]:
+        e = np.asarray(edges)
+        n = self.emb.shape[0]
+        if e.ndim != 2 or e.shape[1] != 2 or len(e) == 0 or e.min() < 0 or e.max() >= n:
+            raise ValueError(f"edges must be a non-empty (M, 2) array of node ids in 0..{n - 1}")
+        C = np.zeros((n, n))
+        np.add.at(C, (e[:, 0], e[:, 1]), 1.0)
+        return C, len(e)
+
+    @staticmethod
+    def _grad(E: np.ndarray, C: np.ndarray, m: int) -> np.ndarray:
+        S = E @ E.T
+        P = np.exp(S - S.max(1, keepdims=True))
+        P /= P.sum(1, keepdims=True)
+        G = (C.sum(1, keepdims=True) * P - C) / m
+        return (G + G.T) @ E
+
+    def analytic_grad(self, edges) -> torch.Tensor:
+        """dL/dE = (G + G^T) E with G = (diag(c) P - C) / M (tied model only)."""
+        if not self.tied:
+            raise ValueError("the closed-form gradient is for the tied model (tied=True)")
+        C, m = self._counts(edges)
+        return torch.from_numpy(self._grad(self.emb.detach().numpy(), C, m))
+
+    def fit(self, edges, lr: float = 0.05, steps: int = 4000) -> "Node2VecCE":
+        """Full-batch gradient descent (no weight decay), as in the paper's analysis. The tied model steps with the
+        closed-form gradient in NumPy (equal to autograd, tested); the untied one with autograd."""
+        if not lr > 0 or int(steps) < 0:
+            raise ValueError(f"need lr > 0 and steps >= 0, got {lr}, {steps}")
+        if self.tied:
+            C, m = self._counts(edges)
+            E = self.emb.detach().numpy().copy()
+            for _ in range(int(steps)):
+                E -= lr * self._grad(E, C, m)
+            with torch.no_grad():
+                self.emb.copy_(torch.from_numpy(E))
+            return self
+        opt = torch.optim.SGD(self.parameters(), lr=lr)
+        e = torch.as_tensor(np.asarray(edges), dtype=torch.long)
+        for _ in range(int(steps)):
+            opt.zero_grad()
+            nn.functional.cross_entropy(self.logits()[e[:, 0]], e[:, 1]).backward()
+            opt.step()
+        return self
+
+    @property
+    def embedding(self) -> np.ndarray:
+        return self.emb.detach().numpy().copy()

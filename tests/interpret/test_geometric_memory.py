@@ -1,0 +1,286 @@
+"""Tests for [B02] geometric memory: graphs and datasets, spectral diagnostics on known cases, Node2Vec (walks,
+closed-form gradient), the Transformer memoriser, hooks on a user's model, navigation, bad input."""
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from icml26.interpret.geometric_memory import (
+    Node2VecCE, TinyGraphTransformer, chance_edge_recovery, cycle_graph, edge_accuracy, edge_memorization_dataset,
+    edge_recovery_per_node, embedding_geometry, encode, find_layers, geometric_edge_recovery, geometric_first_hop,
+    geometric_first_hop_correct, graph_eigenbasis, grid_graph, laplacian_spectrum, node2vec_embedding,
+    node2vec_walks, node_representations, path_dataset, path_star_graph, path_token_accuracy,
+    spectral_energy_profile, subspace_overlap, topk_energy_fraction, train_memorizer, validate_graph,
+)
+
+
+# graphs and datasets
+
+@pytest.mark.parametrize("d,l,seed", [(4, 3, None), (10, 4, 1), (3, 1, 2)])
+def test_path_star_structure(d, l, seed):
+    G = path_star_graph(d, l, seed=seed)
+    c = G.graph["center"]
+    assert G.number_of_nodes() == 1 + d * l and G.number_of_edges() == d * l and nx.is_tree(G)
+    dist = nx.single_source_shortest_path_length(G, c)
+    leaves = [v for v in G if G.degree(v) == 1]
+    assert sorted(leaves) == sorted(G.graph["leaves"]) and len(leaves) == d
+    assert all(dist[v] == l for v in leaves)
+    for arm in G.graph["arms"]:
+        assert nx.shortest_path(G, c, arm[-1]) == [c] + arm
+
+
+def test_edge_dataset_has_both_directions_and_options():
+    G = path_star_graph(3, 2)
+    e = edge_memorization_dataset(G)
+    s = {tuple(r) for r in e.tolist()}
+    assert len(e) == 2 * G.number_of_edges() and all((v, u) in s for u, v in s)
+    assert len(edge_memorization_dataset(G, backward=False)) == G.number_of_edges()
+    se = edge_memorization_dataset(G, self_edges=True)
+    assert len(se) == 2 * G.number_of_edges() + G.number_of_nodes()
+    with pytest.raises(ValueError, match="forward"):
+        edge_memorization_dataset(G, forward=False, backward=False)
+
+
+def test_path_dataset_split_and_paths():
+    G = path_star_graph(10, 4, seed=3)
+    ds = path_dataset(G, train_frac=0.8, seed=0)
+    assert len(ds.train_leaves) == 8 and len(ds.test_leaves) == 2
+    assert not set(ds.train_leaves) & set(ds.test_leaves)
+    for leaf, p in zip(ds.test_leaves, ds.test_paths):
+        assert p[0] == G.graph["center"] and p[-1] == leaf and len(p) == 5
+        assert all(G.has_edge(a, b) for a, b in zip(p[:-1], p[1:]))
+    assert np.array_equal(path_dataset(G, seed=0).test_leaves, ds.test_leaves)     # deterministic
+
+
+def test_bad_graphs_raise_clear_errors():
+    G = cycle_graph(6)
+    G.add_node(6)                                       # isolated node
+    with pytest.raises(ValueError, match="isolated"):
+        validate_graph(G)
+    with pytest.raises(ValueError, match="isolated"):
+        spectral_energy_profile(np.ones((7, 2)), G)
+    with pytest.raises(TypeError, match="undirected"):
+        validate_graph(nx.DiGraph([(0, 1)]))
+    with pytest.raises(ValueError, match="0..N-1"):
+        validate_graph(nx.Graph([("a", "b")]))
+    with pytest.raises(TypeError):
+        validate_graph([(0, 1)])
+    with pytest.raises(ValueError):
+        path_star_graph(1, 3)
+    with pytest.raises(ValueError, match="shape"):
+        spectral_energy_profile(np.ones((5, 2)), cycle_graph(6))
+    with pytest.raises(ValueError, match="NaN"):
+        geometric_edge_recovery(np.full((6, 2), np.nan), cycle_graph(6))
+    with pytest.raises(ValueError, match="normalize"):
+        graph_eigenbasis(cycle_graph(6), normalize="bogus")
+    with pytest.raises(ValueError, match="k must"):
+        topk_energy_fraction(np.random.default_rng(0).normal(size=(6, 3)), cycle_graph(6), 6)
+
+
+# spectral diagnostics on known cases
+
+@pytest.mark.parametrize("n", [5, 8, 15])
+def test_ring_laplacian_spectrum_closed_form(n):
+    expected = np.sort(2 - 2 * np.cos(2 * np.pi * np.arange(n) / n))
+    assert np.allclose(laplacian_spectrum(cycle_graph(n, seed=1)), expected, atol=1e-12)
+
+
+def test_ring_rw_operator_spectrum_and_top_vectors():
+    n = 12
+    w, U = graph_eigenbasis(cycle_graph(n), "rw")      # D^-1 A + A D^-1 = A on a 2-regular graph
+    assert np.allclose(w, np.sort(2 * np.cos(2 * np.pi * np.arange(n) / n))[::-1], atol=1e-12)
+    t = 2 * np.pi * np.arange(n) / n
+    assert subspace_overlap(U[:, 1:3], np.stack([np.cos(t), np.sin(t)], 1)) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_energy_profile_exact_and_random():
+    G = cycle_graph(15, seed=4)
+    w, U = graph_eigenbasis(G)
+    assert topk_energy_fraction(U[:, 1:3] @ np.random.default_rng(0).normal(size=(2, 7)), G, 2) == pytest.approx(1.0)
+    fr = [topk_energy_fraction(np.random.default_rng(s).normal(size=(15, 256)), G, 2) for s in range(5)]
+    assert abs(np.mean(fr) - 2 / 14) < 0.03
+    _, e = spectral_energy_profile(np.random.default_rng(0).normal(size=(15, 8)), G)
+    assert e.shape == (14,) and e.sum() == pytest.approx(1.0)
+
+
+def test_edge_recovery_cycle_coordinates_and_shuffle():
+    n = 20
+    t = 2 * np.pi * np.arange(n) / n
+    C = np.stack([np.cos(t), np.sin(t)], 1)
+    G = cycle_graph(n)
+    assert geometric_edge_recovery(C, G) == 1.0
+    assert np.all(edge_recovery_per_node(C, G) == 1.0)
+    shuffled = [geometric_edge_recovery(C[np.random.default_rng(s).permutation(n)], G) for s in range(20)]
+    assert abs(np.mean(shuffled) - chance_edge_recovery(G)) < 0.08
+    # the diagonal is excluded: a tied model ranks u first, which must not count
+    assert geometric_edge_recovery(10 * np.eye(n) + 0 * C[:, :1], G) <= 0.5
+
+
+def test_edge_recovery_brute_force():
+    rng = np.random.default_rng(1)
+    G = grid_graph(3, 4, seed=2)
+    E = rng.normal(size=(12, 3))
+    hits = 0
+    for u in G:
+        s = E @ E[u]
+        s[u] = -np.inf
+        top = np.argsort(-s)[: G.degree(u)]
+        hits += sum(G.has_edge(u, int(v)) for v in top)
+    assert geometric_edge_recovery(E, G) == pytest.approx(hits / (2 * G.number_of_edges()))
+
+
+# Node2Vec
+
+def test_node2vec_ce_gradient_matches_autograd():
+    G = grid_graph(3, 3)
+    e = edge_memorization_dataset(G)
+    m = Node2VecCE(9, 5, init_scale=0.7, seed=3)
+    m.loss(e).backward()
+    assert torch.allclose(m.emb.grad, m.analytic_grad(e), atol=1e-12)
+
+
+def test_node2vec_ce_spectral_bias_on_cycle():
+    G = cycle_graph(15)
+    m = Node2VecCE(15, 16, init_scale=0.01, seed=0)
+    before = topk_energy_fraction(m.embedding, G, 2)
+    m.fit(edge_memorization_dataset(G), lr=0.05, steps=1500)
+    assert topk_energy_fraction(m.embedding, G, 2) > max(0.7, before + 0.3)
+    assert geometric_edge_recovery(m.embedding, G) == 1.0
+
+
+def test_node2vec_ce_untied_and_bad_input():
+    m = Node2VecCE(6, 3, tied=False)
+    with pytest.raises(ValueError, match="tied"):
+        m.analytic_grad(edge_memorization_dataset(cycle_graph(6)))
+    m.fit(edge_memorization_dataset(cycle_graph(6)), steps=3)
+    with pytest.raises(ValueError, match="edges"):
+        m.loss(np.array([[0, 9]]))
+    with pytest.raises(ValueError):
+        Node2VecCE(1, 3)
+    with pytest.raises(ValueError):
+        m.fit(np.array([[0, 1]]), lr=-1.0)
+
+
+def test_node2vec_walks_are_walks_and_deterministic():
+    G = grid_graph(4, 4, seed=1)
+    W = node2vec_walks(G, num_walks=3, walk_length=12, p=0.5, q=2.0, seed=7)
+    assert W.shape == (48, 12)
+    assert np.array_equal(W[:16, 0], np.arange(16))
+    assert all(G.has_edge(int(a), int(b)) for a, b in zip(W[:, :-1].ravel(), W[:, 1:].ravel()))
+    assert np.array_equal(W, node2vec_walks(G, 3, 12, 0.5, 2.0, seed=7))
+    with pytest.raises(ValueError):
+        node2vec_walks(G, p=0.0)
+
+
+def test_node2vec_walk_bias_matches_transition_probabilities():
+    # on a 4-cycle plus chord, from (prev=0, cur=1): return weight 1/p, common neighbour 1, else 1/q
+    G = nx.Graph([(0, 1), (1, 2), (2, 3), (3, 0), (1, 3), (1, 4), (4, 0)])
+    p, q = 0.5, 4.0
+    W = node2vec_walks(G, num_walks=20000, walk_length=3, p=p, q=q, seed=0)
+    sel = (W[:, 0] == 0) & (W[:, 1] == 1)
+    nxt = W[sel, 2]
+    w = {0: 1 / p, 2: 1 / q, 3: 1.0, 4: 1.0}            # 3 and 4 are neighbours of 0; 2 is not
+    z = sum(w.values())
+    for v, wv in w.items():
+        assert abs(np.mean(nxt == v) - wv / z) < 0.03
+
+
+def test_gensim_node2vec_is_deterministic_and_geometric():
+    G = cycle_graph(12, seed=3)
+    E1 = node2vec_embedding(G, dim=8, num_walks=5, walk_length=10, epochs=2, seed=1)
+    E2 = node2vec_embedding(G, dim=8, num_walks=5, walk_length=10, epochs=2, seed=1)
+    assert E1.shape == (12, 8) and np.array_equal(E1, E2)
+
+
+# Transformer memoriser and hooks
+
+def test_transformer_shapes_freeze_and_path_accuracy():
+    G = path_star_graph(3, 2, seed=0)
+    N = G.number_of_nodes()
+    ds = path_dataset(G, train_frac=0.67, seed=0)
+    b = encode(N, edge_memorization_dataset(G), ds.train_leaves, ds.train_paths)
+    assert b.ids.shape[1] == 2 + 3 and (b.targets != -100).sum() == 2 * 6 + 3 * len(ds.train_leaves)
+    m = TinyGraphTransformer(N + 2, 16, 1, 2, max_len=5, freeze_embeddings=True, seed=0)
+    E0 = m.node_embeddings(N)
+    losses = train_memorizer(m, b, steps=30, lr=1e-2)
+    assert losses[-1] < losses[0] and np.array_equal(m.node_embeddings(N), E0)      # frozen stays frozen
+    acc = path_token_accuracy(m, N, ds.test_leaves, ds.test_paths)
+    assert acc.shape == ds.test_paths.shape
+    assert 0.0 <= edge_accuracy(m, N, edge_memorization_dataset(G)) <= 1.0
+    with pytest.raises(ValueError):
+        TinyGraphTransformer(10, 15, 1, 2)
+
+
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def _hook_count(model):
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def test_hooks_leave_hf_model_unchanged():
+    model = _tiny_llama()
+    x = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        before = model(x).logits.clone()
+    n_hooks = _hook_count(model)
+    G = cycle_graph(6)
+    H = node_representations(model, np.arange(6), layer=1)
+    rep = embedding_geometry(model, G, node_token_ids=np.arange(10, 16), layer=-1, k=2)
+    rep0 = embedding_geometry(model, G, layer=None)
+    with torch.no_grad():
+        after = model(x).logits
+    assert torch.equal(before, after) and _hook_count(model) == n_hooks and not model.training
+    assert H.shape == (6, 16) and np.isfinite(H).all()
+    assert 0 <= rep.edge_recovery <= 1 and 0 < rep.topk_fraction <= 1 and rep0.energy.shape == (5,)
+    assert len(find_layers(model)) == 2
+
+
+def test_layer_out_of_range_and_model_without_layers():
+    model = _tiny_llama()
+    with pytest.raises(ValueError, match="out of range"):
+        node_representations(model, np.arange(4), layer=2)
+    with pytest.raises(ValueError, match="out of range"):
+        node_representations(model, np.arange(4), layer=-3)
+    with pytest.raises(ValueError, match="layer lists"):
+        node_representations(torch.nn.Sequential(torch.nn.Embedding(5, 3)), np.arange(4), layer=0)
+    with pytest.raises(ValueError, match="one token per graph node"):
+        embedding_geometry(model, cycle_graph(6), node_token_ids=np.arange(4))
+    # a hook that errors mid-forward is still removed
+    m = TinyGraphTransformer(8, 8, 2, 1, max_len=4)
+    with pytest.raises(ValueError, match="token ids"):
+        node_representations(m, np.arange(20), layer=0)
+
+    def boom(*a):
+        raise RuntimeError("boom")
+
+    m.norm.forward = boom
+    with pytest.raises(RuntimeError, match="boom"):
+        node_representations(m, np.arange(4), layer=0)
+    assert _hook_count(m) == 0 and m.training
+
+
+# navigation
+
+def test_geometric_first_hop_exact_on_arm_embedding():
+    G = path_star_graph(6, 3, seed=2)
+    N = G.number_of_nodes()
+    E = np.zeros((N, 6))
+    for i, arm in enumerate(G.graph["arms"]):
+        E[arm, i] = 1.0                                 # every arm its own direction: perfect geometry
+    E[G.graph["center"]] = 0.1
+    ds = path_dataset(G, seed=0)
+    leaves = np.concatenate([ds.train_leaves, ds.test_leaves])
+    paths = np.concatenate([ds.train_paths, ds.test_paths])
+    assert geometric_first_hop_correct(E, G, leaves, paths).mean() == 1.0
+    assert np.array_equal(geometric_first_hop(E, G, leaves), paths[:, 1])
+    with pytest.raises(ValueError):
+        geometric_first_hop(E, G, [N + 3])
