@@ -1,0 +1,222 @@
+"""[A14] Redundancy measures computed from a :class:`HiddenTrace` (the first three need no labels).
+
+Block index i = 0..L-1 (0-based; the spec's layer l = i + 1); hidden index l = 0..L (h_0 = embeddings).
+
+    (a) functional redundancy   R_i(S) = mean_{b, n in S} cos(h_i[b,n], h_{i+1}[b,n])          per token type S
+        ShortGPT block influence BI_i  = 1 - R_i(all tokens)                                    (baseline)
+    (b) inter-token redundancy  D_l    = mean over spatially adjacent vision pairs (n, m) of cos(h_l[n], h_l[m])
+    (c) cross-modal usage       A_i    = mean_{b, heads, text queries q} sum_{k in V} attn_i[b, h, q, k]
+    (d) unique visual info      U_l    = CE(probe(pool_T h_l)) - CE(probe(pool_T h_l, pool_V h_l))   (nats,
+                                         cross-validated linear probes for the answer; U ~ 0: V carries no
+                                         information about the answer that the text tokens do not already hold)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from .skip import SkipPlan
+from .trace import HiddenTrace
+
+
+def _mask(trace: HiddenTrace, mask: torch.Tensor | str | None) -> torch.Tensor:
+    B, N = trace.hidden.shape[1:3]
+    if mask is None or (isinstance(mask, str) and mask == "all"):
+        return torch.ones(B, N, dtype=torch.bool, device=trace.hidden.device)
+    if isinstance(mask, str):
+        if mask == "vision":
+            return trace.vision_mask
+        if mask == "text":
+            return trace.text_mask
+        raise ValueError(f"unknown token type {mask!r}; use 'vision', 'text', 'all' or a bool mask")
+    if not torch.is_tensor(mask) or mask.dtype != torch.bool:
+        raise TypeError("mask must be a bool tensor [N] or [B, N], or one of 'vision', 'text', 'all'")
+    if mask.ndim == 1:
+        mask = mask[None].expand(B, -1)
+    if mask.shape != (B, N):
+        raise ValueError(f"mask has shape {tuple(mask.shape)}, the trace is [B={B}, N={N}]")
+    return mask
+
+
+def per_example_redundancy(trace: HiddenTrace, mask: torch.Tensor | str | None = "vision") -> torch.Tensor:
+    """[L, B] mean over the masked tokens of example b of cos(h_i, h_{i+1}) (NaN where b has no masked token)."""
+    m = _mask(trace, mask).to(trace.hidden.dtype)
+    cos = F.cosine_similarity(trace.hidden[:-1], trace.hidden[1:], dim=-1)  # [L, B, N]
+    return (cos * m).sum(-1) / m.sum(-1)
+
+
+def layer_redundancy(trace: HiddenTrace, mask: torch.Tensor | str | None = "vision") -> torch.Tensor:
+    """R_i(S) = mean over the tokens in S of cos(h_i, h_{i+1}), for each block i [A14]. ``mask``: 'vision',
+    'text', 'all', or a bool mask [N] / [B, N]. Returns [L] (NaN when S is empty)."""
+    m = _mask(trace, mask).to(trace.hidden.dtype)
+    cos = F.cosine_similarity(trace.hidden[:-1], trace.hidden[1:], dim=-1)  # [L, B, N]
+    return (cos * m).sum((1, 2)) / m.sum()
+
+
+def block_influence(trace: HiddenTrace, mask: torch.Tensor | str | None = "all") -> torch.Tensor:
+    """ShortGPT's Block Influence BI_i = 1 - mean cos(h_i, h_{i+1}) over all tokens (the baseline) [L]."""
+    return 1.0 - layer_redundancy(trace, mask)
+
+
+def adjacent_token_redundancy(trace: HiddenTrace, grid: tuple[int, int]) -> torch.Tensor:
+    """D_l: mean cosine similarity of horizontally and vertically adjacent vision tokens at every hidden layer
+    l = 0..L [L+1]. Vision tokens are taken in raster order on a ``grid`` = (rows, columns) layout, the same
+    positions in every example."""
+    if len(grid) != 2 or min(grid) < 1:
+        raise ValueError(f"grid must be (rows, columns) with positive entries, got {grid}")
+    vm = trace.vision_mask
+    if not bool((vm == vm[0]).all()):
+        raise ValueError("adjacent_token_redundancy needs the vision tokens at the same positions in every example")
+    pos = torch.nonzero(vm[0]).squeeze(1)
+    r, c = grid
+    if len(pos) != r * c:
+        raise ValueError(f"grid {grid} has {r * c} cells but there are {len(pos)} vision tokens")
+    v = F.normalize(trace.hidden[:, :, pos], dim=-1).view(trace.hidden.shape[0], trace.hidden.shape[1], r, c, -1)
+    sims = []
+    if c > 1:
+        sims.append((v[:, :, :, 1:] * v[:, :, :, :-1]).sum(-1).flatten(2))
+    if r > 1:
+        sims.append((v[:, :, 1:] * v[:, :, :-1]).sum(-1).flatten(2))
+    if not sims:
+        raise ValueError("a 1x1 grid has no adjacent tokens")
+    return torch.cat(sims, -1).mean((1, 2))
+
+
+def cross_modal_attention(trace: HiddenTrace, per_example: bool = False) -> torch.Tensor:
+    """A_i: attention mass from text queries onto vision keys, averaged over heads and text queries, per block
+    [L] (``per_example``: [L, B])."""
+    if trace.attn is None:
+        raise ValueError("the trace has no attention probabilities; collect it with attentions=True (and eager "
+                         "attention)")
+    vm = trace.vision_mask.to(trace.attn.dtype)          # [B, N]
+    tm = 1.0 - vm
+    mass = (trace.attn * vm[None, :, None, None, :]).sum(-1).mean(2)  # [L, B, N] mass on V per query
+    per_b = (mass * tm[None]).sum(-1) / tm.sum(-1).clamp_min(1)       # [L, B]
+    return per_b if per_example else per_b.mean(1)
+
+
+def _pool(h: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    m = m.to(h.dtype)[..., None]
+    return (h * m).sum(-2) / m.sum(-2).clamp_min(1)
+
+
+def unique_information_probe(trace: HiddenTrace, y: torch.Tensor | np.ndarray, *, layers: list[int] | None = None,
+                             n_folds: int = 5, C: float = 0.5, seed: int = 0, max_iter: int = 100) -> np.ndarray:
+    """U_l = CE(probe(pool_T h_l)) - CE(probe([pool_T h_l, pool_V h_l])) in nats, per hidden layer [A14].
+
+    Linear (multinomial logistic, L2 strength 1/C, standardised features) probes for the labels ``y`` [B],
+    cross-validated over ``n_folds`` stratified folds (the CE is on held-out folds). ``layers``: the hidden
+    indices 0..L to probe (default all). With no vision tokens U is exactly 0.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    y = np.asarray(y.cpu() if torch.is_tensor(y) else y)
+    B = trace.hidden.shape[1]
+    if y.shape != (B,):
+        raise ValueError(f"y must have one label per example, shape ({B},), got {y.shape}")
+    if n_folds < 2:
+        raise ValueError(f"n_folds must be >= 2, got {n_folds}")
+    L = trace.num_layers
+    layers = list(range(L + 1)) if layers is None else [int(x) for x in layers]
+    for l in layers:
+        if not 0 <= l <= L:
+            raise ValueError(f"hidden layer {l} is out of range 0..{L}")
+    classes, yi = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError("y has a single class; a probe needs at least two")
+    if not bool(trace.vision_mask.any()):
+        return np.zeros(len(layers))
+    folds = list(StratifiedKFold(n_folds, shuffle=True, random_state=seed).split(np.zeros(B), yi))
+
+    def cv_ce(X: np.ndarray) -> float:
+        total = 0.0
+        for tr, te in folds:
+            clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=max_iter))
+            clf.fit(X[tr], yi[tr])
+            p = np.full((len(te), len(classes)), 1e-12)
+            p[:, clf.classes_] = np.clip(clf.predict_proba(X[te]), 1e-12, 1.0)
+            total += -np.log(p[np.arange(len(te)), yi[te]]).sum()
+        return total / B
+
+    out = []
+    for l in layers:
+        h = trace.hidden[l].double()
+        t = _pool(h, trace.text_mask).cpu().numpy()
+        v = _pool(h, trace.vision_mask).cpu().numpy()
+        out.append(cv_ce(t) - cv_ce(np.concatenate([t, v], 1)))
+    return np.asarray(out)
+
+
+@dataclass
+class RedundancyReport:
+    """The per-layer measures of one model and the decision rules of [A14] (thresholds are our choice).
+
+    ``R_vision``, ``R_text``, ``A``: per block [L]; ``D``, ``U``: per hidden layer [L+1] (``U`` optional)."""
+
+    R_vision: np.ndarray
+    R_text: np.ndarray
+    A: np.ndarray
+    D: np.ndarray | None = None
+    U: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_trace(cls, trace: HiddenTrace, grid: tuple[int, int] | None = None, y=None,
+                   **probe_kw) -> "RedundancyReport":
+        return cls(R_vision=layer_redundancy(trace, "vision").numpy(), R_text=layer_redundancy(trace, "text").numpy(),
+                   A=cross_modal_attention(trace).numpy(),
+                   D=None if grid is None else adjacent_token_redundancy(trace, grid).numpy(),
+                   U=None if y is None else unique_information_probe(trace, y, **probe_kw))
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.R_vision)
+
+    def recommend(self, tau_R: float = 0.97, tau_A: float = 0.05, eps_U: float = 0.02) -> SkipPlan:
+        """The skip plan of the decision rules [A14] (reconstructed):
+
+        - skip block i for V when R_i(V) >= tau_R;
+        - vision exit e: the smallest e such that A_i <= tau_A for every block i >= e and U_l <= eps_U for every
+          hidden layer l >= e (V is dropped from blocks e..L-1; e = L: no exit);
+        - late entry s: the largest s <= e such that A_i <= tau_A for every block i < s (V joins, with its
+          layer-0 states, at block s).
+        """
+        if not 0.0 <= tau_A <= 1.0 or not -1.0 <= tau_R <= 1.0:
+            raise ValueError(f"tau_A must be in [0, 1] and tau_R in [-1, 1], got {tau_A}, {tau_R}")
+        L = self.num_layers
+        U = np.zeros(L + 1) if self.U is None else np.asarray(self.U)
+        exit_ = L
+        for e in range(L, -1, -1):
+            if all(self.A[i] <= tau_A for i in range(e, L)) and all(U[l] <= eps_U for l in range(e, L + 1)):
+                exit_ = e
+            else:
+                break
+        entry = 0
+        for s in range(0, exit_ + 1):
+            if all(self.A[i] <= tau_A for i in range(s)):
+                entry = s
+            else:
+                break
+        skip = tuple(i for i in range(entry, exit_) if self.R_vision[i] >= tau_R)
+        return SkipPlan(skip_vision=skip, vision_exit=exit_ if exit_ < L else None, vision_entry=entry)
+
+
+def spearman(x, y) -> float:
+    """Spearman rank correlation (scipy), NaN when either side is constant."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(spearmanr(x, y).statistic)
+
+
+__all__ = ["layer_redundancy", "per_example_redundancy", "block_influence", "adjacent_token_redundancy",
+           "cross_modal_attention", "unique_information_probe", "RedundancyReport", "spearman"]
