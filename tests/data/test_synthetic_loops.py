@@ -297,6 +297,40 @@ def test_mixture_bad_input_and_determinism():
     assert v.dtype == bool and np.all((r >= 0) & (r <= 1)) and np.all(r[v] >= 0.5)
 
 
+# toy LM with a syntax checker (the pure-Python parts; the loop itself runs in the standard reproduction)
+
+def test_line_checker_and_graded_score():
+    from icml26.data.synthetic_loops.lm_syntax import binary_signal, graded_signal, line_is_valid, line_score
+
+    valid = ["x = 1", "    return self.f(a, b)", "if x:", "for i in range(3):", "import os", "f(x)[0]", "pass"]
+    invalid = ["", "   ", "# just a comment", "x = (1,", "def f(:", "return )(", "x = 'abc", "else x"]
+    assert all(line_is_valid(s) for s in valid) and not any(line_is_valid(s) for s in invalid)
+    assert all(line_score(s) == 1.0 for s in valid)
+    assert line_score("") == 0.0 and line_score("x = (1,") == pytest.approx(0.0)       # unbalanced: no tokens
+    assert line_score("def f(:)") == pytest.approx(2 / 3)                              # tokenizes and balances
+    assert line_score("x = 'abc") == pytest.approx(1 / 3)                              # balanced only
+    assert line_score("return )(") == pytest.approx(1 / 3)                             # tokenizes only
+    assert all(0 <= line_score(s) < 1 for s in invalid)
+    assert np.array_equal(binary_signal(valid + invalid), np.r_[np.ones(len(valid)), np.zeros(len(invalid))])
+    assert np.all(graded_signal(invalid) < 1)
+    with pytest.raises(TypeError):
+        line_is_valid(3)
+
+
+def test_lm_loop_bad_input():
+    from icml26.data.synthetic_loops.lm_syntax import finetune_on_lines, sample_lines, syntax_loop
+
+    with pytest.raises(ValueError, match="weights"):
+        finetune_on_lines(None, None, ["x = 1", "y"], np.array([1.0, -1.0]), steps=1)
+    with pytest.raises(ValueError, match="weights"):
+        finetune_on_lines(None, None, ["x = 1"], np.ones(2), steps=1)
+    assert finetune_on_lines("m", None, ["x"], np.zeros(1), steps=3) == "m"     # nothing kept: model unchanged
+    with pytest.raises(ValueError):
+        sample_lines(None, None, 0)
+    with pytest.raises(ValueError):
+        syntax_loop(None, None, None, rounds=-1, n_lines=4, steps=1, heldout=None)
+
+
 # reproduction
 
 def test_quick_reproduction_structure():

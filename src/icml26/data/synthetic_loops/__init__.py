@@ -1,11 +1,13 @@
 """[A05] Information-open vs information-closed synthetic-data loops: a generation-training loop with filters
 (binary verifier, graded rubric, imitation, majority vote), exact task-information measures, the Gaussian,
-categorical, modular-addition and digits self-training testbeds, and the simplicity-bias dataset."""
+categorical, Gaussian-mixture (weighted EM), modular-addition, digits self-training and toy-LM syntax-checker
+testbeds, and the simplicity-bias dataset."""
 
 from .information import (closed_loop_gaussian_information, discrete_mutual_information, entropy,
                           gaussian_information_estimate, gaussian_kl, self_consuming_categorical,
                           self_consuming_gaussian)
 from .loop import ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
+from .lm_syntax import finetune_on_lines, line_is_valid, line_score, sample_lines, syntax_loop
 from .mixture import (MixtureGrid, MixtureModel, bayes_verifier, fit_mixture, initial_fit, interleaved_task,
                       posterior_rubric)
 from .simplicity import fit_mlp, simplicity_bias_dataset, which_component
@@ -14,7 +16,8 @@ from .tasks import (DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circula
 
 __all__ = [
     "DigitsSelfTraining", "GaussianMeanTask", "ImitationTarget", "MajorityVoteFilter", "MixtureGrid", "MixtureModel",
-    "RubricWeighting", "bayes_verifier", "fit_mixture", "initial_fit", "interleaved_task", "posterior_rubric",
+    "RubricWeighting", "bayes_verifier", "finetune_on_lines", "line_is_valid", "line_score", "sample_lines",
+    "syntax_loop", "fit_mixture", "initial_fit", "interleaved_task", "posterior_rubric",
     "SyntheticDataLoop", "TabularPolicy", "VerifierFilter", "circular_distance", "closed_loop_gaussian_information",
     "discrete_mutual_information", "entropy", "fit_mlp", "gaussian_information_estimate", "gaussian_kl",
     "modular_addition", "self_consuming_categorical", "self_consuming_gaussian", "simplicity_bias_dataset",
