@@ -131,6 +131,7 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
 # paper id -> budget -> testbed names (read from each reproduce.py's loads and its per-budget sizes)
 _BOTH = ("standard", "full")
 NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "A05": {"standard": ("toy-4L",), "full": ("toy-4L",)},  # quick runs no LM loop
     "A07": {b: ("toy-4L",) for b in BUDGETS},
     "A09": {"quick": ("moe-2L",), "standard": ("moe-4L",), "full": ("moe-4L",)},
     "A16": {"standard": ("lm-curves", "digits-curves")},  # quick is synthetic only; full's larger pools build in-job
