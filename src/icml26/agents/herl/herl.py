@@ -1,0 +1,448 @@
+"""[B07] HeRL: hindsight-experience-guided GRPO (Zhang et al., arXiv 2603.20046; official code sikelifei/HeRL).
+
+One training step on prompts x_1..x_P (following the official trainer ``_augment_with_rewrite_he``):
+
+ 1. rollout: G responses y_i ~ pi_theta(.|x) per prompt; rubric reward r_i = sum_k w_k 1[k met] / sum_k w_k.
+ 2. hindsight selection: groups with max_i r_i < tau; candidates = the responses with the best reward (ties broken
+    by the number of rubrics met), at most ``candidate_limit``.
+ 3. guidance: h = instruction + satisfied rubrics + unmet rubrics + draft (+ "keep satisfied, fix unmet");
+    revision y' ~ pi_theta(.|h) at temperature 0.3 (same policy).
+ 4. replacement: the top ``replace_top_n`` revisions with r(y') > max_i r_i (``fallback``: >=) overwrite random
+    slots of their own group (group size stays G); those rows are flagged in ``he_mask``.
+ 5. bonus: the revised candidate c gets r_c <- r_c + alpha (r(y'_c) - r_c)  (alpha = 0.05).
+ 6. advantages: A_i = (r_i - mean_g) / (std_g + eps) over the modified group.
+ 7. loss (``mixpolicy_vanilla``), token mean over the response mask:
+      on-policy tokens:  dual-clip PPO, l = max(-A rho, -A clip(rho, 1-eps, 1+eps)), and for A < 0 min(l, -A c)
+      hindsight tokens:  l = -A f(rho),  f(rho) = rho / (rho + gamma),  rho = pi_theta / pi_old   (no clipping)
+    so at rho = 1 a hindsight token's gradient is -A gamma/(1+gamma)^2 grad log pi.
+ 8. ``train_context``: hindsight rows are trained as (x, y') ("original", our default) or (h, y') ("hindsight",
+    the official scripts' ``train_use_rewrite_prompt=True``).
+
+With ``enable=False`` the same trainer is plain GRPO (same loss with an empty ``he_mask``): the baseline.
+Test-time refinement: draft, score, revise under guidance, keep the best (``test_time_refine``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from icml26.testbeds.grpo import Rollout, generate_with_logprobs, group_advantages, token_logprobs
+
+from .rubrics import RubricResult, RubricVerifier
+
+TRAIN_CONTEXTS = ("original", "hindsight")
+
+# guide(prompt_index, prompt_ids [L], draft_ids [C], met_row [K] bool) -> guidance prompt ids [L']
+GuideFn = Callable[[int, Tensor, Tensor, Tensor], Tensor]
+
+
+@dataclass
+class HeRLConfig:
+    """HeRL hyper-parameters (official defaults; ``enable=False`` gives the GRPO baseline)."""
+
+    group_size: int = 8
+    threshold: float = 1.0
+    candidate_limit: int = 16
+    replace_top_n: int = 1
+    bonus_alpha: float = 0.05
+    shaping_gamma: float = 1.0
+    revise_temperature: float = 0.3
+    train_context: str = "original"
+    clip_eps: float = 0.2
+    clip_ratio_c: float = 3.0
+    kl_coef: float = 0.0
+    lr: float = 1e-4
+    max_new_tokens: int = 16
+    temperature: float = 1.0
+    fallback: bool = False
+    enable: bool = True
+    max_grad_norm: float | None = 1.0
+    eos_token_id: int | None = None
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (GRPO/HeRL need a group baseline), got {self.group_size}")
+        if self.train_context not in TRAIN_CONTEXTS:
+            raise ValueError(f"train_context must be one of {TRAIN_CONTEXTS}, got {self.train_context!r}")
+        if self.candidate_limit < 0 or self.replace_top_n < 1:
+            raise ValueError(f"need candidate_limit >= 0 and replace_top_n >= 1, got {self.candidate_limit}, "
+                             f"{self.replace_top_n}")
+        if not 0.0 <= self.bonus_alpha <= 1.0:
+            raise ValueError(f"bonus_alpha must be in [0, 1], got {self.bonus_alpha}")
+        if self.clip_ratio_c <= 1.0:
+            raise ValueError(f"clip_ratio_c (dual clip) must be > 1, got {self.clip_ratio_c}")
+        if self.lr <= 0 or self.max_new_tokens < 1 or self.revise_temperature < 0 or self.temperature < 0:
+            raise ValueError("need lr > 0, max_new_tokens >= 1, temperatures >= 0")
+
+
+# guidance prompts (text form, for real LLMs)
+
+DEFAULT_TEMPLATE = ("You are a rewrite assistant. Keep satisfied rubrics intact and fix the unmet ones.\n\n"
+                    "[Instruction]\n{prompt}\n\n[Rubric Status]\nSatisfied:\n{met}\n\nNot satisfied:\n{unmet}\n\n"
+                    "[Candidate]\nDraft:\n{draft}\n\nRewrite the draft so that every rubric is satisfied.")
+
+
+def build_guidance_prompt(prompt: str, draft: str, met: Sequence[str], unmet: Sequence[str],
+                          template: str = DEFAULT_TEMPLATE) -> str:
+    """Guidance prompt h from the instruction, the draft and its satisfied / unmet rubric descriptions."""
+    for name in ("{prompt}", "{draft}", "{met}", "{unmet}"):
+        if name not in template:
+            raise ValueError(f"template must contain the field {name}")
+    block = lambda xs: "\n".join(f"- {x}" for x in xs) if xs else "none"  # noqa: E731
+    return template.format(prompt=prompt, draft=draft, met=block(met), unmet=block(unmet))
+
+
+def text_guide(tokenizer, rubric_lists, template: str = DEFAULT_TEMPLATE) -> GuideFn:
+    """A :data:`GuideFn` for a text policy: decode prompt and draft, build the text guidance prompt from the rubric
+    descriptions, encode it (``tokenizer`` is any HF tokenizer)."""
+
+    def guide(p: int, prompt_ids: Tensor, draft: Tensor, met_row: Tensor) -> Tensor:
+        met, unmet = rubric_lists[p].split(met_row)
+        text = build_guidance_prompt(tokenizer.decode(prompt_ids.tolist(), skip_special_tokens=True),
+                                     tokenizer.decode(draft.tolist(), skip_special_tokens=True),
+                                     [r.describe() for r in met], [r.describe() for r in unmet], template)
+        return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
+
+    return guide
+
+
+# selection, replacement, bonus (pure tensor functions)
+
+def select_hindsight(rewards: Tensor, n_met: Tensor, cfg: HeRLConfig) -> Tensor:
+    """Rows to revise: in each group whose best reward is below ``cfg.threshold``, the best-reward responses
+    (ties within 1e-6, ordered by rubrics met, then index), at most ``cfg.candidate_limit`` per group."""
+    G = cfg.group_size
+    if rewards.dim() != 1 or rewards.numel() % G:
+        raise ValueError(f"rewards must be 1-D with a multiple of group_size={G} entries, got {tuple(rewards.shape)}")
+    r = rewards.view(-1, G)
+    best = r.max(1, keepdim=True).values
+    tie = (r - best).abs() < 1e-6
+    eligible = tie & (best < cfg.threshold)
+    # order: eligible first, more rubrics met first, then index (stable)
+    key = eligible.float() * 1e6 + n_met.view(-1, G).float() * 1e3 - torch.arange(G).float()
+    order = key.argsort(dim=1, descending=True)
+    k = min(cfg.candidate_limit, G)
+    take = order[:, :k]
+    ok = eligible.gather(1, take)
+    rows = take + torch.arange(r.shape[0])[:, None] * G
+    return rows[ok]
+
+
+@dataclass
+class Augmented:
+    """Result of :func:`augment_group`: the modified rewards, the hindsight flags and which revision fills each
+    replaced row (``source[i] = j``: row i now holds revision j; -1: unchanged)."""
+
+    rewards: Tensor
+    he_mask: Tensor
+    source: Tensor
+    n_bonus: int = 0
+    groups_revised: int = 0
+    groups_replaced: int = 0
+
+
+def augment_group(rewards: Tensor, owner: Tensor, revision_rewards: Tensor, cfg: HeRLConfig,
+                  generator: torch.Generator | None = None) -> Augmented:
+    """Bonus, acceptance and replacement for one batch of groups (the official ``_augment_with_rewrite_he``).
+
+    ``rewards [B]`` (group-contiguous), ``owner [R]``: the row each revision revised, ``revision_rewards [R]``.
+    Bonus: each revised row c gets ``alpha (max_j r'_j - r_c)`` over its revisions j. Replacement: per group, the
+    revisions with ``r' > max_i r_i`` (``cfg.fallback``: ``>=`` to fill up), best first, at most
+    ``replace_top_n``, each overwrite a uniformly random distinct slot of their own group.
+    """
+    G = cfg.group_size
+    B = rewards.numel()
+    if owner.shape != revision_rewards.shape:
+        raise ValueError("owner and revision_rewards must have the same shape [R]")
+    new = rewards.clone().float()
+    he = torch.zeros(B, dtype=torch.bool)
+    source = torch.full((B,), -1, dtype=torch.long)
+    if owner.numel() == 0:
+        return Augmented(new, he, source)
+    best_orig = rewards.view(-1, G).max(1).values
+    # bonus on revised candidates (before replacement, as in the official code)
+    best_rev = torch.full((B,), -math.inf).scatter_reduce(0, owner, revision_rewards.float(), "amax")
+    revised = torch.isfinite(best_rev)
+    if cfg.bonus_alpha > 0:
+        new[revised] = new[revised] + cfg.bonus_alpha * (best_rev[revised] - new[revised])
+    n_bonus = int(revised.sum())
+    groups = (owner // G)
+    n_replaced = 0
+    for g in groups.unique().tolist():
+        idx = (groups == g).nonzero().squeeze(1)
+        rr = revision_rewards[idx]
+        order = idx[rr.argsort(descending=True, stable=True)]
+        sel = [int(j) for j in order if float(revision_rewards[j]) > float(best_orig[g])][: cfg.replace_top_n]
+        if cfg.fallback and len(sel) < cfg.replace_top_n:
+            sel += [int(j) for j in order if int(j) not in sel
+                    and float(revision_rewards[j]) >= float(best_orig[g])][: cfg.replace_top_n - len(sel)]
+        if not sel:
+            continue
+        slots = torch.randperm(G, generator=generator)[: len(sel)] + g * G
+        for j, s in zip(sel, slots.tolist()):
+            new[s] = revision_rewards[j].float()
+            he[s] = True
+            source[s] = j
+        n_replaced += 1
+    return Augmented(new, he, source, n_bonus=n_bonus, groups_revised=int(groups.unique().numel()),
+                     groups_replaced=n_replaced)
+
+
+# loss
+
+def shaping(rho: Tensor, gamma: float) -> Tensor:
+    """f(rho) = rho / (rho + gamma) (gamma <= 0: f = rho); f'(1) = gamma / (1 + gamma)^2."""
+    return rho if gamma <= 0 else rho / (rho + gamma)
+
+
+def herl_policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, he_mask: Tensor | None = None,
+                     *, clip_eps: float = 0.2, clip_ratio_c: float = 3.0, shaping_gamma: float = 1.0,
+                     he_logp: Tensor | None = None) -> tuple[Tensor, dict]:
+    """The official ``mixpolicy_vanilla`` loss, token mean over ``mask``: dual-clip PPO on on-policy tokens and
+    the unclipped shaped surrogate ``-A f(rho)`` on hindsight tokens (``he_mask`` rows ``[B]`` or ``[B, T]``).
+    ``he_logp`` (default ``old_logp``) is the denominator of rho for hindsight tokens."""
+    if logp.shape != old_logp.shape or logp.shape != mask.shape:
+        raise ValueError("logp, old_logp and mask must have the same [B, T] shape")
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    mask = mask.to(logp.dtype)
+    if he_mask is None:
+        off = torch.zeros_like(mask)
+    else:
+        off = (he_mask.unsqueeze(1) if he_mask.dim() == 1 else he_mask).to(logp.dtype) * mask
+    on = mask * (1 - off)
+    log_ratio = torch.clamp(logp - old_logp, -20.0, 20.0)
+    ratio = torch.exp(log_ratio)
+    l1 = -adv * ratio
+    l2 = -adv * torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps)
+    clipped = torch.maximum(l1, l2)
+    dual = torch.minimum(-adv * clip_ratio_c, clipped)
+    on_loss = torch.where(adv < 0, dual, clipped) * on
+    he_ref = old_logp if he_logp is None else he_logp
+    off_ratio = torch.exp(torch.clamp(logp - he_ref, -20.0, 20.0))
+    off_loss = -adv * shaping(off_ratio, shaping_gamma) * off
+    n = mask.sum().clamp(min=1.0)
+    loss = (on_loss + off_loss).sum() / n
+    with torch.no_grad():
+        metrics = {"clip_fraction": float(((l2 > l1).to(mask.dtype) * on).sum() / on.sum().clamp(min=1.0)),
+                   "he_frac": float(off.sum() / n), "ppo_kl": float((-log_ratio * on).sum() / on.sum().clamp(min=1.0)),
+                   "loss": float(loss.detach())}
+    return loss, metrics
+
+
+# trainer
+
+def _left_pad(seqs: Sequence[Tensor], pad: int) -> tuple[Tensor, Tensor]:
+    L = max(int(s.numel()) for s in seqs)
+    ids = torch.full((len(seqs), L), pad, dtype=torch.long)
+    mask = torch.zeros(len(seqs), L, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if s.numel():
+            ids[i, L - s.numel():] = s
+            mask[i, L - s.numel():] = 1
+    return ids, mask
+
+
+def _unpad(ids: Tensor, mask: Tensor) -> list[Tensor]:
+    return [row[m.bool()] for row, m in zip(ids, mask)]
+
+
+def assemble(model: nn.Module, prompts: Sequence[Tensor], completions: Tensor, completion_mask: Tensor,
+             pad: int = 0, num_return_sequences: int = 1) -> Rollout:
+    """A :class:`Rollout` from per-row prompts (unpadded, any lengths; left-padded here) and completions
+    ``[B, C]`` with their mask; ``old_logp`` = ``token_logprobs`` of ``model`` (no gradient)."""
+    p_ids, p_mask = _left_pad(prompts, pad)
+    L = p_ids.shape[1]
+    seq = torch.cat([p_ids, completions], 1)
+    attn = torch.cat([p_mask, completion_mask.long()], 1)
+    cm = torch.cat([torch.zeros(len(prompts), L - 1), completion_mask.float()], 1)
+    with torch.no_grad():
+        old = token_logprobs(model, seq, attn)
+    return Rollout(seq, attn, cm, old, L, num_return_sequences)
+
+
+@dataclass
+class Counters:
+    """Budget bookkeeping: generated sequences (rollouts + revisions), revisions alone, verifier calls, steps."""
+
+    samples: int = 0
+    revisions: int = 0
+    verifier_calls: int = 0
+    steps: int = 0
+    history: list = field(default_factory=list)
+
+
+def revise(policy: nn.Module, guide: GuideFn, prompt_index: Sequence[int], prompts: Sequence[Tensor],
+           drafts: Sequence[Tensor], met_rows: Tensor, *, max_new_tokens: int, temperature: float,
+           generator: torch.Generator | None, eos_token_id: int | None, pad: int) -> tuple[Tensor, Tensor, list]:
+    """Sample one revision per draft from the same policy under guidance prompts. Returns
+    ``(completion_ids [R, C], completion_mask [R, C], guidance prompts)``."""
+    hs = [guide(int(p), x, d, m) for p, x, d, m in zip(prompt_index, prompts, drafts, met_rows)]
+    h_ids, h_mask = _left_pad(hs, pad)
+    roll = generate_with_logprobs(policy, h_ids, h_mask, num_return_sequences=1, max_new_tokens=max_new_tokens,
+                                  temperature=temperature, eos_token_id=eos_token_id, generator=generator,
+                                  pad_token_id=pad)
+    return roll.completion_ids, roll.completion_token_mask, hs
+
+
+class HeRLTrainer:
+    """HeRL (or, with ``cfg.enable=False``, GRPO) on a Hugging Face causal LM.
+
+    Args:
+        policy: any causal LM (``PreTrainedModel`` or a module returning logits).
+        verifier: ``RubricVerifier`` scoring ``(prompt_index, responses, mask)``.
+        cfg: :class:`HeRLConfig`.
+        guide: builds the guidance prompt ids from ``(prompt_index, prompt_ids, draft_ids, met_row)``
+            (:func:`text_guide` for text policies; the toy task has a token-level one).
+        ref: optional frozen reference policy for the k3 KL term (``cfg.kl_coef > 0``).
+        generator: torch generator for all sampling (same seed -> same run).
+    """
+
+    def __init__(self, policy: nn.Module, verifier: RubricVerifier, cfg: HeRLConfig, *, guide: GuideFn | None = None,
+                 ref: nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None,
+                 generator: torch.Generator | None = None) -> None:
+        if not isinstance(policy, nn.Module):
+            raise TypeError(f"policy must be a torch.nn.Module (e.g. a transformers PreTrainedModel), got "
+                            f"{type(policy).__name__}")
+        if cfg.enable and guide is None:
+            raise ValueError("HeRL needs a guide function that builds guidance prompts (or set enable=False)")
+        if cfg.kl_coef > 0 and ref is None:
+            raise ValueError("kl_coef > 0 needs a reference policy (ref=...)")
+        self.policy, self.verifier, self.cfg, self.guide, self.ref = policy, verifier, cfg, guide, ref
+        self.opt = optimizer or torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0)
+        self.gen = generator or torch.Generator().manual_seed(0)
+        self.count = Counters()
+
+    def step(self, prompt_ids: Tensor, prompt_mask: Tensor, prompt_index: Tensor) -> dict:
+        """One HeRL/GRPO update on ``P`` prompts (``prompt_ids [P, L]`` left-padded, ``prompt_index [P]`` into the
+        verifier's rubric lists). Returns metrics (rewards, zero-advantage groups, revisions, loss ...)."""
+        cfg, G = self.cfg, self.cfg.group_size
+        prompt_index = torch.as_tensor(prompt_index, dtype=torch.long)
+        if prompt_index.shape[0] != prompt_ids.shape[0]:
+            raise ValueError(f"{prompt_index.shape[0]} prompt indices for {prompt_ids.shape[0]} prompts")
+        roll = generate_with_logprobs(self.policy, prompt_ids, prompt_mask, num_return_sequences=G,
+                                      max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                      eos_token_id=cfg.eos_token_id, generator=self.gen, pad_token_id=cfg.pad_token_id)
+        comp, cmask = roll.completion_ids, roll.completion_token_mask
+        row_prompt = prompt_index.repeat_interleave(G)
+        res: RubricResult = self.verifier(row_prompt, comp, cmask)
+        rewards = res.scores.float()
+        B = comp.shape[0]
+        self.count.samples += B
+        self.count.verifier_calls += B
+        prompts = [p for p in _unpad(prompt_ids, prompt_mask) for _ in range(G)]
+        metrics = {"reward_mean": float(rewards.mean()), "pass_rate": float(res.passed.float().mean()),
+                   "zero_adv_groups": float((rewards.view(-1, G).max(1).values
+                                             == rewards.view(-1, G).min(1).values).float().mean())}
+        he = torch.zeros(B, dtype=torch.bool)
+        train_prompts = list(prompts)
+        if cfg.enable:
+            cand = select_hindsight(rewards, res.n_met, cfg)
+            if cand.numel():
+                r_ids, r_mask, hs = revise(self.policy, self.guide, row_prompt[cand].tolist(),
+                                           [prompts[i] for i in cand.tolist()], [comp[i][cmask[i].bool()]
+                                                                                for i in cand.tolist()],
+                                           res.met[cand], max_new_tokens=cfg.max_new_tokens,
+                                           temperature=cfg.revise_temperature, generator=self.gen,
+                                           eos_token_id=cfg.eos_token_id, pad=cfg.pad_token_id)
+                r_res = self.verifier(row_prompt[cand], r_ids, r_mask)
+                self.count.samples += int(cand.numel())
+                self.count.revisions += int(cand.numel())
+                self.count.verifier_calls += int(cand.numel())
+                aug = augment_group(rewards, cand, r_res.scores.float(), cfg, self.gen)
+                rewards, he = aug.rewards, aug.he_mask
+                C = max(comp.shape[1], r_ids.shape[1])
+                comp = torch.nn.functional.pad(comp, (0, C - comp.shape[1]), value=cfg.pad_token_id)
+                cmask = torch.nn.functional.pad(cmask, (0, C - cmask.shape[1]))
+                for s in he.nonzero().squeeze(1).tolist():
+                    j = int(aug.source[s])
+                    comp[s] = torch.nn.functional.pad(r_ids[j], (0, C - r_ids.shape[1]), value=cfg.pad_token_id)
+                    cmask[s] = torch.nn.functional.pad(r_mask[j], (0, C - r_mask.shape[1]))
+                    if cfg.train_context == "hindsight":
+                        train_prompts[s] = hs[j]
+                metrics |= {"revisions": float(cand.numel()), "revision_reward": float(r_res.scores.mean()),
+                            "revision_pass": float(r_res.passed.float().mean()),
+                            "groups_replaced": float(aug.groups_replaced)}
+        adv = group_advantages(rewards, G)
+        batch = assemble(self.policy, train_prompts, comp, cmask, cfg.pad_token_id, G)
+        self.policy.train()
+        logp = token_logprobs(self.policy, batch.sequences, batch.attention_mask)
+        loss, lm = herl_policy_loss(logp, batch.old_logp, adv, batch.completion_mask, he, clip_eps=cfg.clip_eps,
+                                    clip_ratio_c=cfg.clip_ratio_c, shaping_gamma=cfg.shaping_gamma)
+        if cfg.kl_coef > 0:
+            with torch.no_grad():
+                ref = token_logprobs(self.ref, batch.sequences, batch.attention_mask)
+            d = ref - logp
+            m = batch.completion_mask
+            kl = ((torch.exp(d) - d - 1) * m).sum() / m.sum().clamp(min=1.0)
+            loss = loss + cfg.kl_coef * kl
+            lm["kl"] = float(kl.detach())
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+        self.opt.step()
+        self.count.steps += 1
+        metrics |= lm
+        metrics["he_rows"] = float(he.sum())
+        return metrics
+
+
+# test-time refinement
+
+@torch.no_grad()
+def test_time_refine(policy: nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, prompt_index: Tensor,
+                     verifier: RubricVerifier, guide: GuideFn, *, rounds: int = 1, max_new_tokens: int = 16,
+                     temperature: float = 0.0, revise_temperature: float = 0.3, eos_token_id: int | None = None,
+                     pad_token_id: int = 0, generator: torch.Generator | None = None) -> dict:
+    """Experience-guided self-improvement at test time: draft (``temperature``; 0 = greedy), score, then
+    ``rounds`` guided revisions of the current best answer, keeping a revision only when its score is higher.
+
+    Returns ``{"responses", "masks", "initial": RubricResult, "final": RubricResult, "samples", "verifier_calls"}``.
+    """
+    if rounds < 0:
+        raise ValueError(f"rounds must be >= 0, got {rounds}")
+    prompt_index = torch.as_tensor(prompt_index, dtype=torch.long)
+    roll = generate_with_logprobs(policy, prompt_ids, prompt_mask, num_return_sequences=1,
+                                  max_new_tokens=max_new_tokens, temperature=temperature, eos_token_id=eos_token_id,
+                                  generator=generator, pad_token_id=pad_token_id)
+    best, bmask = roll.completion_ids.clone(), roll.completion_token_mask.clone()
+    first = verifier(prompt_index, best, bmask)
+    cur = RubricResult(first.met.clone(), first.weights)
+    prompts = _unpad(prompt_ids, prompt_mask)
+    samples = calls = len(prompts)
+    for _ in range(rounds):
+        todo = (~cur.passed).nonzero().squeeze(1)
+        if todo.numel() == 0:
+            break
+        r_ids, r_mask, _ = revise(policy, guide, prompt_index[todo].tolist(), [prompts[i] for i in todo.tolist()],
+                                  [best[i][bmask[i].bool()] for i in todo.tolist()], cur.met[todo],
+                                  max_new_tokens=max_new_tokens, temperature=revise_temperature,
+                                  generator=generator, eos_token_id=eos_token_id, pad=pad_token_id)
+        rr = verifier(prompt_index[todo], r_ids, r_mask)
+        samples += int(todo.numel())
+        calls += int(todo.numel())
+        better = rr.scores > cur.scores[todo]
+        C = max(best.shape[1], r_ids.shape[1])
+        best = torch.nn.functional.pad(best, (0, C - best.shape[1]), value=pad_token_id)
+        bmask = torch.nn.functional.pad(bmask, (0, C - bmask.shape[1]))
+        for k in better.nonzero().squeeze(1).tolist():
+            i = int(todo[k])
+            best[i] = torch.nn.functional.pad(r_ids[k], (0, C - r_ids.shape[1]), value=pad_token_id)
+            bmask[i] = torch.nn.functional.pad(r_mask[k], (0, C - r_mask.shape[1]))
+            cur.met[i] = rr.met[k]
+    return {"responses": best, "masks": bmask, "initial": first, "final": cur, "samples": samples,
+            "verifier_calls": calls}
+
+
+test_time_refine.__test__ = False  # not a pytest test despite its name
+
+
+__all__ = ["Augmented", "Counters", "DEFAULT_TEMPLATE", "GuideFn", "HeRLConfig", "HeRLTrainer", "TRAIN_CONTEXTS",
+           "assemble", "augment_group", "build_guidance_prompt", "herl_policy_loss", "revise", "select_hindsight",
+           "shaping", "test_time_refine", "text_guide"]
