@@ -232,22 +232,40 @@ class ByteBPE:
         valid[V] = reachable
         return valid
 
+    def pretok_state(self, suffix: tuple) -> list:
+        """Shared, lazily filled prefix-canonicity state of token ids ``suffix`` after a stable cut (regex
+        pre-tokenizers only): ``[allowed [V] bool, known [V] bool, can_end]``, where ``allowed[v]`` (valid once
+        ``known[v]``) says suffix + (v,) is prefix-canonical and ``can_end`` that suffix is canonical."""
+        st = self._mask_cache.get(suffix)
+        if st is None:
+            if len(self._mask_cache) > 20000:
+                self._mask_cache.clear()
+            data = self.decode(suffix)
+            known = ~self.reachable  # special/added tokens: never allowed
+            st = [np.zeros(self.vocab_size, dtype=bool), known.copy(), self.pretok.canonical(list(suffix), data)]
+            self._mask_cache[suffix] = st
+        return st
+
+    def pretok_allowed(self, suffix: tuple, tokens, stop_at_first: bool = False) -> np.ndarray:
+        """allowed[tokens] for ``suffix`` (computing what is not known yet); with ``stop_at_first`` stop at the first
+        allowed token (the rest may stay False)."""
+        allowed, known, _ = self.pretok_state(suffix)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        todo = tokens[~known[tokens]]
+        if len(todo):
+            ids, data = list(suffix), self.decode(suffix)
+            for v in todo.tolist():
+                allowed[v] = self.pretok.prefix_canonical(ids + [v], data + self.token_bytes[v])
+                known[v] = True
+                if stop_at_first and allowed[v]:
+                    break
+        return allowed[tokens]
+
     def pretok_mask(self, suffix: tuple) -> tuple[np.ndarray, bool]:
-        """For token ids ``suffix`` after a stable cut: (allowed [V]: suffix + (v,) is prefix-canonical, can_end:
-        suffix is canonical). Cached per suffix (regex pre-tokenizers only; see pretok.py)."""
-        hit = self._mask_cache.get(suffix)
-        if hit is not None:
-            return hit
-        pt, data = self.pretok, self.decode(suffix)
-        allowed = np.zeros(self.vocab_size, dtype=bool)
-        ids = list(suffix)
-        for v in self._byte_ids:
-            allowed[v] = pt.prefix_canonical(ids + [v], data + self.token_bytes[v])
-        out = (allowed, pt.canonical(ids, data))
-        if len(self._mask_cache) > 20000:
-            self._mask_cache.clear()
-        self._mask_cache[suffix] = out
-        return out
+        """(allowed [V], can_end) for token ids ``suffix`` after a stable cut, all tokens decided."""
+        self.pretok_allowed(suffix, self._byte_ids)
+        allowed, _, can_end = self.pretok_state(suffix)
+        return allowed, can_end
 
     def row(self, ids: Sequence[int]) -> int:
         """Row of ``valid`` for the token that follows ``ids`` (the start row for an empty sequence)."""

@@ -201,7 +201,7 @@ class ByteLevelLM(ByteModel):
         """log p~(. | context) for each position: float64 [n, V], -inf on non-canonical continuations."""
         return self._next_logprobs(logits, self.mask[list(rows)])
 
-    def _next_logprobs(self, logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    def _next_logprobs(self, logits: torch.Tensor, masks: torch.Tensor | None) -> torch.Tensor:
         """Next-token log-probabilities [n, V] in float64: log p~ (masked by the additive ``masks``, renormalised)
         or, with ``renormalize=False``, the raw softmax (the mask is then applied when covers are summed)."""
         z = logits[..., : self.bpe.vocab_size].to("cpu", torch.float64)
@@ -309,8 +309,16 @@ class _ModelStream:
     def _node_mask(self, u) -> torch.Tensor:
         raise NotImplementedError
 
-    def _prefix_masks(self, u) -> torch.Tensor:
-        """Additive masks before each token of fixed + u.suffix and after the last one."""
+    def _trunk(self, logits: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """(log p(trunk), log p(. | trunk)) from the logits of the forward over BOS + trunk."""
+        raise NotImplementedError
+
+    def _suffix_masks(self, u) -> torch.Tensor:
+        """Additive masks after each token of u.suffix ([len(suffix), V])."""
+        raise NotImplementedError
+
+    def _cover_mask(self, u, ids: torch.Tensor) -> torch.Tensor:
+        """Additive mask (0 / -inf) of the candidate next tokens ``ids`` of node ``u`` (EOS included)."""
         raise NotImplementedError
 
     def _make_node(self, parent: TreeNode, token: int, node: TreeNode) -> None:
@@ -318,25 +326,22 @@ class _ModelStream:
             return
         logp, nxt, cache = parent.data
         logits, cache = self.lm._forward([token], _fork(cache))
-        node.data = (logp + float(nxt[token]), self.lm._next_logprobs(logits[-1:], self._node_mask(node)[None])[0],
-                     cache)
+        mask = self._node_mask(node) if self.lm.renormalize else None
+        node.data = (logp + float(nxt[token]), self.lm._next_logprobs(logits[-1:], mask)[0], cache)
 
     def _attach_prefill(self) -> None:
         """One forward over BOS + trunk, then each live node's (short) suffix from a copy of the trunk cache."""
         lm, nf = self.lm, len(self.fixed)
         ids = [lm.bos_id] + self.fixed
         logits, cache = lm._forward(ids)
-        masks0 = self._prefix_masks(self.nodes[0])
-        lp = lm._next_logprobs(logits, masks0[: nf + 1])
-        trunk_logp = float(lp[torch.arange(nf), torch.tensor(self.fixed, dtype=torch.long)].sum())
-        trunk_next = lp[-1]
+        trunk_logp, trunk_next = self._trunk(logits)
         for u in self.nodes:
             if not u.suffix:
                 u.data = (trunk_logp, trunk_next, cache)
                 continue
             s = list(u.suffix)
             lg, c = lm._forward(s, _fork(cache))
-            lps = lm._next_logprobs(lg, self._prefix_masks(u)[nf + 1:])
+            lps = lm._next_logprobs(lg, self._suffix_masks(u) if lm.renormalize else None)
             inner = lps[torch.arange(len(s) - 1), torch.tensor(s[1:], dtype=torch.long)].sum()
             logp = trunk_logp + float(trunk_next[s[0]]) + float(inner)
             u.data = (logp, lps[-1], c)
@@ -346,13 +351,12 @@ class _ModelStream:
         n, order, byte_at, eos = len(self.text), self.lm.order, self.lm.byte_at, self.lm.bpe.eos_id
         for u in self.nodes:
             logp, nxt, _ = u.data
-            mask = self._node_mask(u)
             d = n - u.offset
             lo = u.lo + int(d > 0 and byte_at[u.lo, d] == -1)  # the token equal to s[j:] is the node at |s|
             ids = order[lo:u.hi]
             if d == 0:
                 ids = torch.cat([ids, torch.tensor([eos])])
-            yield u, d, lo, ids, logp + nxt[ids] + mask[ids]
+            yield u, d, lo, ids, logp + nxt[ids] + self._cover_mask(u, ids)
 
     def log_scores(self) -> torch.Tensor:
         """Unnormalised log P(s b) for b = 0..255 and log P(s, end) at index 256 (float64 [257])."""
@@ -406,12 +410,25 @@ class ByteStream(_ModelStream, StreamingBPETree):
     def _node_mask(self, u) -> torch.Tensor:
         return self.lm.mask[u.last]
 
-    def _prefix_masks(self, u) -> torch.Tensor:
-        return self.lm.mask[[self.lm.bpe.start_row] + self.fixed + list(u.suffix)]
+    def _cover_mask(self, u, ids: torch.Tensor) -> torch.Tensor:
+        return self.lm.mask[u.last][ids]
+
+    def _trunk(self, logits: torch.Tensor) -> tuple[float, torch.Tensor]:
+        lm, nf = self.lm, len(self.fixed)
+        lp = lm._next_logprobs(logits, lm.mask[[lm.bpe.start_row] + self.fixed])
+        return float(lp[torch.arange(nf), torch.tensor(self.fixed, dtype=torch.long)].sum()), lp[-1]
+
+    def _suffix_masks(self, u) -> torch.Tensor:
+        return self.lm.mask[list(u.suffix)]
 
 
 class PretokByteStream(_ModelStream, PretokTree):
-    """The pre-token-aware covering tree (regex pre-tokenizers) with model data on every node."""
+    """The pre-token-aware covering tree (regex pre-tokenizers) with model data on every node.
+
+    After a prompt, node log-probabilities are conditional on the fixed trunk (``log_prefix_prob`` is then
+    log P(s) - log p(trunk)); every cover shares the trunk, so next-byte distributions are unaffected. Pushing
+    bytes from an empty prompt keeps them absolute.
+    """
 
     def __init__(self, lm: ByteLevelLM, prompt: bytes = b"") -> None:
         PretokTree.__init__(self, lm.bpe)
@@ -423,10 +440,26 @@ class PretokByteStream(_ModelStream, PretokTree):
         self._attach_prefill()
 
     def _node_mask(self, u) -> torch.Tensor:
-        m = getattr(u, "_mask_t", None)
-        if m is None:
-            m = u._mask_t = self.lm._pretok_mask(u.allowed, u.can_end)
-        return m
+        return self.lm._pretok_mask(self.full_mask(u), u.can_end)
 
-    def _prefix_masks(self, u) -> torch.Tensor:
-        return torch.stack([self.lm._pretok_mask(a, e) for a, e in self.masks_along(u)])
+    def _cover_mask(self, u, ids: torch.Tensor) -> torch.Tensor:
+        eos = self.lm.bpe.eos_id
+        tok = ids[ids != eos].numpy()
+        m = torch.full((len(ids),), -math.inf, dtype=torch.float64)
+        ok = torch.zeros(len(ids), dtype=torch.bool)
+        ok[ids != eos] = torch.from_numpy(self.allowed(u, tok))
+        ok[ids == eos] = bool(u.can_end)
+        return m.masked_fill(ok, 0.0)
+
+    def _trunk(self, logits: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """(0, log p(. | trunk)): conditional on the trunk, whose last mask is the fresh-start state ()."""
+        lm = self.lm
+        mask = None
+        if lm.renormalize:
+            allowed = lm.bpe.pretok_mask(())[0]
+            mask = lm._pretok_mask(allowed, lm.bpe.is_canonical(self.fixed))
+        return 0.0, lm._next_logprobs(logits[-1:], None if mask is None else mask[None])[0]
+
+    def _suffix_masks(self, u) -> torch.Tensor:
+        rows = self.masks_along(u, trunk=False)[1:]
+        return torch.stack([self.lm._pretok_mask(a, e) for a, e in rows])

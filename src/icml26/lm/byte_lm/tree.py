@@ -125,13 +125,20 @@ class StreamingBPETree:
 
 @dataclass(eq=False)
 class PretokNode(TreeNode):
-    """A node of the pre-token-aware tree: ``allowed[v]`` = the sequence extended by byte token v is
-    prefix-canonical, ``can_end`` = the sequence itself is canonical (EOS may follow)."""
+    """A node of the pre-token-aware tree. ``key`` = its token ids after the stable cut of its own text (the
+    key of its lazily filled prefix-canonicity state, shared through ``ByteBPE.pretok_state``); ``can_end`` = the
+    sequence itself is canonical (EOS may follow)."""
 
     depth: int = 0                      # tokens from the start of the text
-    allowed: Any = None                 # bool [V]
+    key: tuple = ()
     can_end: bool = False
     parent: Any = None
+
+    @property
+    def allowed(self):
+        """bool [V]: ``allowed[v]`` = the sequence extended by v is prefix-canonical (only entries computed so far
+        are meaningful; ``PretokTree.full_mask`` decides all)."""
+        return self._state[0]
 
 
 @dataclass(eq=False)
@@ -150,7 +157,7 @@ class PretokTree:
     fixed: list = field(default_factory=list)
     nodes: list = field(default_factory=list)
     cut: int = 0                                   # byte offset of the stable cut (start of the text after ``fixed``)
-    fixed_masks: list = field(default_factory=list)  # ``allowed`` (and can_end) before each fixed token
+    fixed_masks: list = field(default_factory=list)  # the node before each fixed token
 
     def __post_init__(self) -> None:
         if not isinstance(self.bpe, ByteBPE):
@@ -166,8 +173,16 @@ class PretokTree:
         """Attach model data to ``node`` = ``parent`` extended by ``token`` (nothing here)."""
 
     def _fill(self, node: PretokNode) -> None:
-        """allowed / can_end of ``node`` from the text after the cut (cached per tokenizer by token suffix)."""
-        node.allowed, node.can_end = self.bpe.pretok_mask(tuple(node.suffix))
+        """Attach the prefix-canonicity state of ``node`` (keyed by its tokens after the current stable cut)."""
+        node.key = tuple(node.suffix)
+        node._state = self.bpe.pretok_state(node.key)
+        node.can_end = node._state[2]
+
+    def allowed(self, node: PretokNode, tokens, stop_at_first: bool = False) -> np.ndarray:
+        return self.bpe.pretok_allowed(node.key, tokens, stop_at_first)
+
+    def full_mask(self, node: PretokNode) -> np.ndarray:
+        return self.bpe.pretok_mask(node.key)[0]
 
     def push(self, byte: int) -> list[int]:
         if not isinstance(byte, (int, np.integer)) or not 0 <= byte < 256:
@@ -184,9 +199,9 @@ class PretokTree:
                 continue
             u.lo, u.hi = lo, hi
             exact = bpe.byte_at[lo, d + 1] == -1
-            if exact and u.allowed[bpe.order[lo]]:
+            if exact and self.allowed(u, bpe.order[lo:lo + 1])[0]:
                 new.append((u, int(bpe.order[lo])))
-            if u.allowed[bpe.order[lo + int(exact):hi]].any():
+            if self.allowed(u, bpe.order[lo + int(exact):hi], stop_at_first=True).any():
                 live.append(u)
         for parent, tok in new:
             node = PretokNode(n, parent.suffix + (tok,), tok, 0, len(bpe.order), depth=parent.depth + 1,
@@ -229,7 +244,7 @@ class PretokTree:
             chain[u.depth] = u
             u = u.parent
         for i in range(len(self.fixed), len(self.fixed) + k):
-            self.fixed_masks.append((chain[i].allowed, chain[i].can_end))
+            self.fixed_masks.append((chain[i].key, chain[i].can_end))
         for u in keep:
             u.suffix = u.suffix[k:]
         self.fixed.extend(committed)
@@ -245,16 +260,21 @@ class PretokTree:
     def tree(self) -> list[dict]:
         bpe = self.bpe
         return [{"offset": u.offset, "tokens": list(u.suffix), "bytes": [bpe.token_bytes[t] for t in u.suffix],
-                 "n_covering": int(u.allowed[bpe.order[u.lo:u.hi]].sum()), "can_end": u.can_end}
+                 "n_covering": int(self.allowed(u, bpe.order[u.lo:u.hi]).sum()), "can_end": u.can_end}
                 for u in self.nodes]
 
-    def masks_along(self, u: PretokNode) -> list[tuple]:
-        """(allowed, can_end) before each token of fixed + u.suffix and after it (len(fixed) + len(suffix) + 1)."""
+    def keys_along(self, u: PretokNode, trunk: bool = True) -> list[tuple]:
+        """(state key, can_end) of the nodes before each token of fixed + u.suffix and of u itself
+        (len(fixed) + len(suffix) + 1 of them; without ``trunk``, only from the node at the cut on)."""
         chain, a = [], u
         while a is not None and a.depth >= len(self.fixed):
-            chain.append((a.allowed, a.can_end))
+            chain.append((a.key, a.can_end))
             a = a.parent
-        return self.fixed_masks + chain[::-1]
+        return (self.fixed_masks if trunk else []) + chain[::-1]
+
+    def masks_along(self, u: PretokNode, trunk: bool = True) -> list[tuple]:
+        """(allowed [V], can_end) before each token of fixed + u.suffix and after it, all tokens decided."""
+        return [(self.bpe.pretok_mask(k)[0], e) for k, e in self.keys_along(u, trunk)]
 
     @property
     def node_at_end(self):
