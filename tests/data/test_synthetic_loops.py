@@ -317,6 +317,24 @@ def test_line_checker_and_graded_score():
         line_is_valid(3)
 
 
+def test_statement_forms_and_imitation_references():
+    from collections import Counter
+
+    from icml26.data.synthetic_loops.lm_syntax import (ImitateReference, form_entropy, reference_lines,
+                                                       statement_kind)
+
+    assert [statement_kind(s) for s in ("C", "x = 1", "f(x)", "3", "if x:", "bad (")] == [
+        "Expr:Name", "Assign", "Expr:Call", "Expr:Constant", "If", ""]
+    assert form_entropy(Counter({"Assign": 5})) == 0.0 and form_entropy(Counter()) == 0.0
+    assert form_entropy(Counter({"Assign": 2, "Return": 2, "": 7})) == pytest.approx(math.log(2))
+    refs = reference_lines(max_bytes=30_000)
+    assert len(refs) > 10 and all(statement_kind(r) == "Assign" and len(r) <= 60 for r in refs)
+    im = ImitateReference(refs)
+    assert im(["a", "b", "c"], 3) == im(["x", "y", "z"], 3) and all(r in refs for r in im(["a"] * 5, 0))
+    with pytest.raises(ValueError):
+        ImitateReference([])
+
+
 def test_lm_loop_bad_input():
     from icml26.data.synthetic_loops.lm_syntax import finetune_on_lines, sample_lines, syntax_loop
 
@@ -329,6 +347,8 @@ def test_lm_loop_bad_input():
         sample_lines(None, None, 0)
     with pytest.raises(ValueError):
         syntax_loop(None, None, None, rounds=-1, n_lines=4, steps=1, heldout=None)
+    with pytest.raises(ValueError, match="not both"):
+        syntax_loop(None, None, np.ones, rounds=1, n_lines=4, steps=1, heldout=None, rewrite=lambda x, s: x)
 
 
 # reproduction

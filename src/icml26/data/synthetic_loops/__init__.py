@@ -7,7 +7,8 @@ from .information import (closed_loop_gaussian_information, discrete_mutual_info
                           gaussian_information_estimate, gaussian_kl, self_consuming_categorical,
                           self_consuming_gaussian)
 from .loop import ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
-from .lm_syntax import finetune_on_lines, line_is_valid, line_score, sample_lines, syntax_loop
+from .lm_syntax import (ImitateReference, finetune_on_lines, form_entropy, line_is_valid, line_score,
+                        reference_lines, sample_lines, statement_kind, syntax_loop)
 from .mixture import (MixtureGrid, MixtureModel, bayes_verifier, fit_mixture, initial_fit, interleaved_task,
                       posterior_rubric)
 from .simplicity import fit_mlp, simplicity_bias_dataset, which_component
@@ -15,9 +16,9 @@ from .tasks import (DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circula
                     task_information)
 
 __all__ = [
-    "DigitsSelfTraining", "GaussianMeanTask", "ImitationTarget", "MajorityVoteFilter", "MixtureGrid", "MixtureModel",
-    "RubricWeighting", "bayes_verifier", "finetune_on_lines", "line_is_valid", "line_score", "sample_lines",
-    "syntax_loop", "fit_mixture", "initial_fit", "interleaved_task", "posterior_rubric",
+    "DigitsSelfTraining", "GaussianMeanTask", "ImitateReference", "ImitationTarget", "MajorityVoteFilter", "MixtureGrid", "MixtureModel",
+    "RubricWeighting", "bayes_verifier", "finetune_on_lines", "form_entropy", "line_is_valid", "line_score",
+    "reference_lines", "sample_lines", "statement_kind", "syntax_loop", "fit_mixture", "initial_fit", "interleaved_task", "posterior_rubric",
     "SyntheticDataLoop", "TabularPolicy", "VerifierFilter", "circular_distance", "closed_loop_gaussian_information",
     "discrete_mutual_information", "entropy", "fit_mlp", "gaussian_information_estimate", "gaussian_kl",
     "modular_addition", "self_consuming_categorical", "self_consuming_gaussian", "simplicity_bias_dataset",

@@ -148,15 +148,23 @@ def window_losses(model, tokens: torch.Tensor, seq_len: int = 128, windows: int 
 
 
 def syntax_loop(model, tokenizer, signal: Callable[[list[str]], np.ndarray] | None, rounds: int, n_lines: int,
-                steps: int, heldout: torch.Tensor, seed: int = 0, windows: int = 32) -> list[dict]:
+                steps: int, heldout: torch.Tensor, seed: int = 0, windows: int = 32,
+                rewrite: Callable[[list[str], int], list[str]] | None = None,
+                transfer_prompt: str | None = None) -> list[dict]:
     """History (generations 0..rounds) of a generation-training loop on lines [A05].
 
-    ``signal(lines) -> weights`` (None: closed loop, weight 1). Each record: ``valid`` (0/1 per sampled line of
-    that generation's model), ``score`` (graded score per line), ``nll`` (held-out window losses), ``distinct``
-    (fraction of distinct non-empty lines), ``kept`` (mean weight given to the lines it trained on).
+    ``signal(lines) -> weights`` (None: closed loop, weight 1); ``rewrite(lines, seed) -> lines`` replaces the
+    sampled lines by reference lines before training (instance-level imitation; weight 1). Each record: ``valid``
+    (0/1 per sampled line of that generation's model), ``score`` (graded score per line), ``nll`` (held-out window
+    losses), ``distinct`` (fraction of distinct non-empty lines), ``forms`` (statement kinds of the valid lines),
+    ``nontrivial`` (fraction of lines valid and more than a bare name or constant), ``kept`` (mean weight given to
+    the lines it trained on), ``top`` (most common lines) and, at generations 0
+    and ``rounds`` when ``transfer_prompt`` is given, ``valid_transfer``: validity of lines sampled after that prompt.
     """
     if rounds < 0 or n_lines < 1 or steps < 0:
         raise ValueError(f"need rounds >= 0, n_lines >= 1, steps >= 0; got {rounds}, {n_lines}, {steps}")
+    if signal is not None and rewrite is not None:
+        raise ValueError("pass a signal (filter or weights) or a rewrite (imitation), not both")
     hist = []
     for t in range(rounds + 1):
         lines = sample_lines(model, tokenizer, n_lines, seed=seed * 1000 + t)
@@ -164,13 +172,66 @@ def syntax_loop(model, tokenizer, signal: Callable[[list[str]], np.ndarray] | No
         rec = {"generation": t, "valid": valid, "score": np.array([line_score(s) for s in lines]),
                "nll": window_losses(model, heldout, windows=windows),
                "distinct": len({s.strip() for s in lines if s.strip()}) / len(lines), "kept": float("nan"),
-               "top": Counter(s.strip() for s in lines).most_common(3)}
+               "top": Counter(s.strip() for s in lines).most_common(3),
+               "forms": Counter(statement_kind(s) for s, v in zip(lines, valid) if v)}
+        rec["nontrivial"] = rec["valid"].mean() - (rec["forms"]["Expr:Name"] + rec["forms"]["Expr:Constant"]) / len(lines)
+        if transfer_prompt is not None and t in (0, rounds):
+            pre = transfer_prompt.split("\n")[-1]
+            rec["valid_transfer"] = np.array([line_is_valid(pre + s) for s in sample_lines(
+                model, tokenizer, n_lines, seed=seed * 1000 + 500 + t, prompt=transfer_prompt)], dtype=float)
         if t < rounds:
-            w = np.ones(len(lines)) if signal is None else np.asarray(signal(lines), dtype=float)
+            train = lines if rewrite is None else rewrite(lines, seed * 1000 + t)
+            w = np.ones(len(train)) if signal is None else np.asarray(signal(lines), dtype=float)
             rec["kept"] = float(w.mean())
-            model = finetune_on_lines(model, tokenizer, lines, w, steps, seed=seed * 1000 + t)
+            model = finetune_on_lines(model, tokenizer, train, w, steps, seed=seed * 1000 + t)
         hist.append(rec)
     return hist
+
+
+def statement_kind(line: str) -> str:
+    """The AST node type of a valid line's statement (``Assign``, ``Return``, ...; an expression statement as
+    ``Expr:<its node>``, e.g. ``Expr:Name`` for a bare name); "" if invalid."""
+    if not line_is_valid(line):
+        return ""
+    s = line.strip()
+    node = ast.parse(s + " pass" if s.endswith(":") else s).body[0]
+    if isinstance(node, ast.Expr):
+        return f"Expr:{type(node.value).__name__}"
+    return type(node).__name__
+
+
+def form_entropy(forms: Counter) -> float:
+    """Entropy (nats) of the statement kinds of the valid lines (0 when there are none)."""
+    c = np.array([v for k, v in forms.items() if k], dtype=float)
+    if c.sum() == 0:
+        return 0.0
+    p = c / c.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def reference_lines(max_bytes: int = 300_000, max_len: int = 60) -> list[str]:
+    """One surface form for imitation (our choice): valid assignment lines ``name = value`` (at most ``max_len``
+    characters) from the training split of the stdlib corpus."""
+    import re
+
+    from icml26.testbeds.code_corpus import corpus_texts
+
+    pat = re.compile(r"^[A-Za-z_][A-Za-z_0-9.]* = \S.*$")
+    out = [ln.strip() for t in corpus_texts("train", max_bytes=max_bytes) for ln in t.split("\n")]
+    return [ln for ln in out if len(ln) <= max_len and pat.match(ln) and line_is_valid(ln)]
+
+
+class ImitateReference:
+    """Instance-level supervision: every sampled line is replaced by a reference line drawn at random."""
+
+    def __init__(self, references: Sequence[str]) -> None:
+        if len(references) == 0:
+            raise ValueError("need at least one reference line")
+        self.references = list(references)
+
+    def __call__(self, lines: list[str], seed: int) -> list[str]:
+        idx = np.random.default_rng(seed).integers(len(self.references), size=len(lines))
+        return [self.references[i] for i in idx]
 
 
 def binary_signal(lines: list[str]) -> np.ndarray:

@@ -35,7 +35,8 @@ from icml26.testbeds.digits import digits_tensors, shuffled_indices
 
 from .information import (closed_loop_gaussian_information, gaussian_information_estimate, gaussian_kl,
                           self_consuming_categorical, self_consuming_gaussian)
-from .lm_syntax import binary_signal, graded_signal, syntax_loop
+from .lm_syntax import (ImitateReference, binary_signal, form_entropy, graded_signal, reference_lines,
+                        syntax_loop)
 from .mixture import (MixtureGrid, _batch_mi, bayes_verifier, fit_mixture, initial_fit, interleaved_task,
                       posterior_rubric)
 from .loop import ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
@@ -202,7 +203,8 @@ def _mean_ci(v: np.ndarray) -> tuple[float, float, float]:
 
 # 2c. toy causal LM on code, syntax checker as the open signal
 
-LM_LOOPS = ("closed", "syntax checker, binary", "syntax checker, graded")
+LM_LOOPS = ("closed", "syntax checker, binary", "syntax checker, graded", "imitation (one format)")
+TRANSFER_PROMPT = "\n    "                     # E4: a new prompt format (an indented line) the loops never train on
 
 
 def lm_loops(sz: Sizes, seed: int) -> dict[str, list[dict]]:
@@ -211,13 +213,17 @@ def lm_loops(sz: Sizes, seed: int) -> dict[str, list[dict]]:
 
     model, tok = load_causal_lm(TOY_4L)
     heldout = encode_split(tok, "heldout", max_bytes=200_000)
-    signals = dict(zip(LM_LOOPS, (None, binary_signal, graded_signal)))
-    return {name: syntax_loop(model, tok, sig, sz.lm_rounds, sz.lm_lines, sz.lm_steps, heldout, seed=seed)
+    signals = dict(zip(LM_LOOPS, (None, binary_signal, graded_signal, None)))
+    imitate = ImitateReference(reference_lines())
+    return {name: syntax_loop(model, tok, sig, sz.lm_rounds, sz.lm_lines, sz.lm_steps, heldout, seed=seed,
+                              rewrite=imitate if name.startswith("imitation") else None,
+                              transfer_prompt=None if name.endswith("graded") else TRANSFER_PROMPT)
             for name, sig in signals.items()}
 
 
 def lm_claims(lm: dict[str, list[dict]], T: int) -> list[Claim]:
-    cl, bi, gr = (lm[k] for k in LM_LOOPS)
+    cl, bi, gr, im = (lm[k] for k in LM_LOOPS)
+    vt = lambda h, g: h[g]["valid_transfer"]                                 # noqa: E731
     v = lambda h, g: h[g]["valid"]                                           # noqa: E731
     pair = "Lines of two generations are independent samples of equal size, paired by index (a valid interval " \
            "for the difference of means)."
@@ -249,6 +255,21 @@ def lm_claims(lm: dict[str, list[dict]], T: int) -> list[Claim]:
               metric=f"fraction of sampled lines that parse, generation {T}", paired=list(v(bi, T) - v(gr, T)),
               note=pair, falsifier="the binary loop's validity at or below the graded loop's, or the interval "
                                    "containing 0"),
+        Claim("E4 (illustration): binary correctness keeps many statement forms where imitating one format does not",
+              form_entropy(bi[T]["forms"]), ">", form_entropy(im[T]["forms"]),
+              baseline="imitation of real assignment lines (one surface form), same start",
+              metric=f"entropy of the statement kinds of the valid lines at generation {T} [nats]",
+              note=f"binary {dict(bi[T]['forms'].most_common(4))}; imitation {dict(im[T]['forms'].most_common(4))}",
+              falsifier="the binary loop's form entropy at or below the imitation loop's"),
+        Claim("E4 (illustration): the binary loop's validity carries over to a new prompt format better than "
+              "imitation's", float(vt(bi, T).mean()), ">", float(vt(im, T).mean()),
+              baseline="imitation of one format, same start",
+              metric=f"validity of lines sampled after {TRANSFER_PROMPT!r} (never trained on), generation {T}",
+              paired=list(vt(bi, T) - vt(im, T)),
+              note=f"generation 0: {vt(bi, 0).mean():.3f}; closed loop at {T}: {vt(cl, T).mean():.3f}; imitation "
+                   f"validity at the training prompt {v(im, T).mean():.3f}. {pair}",
+              falsifier="the binary loop's transfer validity at or below the imitation loop's, or the interval "
+                        "containing 0"),
     ]
 
 
@@ -572,15 +593,22 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     if sz.lm_rounds:
         tables["lm_syntax"] = [{"loop": n, "generation": r["generation"],
                                 "validity": "{:.3f} [{:.3f}, {:.3f}]".format(*_mean_ci(r["valid"])),
+                                "valid, not a bare name/constant": float(r["nontrivial"]),
                                 "graded score": float(r["score"].mean()),
                                 "held-out CE": "{:.3f} [{:.3f}, {:.3f}]".format(*_mean_ci(r["nll"])),
                                 "distinct lines": r["distinct"], "mean weight kept": r["kept"],
+                                "statement-form entropy": form_entropy(r["forms"]),
+                                "validity after new prompt": float(r["valid_transfer"].mean())
+                                if "valid_transfer" in r else float("nan"),
                                 "most common lines": repr(r["top"])} for n, h in lm.items() for r in h]
         for n, h in lm.items():
             for r in (h[0], h[-1]):
                 metrics[f"lm_valid_{n}_g{r['generation']}"] = float(r["valid"].mean())
                 metrics[f"lm_nll_{n}_g{r['generation']}"] = float(r["nll"].mean())
+                metrics[f"lm_nontrivial_{n}_g{r['generation']}"] = float(r["nontrivial"])
                 metrics[f"lm_distinct_{n}_g{r['generation']}"] = float(r["distinct"])
+                if "valid_transfer" in r:
+                    metrics[f"lm_valid_transfer_{n}_g{r['generation']}"] = float(r["valid_transfer"].mean())
     tables["digits_self_training"] = [{"loop": n, "generation": g, "test accuracy": float(dA[n][g]),
                                        "I(Y;Y_hat) decisions": float(dI[n][g]),
                                        "I soft joint": float(dig[n][g]["soft_information"]),
