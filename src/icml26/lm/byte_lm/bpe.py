@@ -17,6 +17,7 @@ The pair is invalid iff some merge m = (r_i, l_j) has its rank inside both windo
 from __future__ import annotations
 
 import json
+import logging
 import os
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -146,6 +147,11 @@ class ByteBPE:
                 plain = tk_models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
                                                            for m in spec["model"]["merges"]])
             self.pretok = Pretokenizer(pattern, backend.model, bytes_to_unicode(), self.token_bytes, plain)
+            if not self.pretok._known:
+                logging.getLogger(__name__).warning(
+                    "pre-tokenizer regex %r is not the GPT-2 or Llama-3 pattern: exactness relies on every pre-token "
+                    "boundary but the last staying a boundary when text is appended (tested for those two only)",
+                    pattern[:80])
             self._byte_ids = [i for i, b in enumerate(self.token_bytes) if b is not None]
             self._mask_cache: dict = {}
             self.valid = None

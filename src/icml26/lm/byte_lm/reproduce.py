@@ -54,7 +54,7 @@ class Sizes:
 
 SIZES = {
     Budget.QUICK: Sizes(12, 48, 1, 60, 1, 48, 12, 1, 6, 24, 32),
-    Budget.STANDARD: Sizes(400, 128, 6, 500, 4, 300, 96, 5, 120, 64, 200),
+    Budget.STANDARD: Sizes(400, 128, 6, 500, 4, 300, 96, 5, 80, 48, 150),
     Budget.FULL: Sizes(2000, 192, 20, 600, 10, 600, 256, 5, 400, 96, 400),
 }
 LN2 = math.log(2)

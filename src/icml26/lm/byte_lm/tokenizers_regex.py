@@ -102,7 +102,8 @@ def _train_regex_lm(cfg: RegexLMConfig, out_dir) -> None:
     log = logging.getLogger(__name__)
     tok = train_regex_tokenizer(cfg.tokenizer)
     eos = tok.token_to_id(SPECIAL_TOKENS[0])
-    with build_phase(log, "b11-regex-lm", f"tokenizing {cfg.train_bytes / 1e6:.1f} MB with the {cfg.tokenizer.style} tokenizer"):
+    what = f"tokenizing {cfg.train_bytes / 1e6:.1f} MB with the {cfg.tokenizer.style} tokenizer"
+    with build_phase(log, "b11-regex-lm", what):
         enc = tok.encode_batch(corpus_texts("train", cfg.train_bytes))
         data = torch.tensor([t for e in enc for t in (*e.ids, eos)], dtype=torch.long)
     config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
