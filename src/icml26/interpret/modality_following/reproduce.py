@@ -136,7 +136,7 @@ def _figure_resample(res: dict[str, dict[str, Any]]) -> Figure:
                         fmt="D", color=line.get_color(), capsize=3)
     ax.set_xlabel("dU (normalised entropy)")
     ax.set_ylabel("P(follow text)")
-    ax.set_title("[B03] resampled difficulty laws: ratio moves, b* stays")
+    ax.set_title("[B03] resampled difficulty laws: raw ratio and b* (95% bootstrap)")
     ax.legend(fontsize=7)
     return fig
 
