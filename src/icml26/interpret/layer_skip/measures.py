@@ -13,6 +13,7 @@ Block index i = 0..L-1 (0-based; the spec's layer l = i + 1); hidden index l = 0
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -112,6 +113,7 @@ def unique_information_probe(trace: HiddenTrace, y: torch.Tensor | np.ndarray, *
     cross-validated over ``n_folds`` stratified folds (the CE is on held-out folds). ``layers``: the hidden
     indices 0..L to probe (default all). With no vision tokens U is exactly 0.
     """
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
     from sklearn.pipeline import make_pipeline
@@ -139,7 +141,9 @@ def unique_information_probe(trace: HiddenTrace, y: torch.Tensor | np.ndarray, *
         total = 0.0
         for tr, te in folds:
             clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=max_iter))
-            clf.fit(X[tr], yi[tr])
+            with warnings.catch_warnings():   # max_iter caps the fit (early stopping); the CE is held-out anyway
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                clf.fit(X[tr], yi[tr])
             p = np.full((len(te), len(classes)), 1e-12)
             p[:, clf.classes_] = np.clip(clf.predict_proba(X[te]), 1e-12, 1.0)
             total += -np.log(p[np.arange(len(te)), yi[te]]).sum()

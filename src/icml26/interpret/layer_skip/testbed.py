@@ -77,7 +77,7 @@ class TinyVLMConfig:
 
 VLM_6L = TinyVLMConfig()
 VLM_8L = replace(VLM_6L, name="vlm-8L", num_layers=8)
-VLM_QUICK = replace(VLM_6L, name="vlm-3L-d32", num_layers=3, hidden_size=32, ffn_size=64, steps=400)
+VLM_QUICK = replace(VLM_6L, name="vlm-3L-d32", num_layers=3, hidden_size=32, ffn_size=64, steps=250, batch_size=32)
 
 
 # data

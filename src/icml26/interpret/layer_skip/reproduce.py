@@ -1,0 +1,367 @@
+"""[A14] Reproduction: do label-free redundancy measures predict which vision-token skips are harmless?
+
+On the tiny digit-VQA vision-language models (``testbed.py``; a 6-layer and an 8-layer model at the standard
+budget), with the held-out images split by the seed into a calibration half (measures) and an evaluation half
+(accuracies):
+
+1. measures per block on the calibration pairs: R_i(V), R_i(T), ShortGPT's block influence over all tokens,
+   A_i, D_l, U_l (cross-validated probes for the answer);
+2. ground truth on the evaluation pairs: the accuracy after skipping each block for V only, after removing each
+   whole block (ShortGPT), after a vision exit at each e and a late entry at each s;
+3. claims: Spearman(R(V), accuracy after the V-skip) >= 0.6 in each model, and at least ShortGPT's all-token BI;
+   the 2 most redundant blocks skipped for V cost <= 2 points, the 2 least redundant >= 5 points (equal FLOPs);
+   the exit chosen from A and U keeps >= 98% accuracy (FLOPs saved reported); the redundancy-ranked plan against
+   FastV token pruning and ShortGPT layer removal at equal or larger FLOPs; early and late blocks more redundant
+   for V than the middle ones (U-shape, reported and tested);
+4. checks: hooks leave the model unchanged, skip-all equals deleting the block, exit at L equals the base model,
+   A matches a brute-force sum and attention rows sum to 1.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
+
+from .measures import (RedundancyReport, block_influence, cross_modal_attention, layer_redundancy,
+                       per_example_redundancy, spearman, unique_information_probe, adjacent_token_redundancy)
+from .skip import BlockCost, SkipPlan, apply_skip_plan, fastv_pruning, plan_flops
+from .testbed import GRID, VLM_6L, VLM_8L, VLM_QUICK, DigitVQA, answer_correct, digit_vqa, load_tiny_vlm
+from .trace import collect_trace, find_blocks
+
+
+@dataclass(frozen=True)
+class Sizes:
+    models: tuple           # TinyVLM configs; the first is the main model (plans, FastV, ShortGPT)
+    n_calib: int            # held-out pairs for the measures
+    n_eval: int             # held-out pairs for the accuracies
+    probe_folds: int
+    fastv_K: int            # FastV prunes after this many blocks
+
+
+SIZES = {
+    Budget.QUICK: Sizes((VLM_QUICK,), 300, 300, 3, 1),
+    Budget.STANDARD: Sizes((VLM_6L, VLM_8L), 600, 800, 5, 2),
+    Budget.FULL: Sizes((VLM_6L, VLM_8L), 720, 1075, 5, 2),
+}
+TAU_R, TAU_A, EPS_U = 0.97, 0.05, 0.02     # decision thresholds of the spec (fixed before any run)
+SPEARMAN_MIN = 0.6                          # spec: "Spearman ... >= 0.6 in both models"
+BEST_MAX_DROP, WORST_MIN_DROP = 0.02, 0.05  # spec: best-2 costs <= 2 points, worst-2 >= 5 points
+KEEP_FRACTION = 0.98                        # spec: the chosen exit keeps >= 98% accuracy
+N_PLAN = 2                                  # blocks skipped for V in the best / worst plans
+
+
+def _split(data: DigitVQA, n_calib: int, n_eval: int, seed: int) -> tuple[DigitVQA, DigitVQA]:
+    held = torch.nonzero(~data.train).squeeze(1)
+    images = torch.unique(data.image[held])
+    perm = images[torch.randperm(len(images), generator=torch.Generator().manual_seed(seed))]
+    calib_img = set(perm[: int(0.4 * len(perm))].tolist())     # 40% of the held-out images for the measures
+    in_calib = torch.tensor([int(i) in calib_img for i in data.image[held]])
+    g = torch.Generator().manual_seed(seed + 1)
+    c, e = held[in_calib], held[~in_calib]
+    c = c[torch.randperm(len(c), generator=g)[:n_calib]]
+    e = e[torch.randperm(len(e), generator=g)[:n_eval]]
+    return data.subset(c), data.subset(e)
+
+
+def _acc_under(model, data: DigitVQA, vm: torch.Tensor, plan: SkipPlan | None = None,
+               fastv: tuple[int, float] | None = None) -> torch.Tensor:
+    if fastv is not None:
+        with fastv_pruning(model, vm, K=fastv[0], keep=fastv[1]):
+            return answer_correct(model, data)
+    if plan is None:
+        return answer_correct(model, data)
+    with apply_skip_plan(model, plan, vm):
+        return answer_correct(model, data)
+
+
+def _analyse(model, calib: DigitVQA, ev: DigitVQA, sizes: Sizes, seed: int) -> dict:
+    """Measures on ``calib`` and ground-truth accuracies on ``ev`` for one model."""
+    vm = model.vision_mask
+    L = len(find_blocks(model))
+    tr = collect_trace(model, calib.inputs(), vm)
+    R_v = layer_redundancy(tr, "vision").numpy()
+    R_t = layer_redundancy(tr, "text").numpy()
+    BI = block_influence(tr, "all").numpy()
+    A = cross_modal_attention(tr).numpy()
+    D = adjacent_token_redundancy(tr, GRID).numpy()
+    U = unique_information_probe(tr, calib.answer, n_folds=sizes.probe_folds, seed=seed)
+    per_ex = per_example_redundancy(tr, "vision").numpy()        # [L, B]
+    report = RedundancyReport(R_vision=R_v, R_text=R_t, A=A, D=D, U=U)
+    base = answer_correct(model, ev)
+    skip_v = [_acc_under(model, ev, vm, SkipPlan(skip_vision=(i,))) for i in range(L)]
+    skip_a = [_acc_under(model, ev, vm, SkipPlan(skip_all=(i,))) for i in range(L)]
+    exits = [_acc_under(model, ev, vm, SkipPlan(vision_exit=e)) for e in range(L + 1)]
+    entries = [_acc_under(model, ev, vm, SkipPlan(vision_entry=s)) for s in range(L + 1)]
+    return dict(L=L, trace=tr, R_v=R_v, R_t=R_t, BI=BI, A=A, D=D, U=U, per_ex=per_ex, report=report, base=base,
+                skip_v=skip_v, skip_a=skip_a, exits=exits, entries=entries)
+
+
+def _u_shape(r: dict) -> tuple[float, float, list[float]]:
+    """min(R_V first block, R_V last block) vs mean R_V of the middle blocks, with per-calibration-example
+    differences."""
+    pe = r["per_ex"]
+    ends = np.minimum(pe[0], pe[-1])
+    mid = pe[1:-1].mean(0) if pe.shape[0] > 2 else np.full_like(ends, np.nan)
+    return float(min(r["R_v"][0], r["R_v"][-1])), float(np.mean(r["R_v"][1:-1])) if pe.shape[0] > 2 else float("nan"), \
+        (ends - mid).tolist()
+
+
+def _checks(model, data: DigitVQA, r: dict) -> list[Claim]:
+    """Exactness checks on a few pairs (true by construction)."""
+    vm = model.vision_mask
+    small = data.subset(torch.arange(min(64, len(data))))
+    x = small.inputs()
+    blocks = find_blocks(model)
+    with torch.no_grad():
+        before = model(**x)
+        with apply_skip_plan(model, SkipPlan(), vm):
+            empty = model(**x)
+        with apply_skip_plan(model, SkipPlan(vision_exit=len(blocks)), vm):
+            exit_l = model(**x)
+        after = model(**x)
+        i = len(blocks) // 2
+        with apply_skip_plan(model, SkipPlan(skip_all=(i,)), vm):
+            skipped = model(**x)
+        deleted = copy.deepcopy(model)
+        del deleted.layers[i]
+        removed = deleted(**x)
+    left = sum(len(b._forward_hooks) + len(b._forward_pre_hooks) + len(b.self_attn._forward_hooks) for b in blocks)
+    tr = r["trace"]
+    attn = tr.attn
+    brute = np.zeros(r["L"])
+    vmask, tmask = tr.vision_mask[0], tr.text_mask[0]
+    for l in range(r["L"]):
+        brute[l] = attn[l][:, :, tmask][..., vmask].sum(-1).mean().item()
+    row_err = float((attn.sum(-1) - 1).abs().max())
+    diff = lambda a, b: float((a - b).abs().max())  # noqa: E731
+    mk = lambda s, m, op, ref, base, note="": Claim(s, m, op, ref, baseline=base, kind="check", note=note)  # noqa: E731
+    return [
+        mk("An empty skip plan leaves the logits identical (max |diff|)", diff(empty, before), "<=", 0.0,
+           "the model without hooks"),
+        mk("Hooks are removed afterwards: identical outputs before/after, no hooks left",
+           diff(after, before) + left, "<=", 0.0, "0 (max |diff| + number of hooks left)"),
+        mk("Skipping block i for all tokens equals deleting block i (max |diff|)", diff(skipped, removed), "<=",
+           1e-5, "forward pass with the block deleted"),
+        mk("Vision exit at L equals the base model (max |diff|)", diff(exit_l, before), "<=", 0.0, "base model"),
+        mk("A_i matches a brute-force sum over the attention probabilities; rows sum to 1 (max error)",
+           float(np.abs(brute - r["A"]).max()) + row_err, "<=", 1e-5, "explicit sum"),
+    ]
+
+
+def _fig_layers(r: dict, name: str):
+    from matplotlib.figure import Figure
+
+    L = r["L"]
+    fig = Figure(figsize=(10, 3.6))
+    ax1, ax2 = fig.subplots(1, 2)
+    blocks = np.arange(L)
+    ax1.plot(blocks, r["R_v"], "o-", label="R_i(V) (Skip-It)")
+    ax1.plot(blocks, r["R_t"], "s-", label="R_i(T)")
+    ax1.plot(blocks, 1 - r["BI"], "^--", label="1 - BI_i (ShortGPT, all tokens)")
+    ax1.plot(blocks, r["A"], "d-", label="A_i (text->vision attention)")
+    ax1.plot(np.arange(L + 1) - 0.5, r["U"], "x:", label="U_l (nats, at h_l)")
+    ax1.set_xlabel("block i"); ax1.set_title(f"{name}: measures (calibration)")
+    ax1.legend(fontsize=7)
+    base = r["base"].mean().item()
+    ax2.bar(blocks - 0.2, [base - a.mean().item() for a in r["skip_v"]], 0.4, label="skip block for V")
+    ax2.bar(blocks + 0.2, [base - a.mean().item() for a in r["skip_a"]], 0.4, label="remove block (all tokens)")
+    ax2.set_xlabel("block i"); ax2.set_ylabel("accuracy drop"); ax2.set_title("ground truth (evaluation)")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _fig_tradeoff(curves: dict[str, list[tuple[float, float]]]):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.5, 4))
+    ax = fig.subplots()
+    for name, pts in curves.items():
+        pts = sorted(pts)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=name, ms=3)
+    ax.set_xlabel("block FLOPs (fraction of full)"); ax.set_ylabel("accuracy (evaluation)")
+    ax.legend(fontsize=7); ax.set_title("[A14] accuracy vs FLOPs, main model")
+    fig.tight_layout()
+    return fig
+
+
+def reproduce(budget: Budget, seed: int) -> Outcome:
+    sizes = Budget.parse(budget).pick(SIZES)
+    seed_everything(seed)
+    data = digit_vqa(sizes.models[0].split_seed)
+    calib, ev = _split(data, sizes.n_calib, sizes.n_eval, seed)
+    claims: list[Claim] = []
+    metrics: dict[str, float] = {}
+    tables: dict[str, list[dict]] = {}
+    figures: dict = {}
+    results = []
+    with limit_threads(1):
+        for cfg in sizes.models:
+            model = load_tiny_vlm(cfg)
+            r = _analyse(model, calib, ev, sizes, seed)
+            results.append((cfg, model, r))
+    # per-model: rank correlation, ShortGPT comparison, U-shape
+    for cfg, model, r in results:
+        name = cfg.name
+        base = r["base"].mean().item()
+        acc_v = np.array([a.mean().item() for a in r["skip_v"]])
+        acc_a = np.array([a.mean().item() for a in r["skip_a"]])
+        rho = spearman(r["R_v"], acc_v)
+        rho_bi = spearman(1 - r["BI"], acc_v)
+        rho_bi_own = spearman(1 - r["BI"], acc_a)
+        ends, mid, paired_u = _u_shape(r)
+        metrics.update({f"{name}_base_acc": base, f"{name}_spearman_RV": rho, f"{name}_spearman_BI": rho_bi,
+                        f"{name}_spearman_BI_own_removal": rho_bi_own})
+        tables[f"{name}_layers"] = [
+            {"block": i, "R_V": float(r["R_v"][i]), "R_T": float(r["R_t"][i]), "BI_all": float(r["BI"][i]),
+             "A": float(r["A"][i]), "U_in": float(r["U"][i]), "D_in": float(r["D"][i]),
+             "acc_skip_V": float(acc_v[i]), "acc_remove_block": float(acc_a[i])} for i in range(r["L"])]
+        tables[f"{name}_exit_entry"] = [
+            {"layer": e, "acc_vision_exit": r["exits"][e].mean().item(), "acc_late_entry": r["entries"][e].mean().item(),
+             "flops_exit": plan_flops(SkipPlan(vision_exit=e), model.vision_mask, r["L"], _cost(model)),
+             "flops_entry": plan_flops(SkipPlan(vision_entry=e), model.vision_mask, r["L"], _cost(model))}
+            for e in range(r["L"] + 1)]
+        claims.append(Claim(
+            f"{name}: redundancy R_l(V) rank-correlates with accuracy after skipping block l for V (Spearman >= 0.6)",
+            rho, ">=", SPEARMAN_MIN, baseline="spec's bar 0.6", metric=f"Spearman over {r['L']} blocks",
+            paper="conditions align with actual degradation", falsifier="Spearman < 0.6",
+            note=f"base accuracy {base:.3f}; NaN when every skip gives the same accuracy"))
+        claims.append(Claim(
+            f"{name}: R_l(V) ranks V-skip damage at least as well as ShortGPT's all-token block influence",
+            rho, ">=", rho_bi, baseline="Spearman of 1 - BI (ShortGPT, all tokens), same blocks, same run",
+            metric="Spearman of R_l(V)", falsifier="a lower Spearman than ShortGPT's BI",
+            note=f"BI against its own whole-block removal: Spearman {rho_bi_own:.3f}"))
+        claims.append(Claim(
+            f"{name}: both early and late blocks are redundant for vision tokens (U-shape of R(V))",
+            ends, ">", mid, baseline="mean R(V) of the middle blocks", metric="min(R(V) first block, R(V) last block)",
+            paper="early and late vision tokens are redundant across models",
+            falsifier="the first or the last block no more redundant for V than the middle blocks on average",
+            paired=paired_u, note="per calibration pair differences; the spec asks to report, not assert, this"))
+    # main model: plans at equal FLOPs, exit rule, FastV and ShortGPT
+    cfg, model, r = results[0]
+    claims += _plan_claims(model, ev, r, sizes, metrics, tables, figures)
+    claims += _checks(model, ev, r)
+    for cfg, _, r in results:
+        figures[f"{cfg.name}_layers"] = _fig_layers(r, cfg.name)
+    return Outcome(metrics=metrics, claims=claims, tables=tables, figures=figures)
+
+
+def _cost(model) -> BlockCost:
+    return BlockCost(d=model.cfg.hidden_size, d_ff=model.cfg.ffn_size, mlp_mats=2)
+
+
+def _plan_claims(model, ev: DigitVQA, r: dict, sizes: Sizes, metrics: dict, tables: dict, figures: dict) -> list[Claim]:
+    vm, L, cost = model.vision_mask, r["L"], _cost(model)
+    base_c = r["base"]
+    base = base_c.mean().item()
+    order = np.argsort(-r["R_v"], kind="stable")                  # most redundant first
+    k = min(N_PLAN, L - 1)
+    best = SkipPlan(skip_vision=tuple(sorted(int(i) for i in order[:k])))
+    worst = SkipPlan(skip_vision=tuple(sorted(int(i) for i in order[-k:])))
+    best_c, worst_c = _acc_under(model, ev, vm, best), _acc_under(model, ev, vm, worst)
+    f_best = plan_flops(best, vm, L, cost)
+    # peers at equal or larger FLOPs than the best plan
+    n_v = int(vm.sum())
+    fastv_keep = next(n for n in range(n_v + 1) if plan_flops(SkipPlan(), vm, L, cost, fastv=(sizes.fastv_K, n)) >= f_best
+                      - 1e-12)
+    fastv_c = _acc_under(model, ev, vm, fastv=(sizes.fastv_K, fastv_keep / n_v))
+    f_fastv = plan_flops(SkipPlan(), vm, L, cost, fastv=(sizes.fastv_K, fastv_keep))
+    bi_order = np.argsort(r["BI"], kind="stable")                 # ShortGPT removes the lowest-BI blocks
+    n_rm = max(n for n in range(L) if plan_flops(SkipPlan(skip_all=tuple(int(i) for i in bi_order[:n])), vm, L, cost)
+               >= f_best - 1e-12)
+    short_plan = SkipPlan(skip_all=tuple(sorted(int(i) for i in bi_order[:n_rm])))
+    short_c = _acc_under(model, ev, vm, short_plan)
+    f_short = plan_flops(short_plan, vm, L, cost)
+    fastv_half = _acc_under(model, ev, vm, fastv=(sizes.fastv_K, 0.5)).mean().item()
+    # the rule-chosen plan (thresholds fixed in advance)
+    chosen = r["report"].recommend(TAU_R, TAU_A, EPS_U)
+    chosen_c = _acc_under(model, ev, vm, chosen)
+    f_chosen = plan_flops(chosen, vm, L, cost)
+    exit_plan = SkipPlan(vision_exit=chosen.vision_exit)
+    exit_c = _acc_under(model, ev, vm, exit_plan)
+    has_exit = chosen.vision_exit is not None
+    metrics.update({"base_acc": base, "best2_acc": best_c.mean().item(), "worst2_acc": worst_c.mean().item(),
+                    "best2_flops": f_best, "fastv_matched_acc": fastv_c.mean().item(), "fastv_matched_flops": f_fastv,
+                    "fastv_matched_keep": float(fastv_keep), "fastv_half_acc": fastv_half,
+                    "shortgpt_matched_acc": short_c.mean().item(), "shortgpt_matched_flops": f_short,
+                    "shortgpt_removed": float(n_rm), "chosen_acc": chosen_c.mean().item(),
+                    "chosen_flops_saved": 1 - f_chosen, "chosen_exit": float(chosen.vision_exit if has_exit else L),
+                    "chosen_entry": float(chosen.vision_entry), "chosen_skips": float(len(chosen.skip_vision)),
+                    "exit_acc": exit_c.mean().item(), "exit_flops_saved": 1 - plan_flops(exit_plan, vm, L, cost)})
+    # context for the exit rule: what U alone would pick, the accuracy-oracle exit, A under uniform attention
+    U = r["U"]
+    u_exit = next(e for e in range(L + 1) if all(U[l] <= EPS_U for l in range(e, L + 1)) or e == L)
+    ok = [e for e in range(L + 1) if r["exits"][e].mean().item() >= KEEP_FRACTION * base]
+    pos = torch.nonzero(~vm).squeeze(1).double()
+    metrics.update({"exit_by_U_only": float(u_exit), "exit_by_U_only_acc": r["exits"][u_exit].mean().item(),
+                    "exit_oracle_98": float(min(ok)) if ok else float(L),
+                    "A_uniform_attention": float((vm.sum() / (pos + 1)).mean()), "A_min": float(np.min(r["A"]))})
+    tables["plans"] = [
+        {"plan": "full model", "blocks": "-", "acc": base, "flops": 1.0},
+        {"plan": f"Skip-It best-{k} (V skip)", "blocks": str(best.skip_vision), "acc": best_c.mean().item(), "flops": f_best},
+        {"plan": f"Skip-It worst-{k} (V skip)", "blocks": str(worst.skip_vision), "acc": worst_c.mean().item(),
+         "flops": plan_flops(worst, vm, L, cost)},
+        {"plan": f"FastV K={sizes.fastv_K}, keep {fastv_keep}/{n_v}", "blocks": "-", "acc": fastv_c.mean().item(),
+         "flops": f_fastv},
+        {"plan": f"ShortGPT remove {n_rm}", "blocks": str(short_plan.skip_all), "acc": short_c.mean().item(),
+         "flops": f_short},
+        {"plan": "rule-chosen", "blocks": str(chosen), "acc": chosen_c.mean().item(), "flops": f_chosen},
+    ]
+    # accuracy vs FLOPs curves
+    curves = {
+        "Skip-It: skip k most redundant for V": [(plan_flops(SkipPlan(skip_vision=tuple(int(i) for i in order[:j])), vm,
+                                                   L, cost),
+                                                   _acc_under(model, ev, vm, SkipPlan(skip_vision=tuple(
+                                                       int(i) for i in order[:j]))).mean().item())
+                                                  for j in range(min(L, 4) + 1)],
+        "vision exit at e": [(plan_flops(SkipPlan(vision_exit=e), vm, L, cost), r["exits"][e].mean().item())
+                             for e in range(L + 1)],
+        f"FastV K={sizes.fastv_K}": [(plan_flops(SkipPlan(), vm, L, cost, fastv=(sizes.fastv_K, n)),
+                                      _acc_under(model, ev, vm, fastv=(sizes.fastv_K, n / n_v)).mean().item())
+                                     for n in range(0, n_v + 1, 4)],
+        "ShortGPT remove n": [(plan_flops(SkipPlan(skip_all=tuple(int(i) for i in bi_order[:n])), vm, L, cost),
+                               _acc_under(model, ev, vm, SkipPlan(skip_all=tuple(int(i) for i in bi_order[:n]))
+                                          ).mean().item()) for n in range(min(L, 4))],
+    }
+    figures["accuracy_vs_flops"] = _fig_tradeoff(curves)
+    ev_n = len(base_c)
+    tol = lambda c, t: ((base_c - c) - t).tolist()  # noqa: E731
+    out = [
+        Claim(f"Skipping the {k} most redundant blocks for V costs <= 2 accuracy points", base - best_c.mean().item(),
+              "<=", BEST_MAX_DROP, baseline="spec's bound 0.02", metric=f"accuracy drop ({ev_n} evaluation pairs)",
+              falsifier="a drop above 2 points", paired=tol(best_c, BEST_MAX_DROP),
+              note=f"blocks {best.skip_vision}, block FLOPs {f_best:.3f} of full"),
+        Claim(f"Skipping the {k} least redundant blocks for V costs >= 5 accuracy points", base - worst_c.mean().item(),
+              ">=", WORST_MIN_DROP, baseline="spec's bound 0.05", metric="accuracy drop",
+              falsifier="a drop below 5 points", paired=tol(worst_c, WORST_MIN_DROP),
+              note=f"blocks {worst.skip_vision}, the same FLOPs as the best plan"),
+        Claim(f"At equal FLOPs, the most-redundant V-skip plan beats the least-redundant one",
+              best_c.mean().item(), ">", worst_c.mean().item(), baseline="least-redundant plan, same FLOPs",
+              metric="accuracy", falsifier="accuracy at or below the least-redundant plan's",
+              paired=(best_c - worst_c).tolist()),
+        Claim("The vision exit chosen from A and U keeps >= 98% of full accuracy",
+              exit_c.mean().item() if has_exit else float("nan"), ">=", KEEP_FRACTION * base,
+              baseline="0.98 x full-model accuracy", metric="accuracy with vision exit",
+              falsifier="accuracy below 98% of the full model's",
+              paired=(exit_c - KEEP_FRACTION * base_c).tolist() if has_exit else None,
+              note=(f"exit at block {chosen.vision_exit} of {L}, block FLOPs saved "
+                    f"{metrics['exit_flops_saved']:.3f}" if has_exit else
+                    f"NaN: no exit satisfies A <= {TAU_A} and U <= {EPS_U} nats (max A over blocks "
+                    f"{float(np.max(r['A'])):.3f}, last-block A {float(r['A'][-1]):.3f})")),
+        Claim("The redundancy-ranked V-skip plan is at least as accurate as FastV at equal or more FLOPs",
+              best_c.mean().item(), ">=", fastv_c.mean().item(),
+              baseline=f"FastV (K={sizes.fastv_K}, keep {fastv_keep}/{n_v} vision tokens, FLOPs {f_fastv:.3f})",
+              metric=f"accuracy (Skip-It FLOPs {f_best:.3f})", falsifier="lower accuracy than FastV",
+              paired=(best_c - fastv_c).tolist(), note="our framing: the abstract makes no comparison with FastV"),
+        Claim("The redundancy-ranked V-skip plan is at least as accurate as ShortGPT at equal or more FLOPs",
+              best_c.mean().item(), ">=", short_c.mean().item(),
+              baseline=f"ShortGPT: remove {n_rm} lowest-BI blocks (FLOPs {f_short:.3f})",
+              metric=f"accuracy (Skip-It FLOPs {f_best:.3f})", falsifier="lower accuracy than ShortGPT",
+              paired=(best_c - short_c).tolist(), note="our framing: the abstract makes no comparison with ShortGPT"),
+    ]
+    return out

@@ -1,0 +1,343 @@
+"""[A14] Skip-It: traces, redundancy measures on constructed cases, skip plans (exactness), hooks, bad input."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from icml26.harness import Budget, Outcome
+from icml26.interpret.layer_skip import (BlockCost, HiddenTrace, RedundancyReport, SkipPlan, TinyVLM, VLM_QUICK,
+                                         adjacent_token_redundancy, apply_skip_plan, block_influence,
+                                         collect_trace, cross_modal_attention, digit_vqa, fastv_pruning,
+                                         find_blocks, layer_redundancy, plan_flops, unique_information_probe)
+from icml26.interpret.layer_skip.testbed import N_TEXT, N_VISION, answer_correct, train_tiny_vlm
+
+
+def _hooks(model: nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+@pytest.fixture(scope="module")
+def vlm():
+    torch.manual_seed(0)
+    return TinyVLM(replace(VLM_QUICK, num_layers=4)).eval()
+
+
+@pytest.fixture(scope="module")
+def batch():
+    d = digit_vqa(0)
+    return d.subset(torch.arange(0, 9000, 300)[:24])
+
+
+@pytest.fixture(scope="module")
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    cfg._attn_implementation = "eager"
+    return LlamaForCausalLM(cfg).eval()
+
+
+IDS = torch.randint(0, 50, (3, 10), generator=torch.Generator().manual_seed(1))
+VM = torch.arange(10) < 6
+
+
+def _run(m, **kw):
+    with torch.no_grad():
+        return m(IDS, use_cache=False, **kw).logits
+
+
+# --- known answers -------------------------------------------------------------------------------------------
+
+class _Identity(nn.Module):
+    def forward(self, hidden_states):
+        return hidden_states
+
+
+class _Plain(nn.Module):
+    """A plain nn.Module with a ``blocks`` list: identity, a random MLP block, identity."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([_Identity(), nn.Sequential(nn.Linear(8, 8), nn.Tanh()), _Identity()])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def test_identity_block_is_maximally_redundant():
+    torch.manual_seed(0)
+    m = _Plain()
+    x = torch.randn(5, 7, 8)
+    tr = collect_trace(m, x, torch.arange(7) < 3, attentions=False)
+    R = layer_redundancy(tr, "vision")
+    assert R[0] == pytest.approx(1.0, abs=1e-6) and R[2] == pytest.approx(1.0, abs=1e-6)
+    assert R[1] < 0.99 and bool((R <= 1 + 1e-6).all())
+    assert block_influence(tr)[0] == pytest.approx(0.0, abs=1e-6)
+    assert _hooks(m) == 0
+
+
+def _synthetic_trace(B: int, text_feat: np.ndarray, vis_feat: np.ndarray, n_vis: int = 3, n_txt: int = 2):
+    d = text_feat.shape[1]
+    h = torch.zeros(1, B, n_vis + n_txt, d, dtype=torch.float64)
+    h[0, :, :n_vis] = torch.tensor(vis_feat)[:, None]
+    h[0, :, n_vis:] = torch.tensor(text_feat)[:, None]
+    vm = (torch.arange(n_vis + n_txt) < n_vis)[None].expand(B, -1)
+    return HiddenTrace(hidden=h, attn=None, vision_mask=vm)
+
+
+def test_text_only_task_has_zero_unique_visual_information():
+    rng = np.random.default_rng(0)
+    B, d = 240, 4
+    y = rng.integers(0, 2, B)
+    text = rng.normal(size=(B, d)) + 1.5 * y[:, None]                   # the answer is in the text
+    # vision carries nothing: constant images -> exactly the text-only probe
+    tr = _synthetic_trace(B, text, np.ones((B, d)))
+    assert abs(unique_information_probe(tr, y, n_folds=3)[0]) < 1e-6
+    # no vision tokens at all -> 0 by definition
+    tr0 = HiddenTrace(hidden=tr.hidden, attn=None, vision_mask=torch.zeros_like(tr.vision_mask))
+    assert unique_information_probe(tr0, y, n_folds=3)[0] == 0.0
+    # vision noise independent of the answer -> ~0 (cross-validated probes cannot gain)
+    u_noise = unique_information_probe(_synthetic_trace(B, text, rng.normal(size=(B, d))), y, n_folds=3)[0]
+    assert abs(u_noise) < 0.05
+    # control: answer only in the image -> clearly positive
+    vis = rng.normal(size=(B, d)) + 2.0 * y[:, None]
+    u_vis = unique_information_probe(_synthetic_trace(B, rng.normal(size=(B, d)), vis), y, n_folds=3)[0]
+    assert u_vis > 0.3
+
+
+def test_adjacent_token_redundancy_known_cases():
+    B, d = 2, 3
+    v = torch.randn(d, dtype=torch.float64)
+    same = torch.zeros(1, B, 4 + 1, d, dtype=torch.float64)
+    same[0, :, :4] = v
+    same[0, :, 4] = torch.randn(d, dtype=torch.float64)
+    vm = (torch.arange(5) < 4)[None].expand(B, -1)
+    assert adjacent_token_redundancy(HiddenTrace(same, None, vm), (2, 2))[0] == pytest.approx(1.0)
+    checker = same.clone()
+    checker[0, :, :4] = torch.stack([v, -v, -v, v])                   # 2x2 checkerboard
+    assert adjacent_token_redundancy(HiddenTrace(checker, None, vm), (2, 2))[0] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="cells"):
+        adjacent_token_redundancy(HiddenTrace(same, None, vm), (3, 2))
+
+
+def test_cross_modal_attention_brute_force_and_masked(vlm, batch):
+    tr = collect_trace(vlm, batch.inputs(), vlm.vision_mask)
+    assert torch.allclose(tr.attn.sum(-1), torch.ones(()), atol=1e-5)
+    A = cross_modal_attention(tr)
+    vm = vlm.vision_mask
+    for l in range(tr.num_layers):
+        brute = np.mean([[tr.attn[l, b, h][~vm][:, vm].sum(-1).mean().item() for h in range(tr.attn.shape[2])]
+                         for b in range(tr.attn.shape[1])])
+        assert A[l].item() == pytest.approx(brute, abs=1e-6)
+    # no vision tokens -> A = 0; under a vision exit at 0 the attention modules only see the text tokens
+    none = HiddenTrace(tr.hidden, tr.attn, torch.zeros_like(tr.vision_mask))
+    assert float(cross_modal_attention(none).abs().max()) == 0.0
+    with apply_skip_plan(vlm, SkipPlan(vision_exit=0), vm):
+        tr0 = collect_trace(vlm, batch.inputs(), vm)
+    assert tr0.attn.shape[-1] == N_TEXT
+
+
+# --- skip plans: exactness -----------------------------------------------------------------------------------
+
+def test_hf_hooks_leave_the_model_unchanged(llama):
+    base = _run(llama)
+    params = {k: v.clone() for k, v in llama.state_dict().items()}
+    tr = collect_trace(llama, {"input_ids": IDS, "use_cache": False}, VM)
+    assert tr.hidden.shape == (4, 3, 10, 32) and tr.attn.shape == (3, 3, 4, 10, 10)
+    assert torch.equal(tr.logits, base)
+    with apply_skip_plan(llama, SkipPlan(skip_vision=(1,), vision_exit=2), VM):
+        changed = _run(llama)
+    with fastv_pruning(llama, VM, K=1, keep=0.5):
+        _run(llama)
+    assert not torch.equal(changed, base)
+    assert torch.equal(_run(llama), base) and _hooks(llama) == 0
+    assert all(torch.equal(v, params[k]) for k, v in llama.state_dict().items())
+    with pytest.raises(RuntimeError, match="boom"):        # hooks are removed on error too
+        with apply_skip_plan(llama, SkipPlan(vision_exit=1), VM):
+            raise RuntimeError("boom")
+    assert _hooks(llama) == 0
+
+
+def test_hf_plans_match_direct_computations(llama):
+    base = _run(llama)
+    with torch.no_grad():
+        with apply_skip_plan(llama, SkipPlan(), VM):
+            assert torch.equal(_run(llama), base)
+        with apply_skip_plan(llama, SkipPlan(vision_exit=3), VM):
+            assert torch.equal(_run(llama), base)
+        # exit at 0: text tokens never see V == running the text alone at its original rotary positions
+        with apply_skip_plan(llama, SkipPlan(vision_exit=0), VM):
+            ex0 = _run(llama)
+        alone = llama(IDS[:, 6:], position_ids=torch.arange(6, 10)[None].expand(3, -1), use_cache=False).logits
+        assert torch.allclose(ex0[:, 6:], alone, atol=1e-5)
+        with apply_skip_plan(llama, SkipPlan(skip_all=(1,)), VM):
+            sk = _run(llama)
+        deleted = copy.deepcopy(llama)
+        del deleted.model.layers[1]
+        deleted.config.num_hidden_layers = 2
+        assert torch.allclose(sk, deleted(IDS, use_cache=False).logits, atol=1e-5)
+
+
+def test_plain_vlm_plans(vlm, batch):
+    vm, x = vlm.vision_mask, batch.inputs()
+    L = len(vlm.layers)
+    with torch.no_grad():
+        base = vlm(**x)
+        # vision-only skip of block 1: V unchanged through it, text differs from skipping it for all tokens
+        with apply_skip_plan(vlm, SkipPlan(skip_vision=(1,)), vm):
+            tr_v = collect_trace(vlm, x, vm, attentions=False)
+        with apply_skip_plan(vlm, SkipPlan(skip_all=(1,)), vm):
+            tr_a = collect_trace(vlm, x, vm, attentions=False)
+        assert torch.equal(tr_v.hidden[2][:, vm], tr_v.hidden[1][:, vm])
+        assert not torch.allclose(tr_v.hidden[2][:, ~vm], tr_a.hidden[2][:, ~vm])
+        # FastV keeping every vision token == base; keeping none == vision exit at K
+        with fastv_pruning(vlm, vm, K=2, keep=1.0):
+            assert torch.allclose(vlm(**x), base, atol=1e-6)
+        with fastv_pruning(vlm, vm, K=2, keep=0.0):
+            f0 = vlm(**x)
+        with apply_skip_plan(vlm, SkipPlan(vision_exit=2), vm):
+            e2 = vlm(**x)
+        assert torch.allclose(f0, e2, atol=1e-6)
+        # late entry at L == V never processed == exit at 0 (text positions)
+        with apply_skip_plan(vlm, SkipPlan(vision_entry=L), vm):
+            en = vlm(**x)
+        with apply_skip_plan(vlm, SkipPlan(vision_exit=0), vm):
+            e0 = vlm(**x)
+        assert torch.allclose(en[:, ~vm], e0[:, ~vm], atol=1e-6)
+    assert _hooks(vlm) == 0
+
+
+def test_fastv_keeps_the_most_attended_vision_tokens(vlm, batch):
+    vm, x = vlm.vision_mask, batch.inputs()
+    tr = collect_trace(vlm, x, vm)
+    received = tr.attn[0].mean(1).mean(1)[:, vm]                      # block 0 = K-1 for K = 1
+    top = received.topk(4, dim=1).indices
+    with fastv_pruning(vlm, vm, K=1, keep=0.25), torch.no_grad():
+        got = vlm(**x)[:, -1]
+    with torch.no_grad():  # by hand: block 0 on all tokens, then the 4 most attended vision tokens + text
+        h = vlm.layers[0](vlm.embed(**x))
+        keep = torch.cat([top.sort(1).values, torch.arange(N_VISION, N_VISION + N_TEXT).expand(len(batch), -1)], 1)
+        h = h.gather(1, keep[..., None].expand(-1, -1, h.shape[-1]))
+        for block in vlm.layers[1:]:
+            h = block(h)
+        want = vlm.head(vlm.norm(h[:, -1]))
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_flops_accounting():
+    cost = BlockCost(d=8, d_ff=16, mlp_mats=2)
+    vm = torch.arange(6) < 4
+    L = 3
+    assert plan_flops(SkipPlan(), vm, L, cost) == pytest.approx(1.0)
+    assert plan_flops(SkipPlan(skip_all=(1,)), vm, L, cost) == pytest.approx(2 / 3)
+
+    def brute(queries, keys):                                          # explicit per-token count
+        f = 0
+        for q in queries:
+            f += 4 * 64 + 2 * 2 * 8 * 16 + 4 * 8 * sum(1 for k in keys if k <= q)
+        return f + 4 * 64 * len(keys)
+
+    full = brute(range(6), range(6))
+    assert plan_flops(SkipPlan(vision_exit=0), vm, L, cost) == pytest.approx(brute([4, 5], [4, 5]) / full)
+    assert plan_flops(SkipPlan(skip_vision=(0,)), vm, L, cost) == pytest.approx(
+        (brute([4, 5], range(6)) + 2 * full) / (3 * full))
+    assert plan_flops(SkipPlan(), vm, L, cost, fastv=(1, 2)) == pytest.approx(
+        (full + 2 * brute([2, 3, 4, 5], [2, 3, 4, 5])) / (3 * full))
+
+
+def test_recommend_rules():
+    rep = RedundancyReport(R_vision=np.array([0.99, 0.9, 0.98, 0.99]), R_text=np.zeros(4),
+                           A=np.array([0.01, 0.3, 0.2, 0.02]), U=np.array([0.5, 0.3, 0.1, 0.01, 0.0]))
+    plan = rep.recommend(tau_R=0.97, tau_A=0.05, eps_U=0.02)
+    assert plan.vision_exit == 3 and plan.vision_entry == 1 and plan.skip_vision == (2,)
+    none = RedundancyReport(R_vision=np.zeros(2), R_text=np.zeros(2), A=np.ones(2), U=np.ones(3)).recommend()
+    assert none == SkipPlan()
+
+
+# --- bad input and determinism ----------------------------------------------------------------------------
+
+def test_bad_inputs_raise(vlm, llama):
+    with pytest.raises(TypeError, match="no transformer blocks"):
+        collect_trace(nn.Linear(3, 3), torch.zeros(2, 3), torch.zeros(3, dtype=torch.bool))
+    with pytest.raises(TypeError, match="nn.Module"):
+        find_blocks("not a model")
+    with pytest.raises(ValueError, match="out of range"):
+        with apply_skip_plan(llama, SkipPlan(skip_vision=(3,)), VM):
+            pass
+    with pytest.raises(ValueError, match="out of range"):
+        with apply_skip_plan(llama, SkipPlan(vision_exit=7), VM):
+            pass
+    with pytest.raises(ValueError, match="after vision_exit"):
+        with apply_skip_plan(llama, SkipPlan(vision_exit=1, vision_entry=2), VM):
+            pass
+    with pytest.raises(TypeError, match="bool"):
+        collect_trace(llama, IDS, VM.long())
+    with pytest.raises(ValueError, match="shape"):
+        collect_trace(llama, {"input_ids": IDS, "use_cache": False}, torch.ones(4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="K must be"):
+        with fastv_pruning(llama, VM, K=0):
+            pass
+    with pytest.raises(ValueError, match="eager"):
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        sdpa = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64,
+                                            num_hidden_layers=1, num_attention_heads=4, attn_implementation="sdpa"))
+        collect_trace(sdpa, {"input_ids": IDS, "use_cache": False}, VM)
+    with pytest.raises(ValueError, match="patches"):
+        vlm(torch.zeros(2, 5, 4), torch.zeros(2, N_TEXT, dtype=torch.long))
+    tr = collect_trace(llama, {"input_ids": IDS, "use_cache": False}, VM)
+    with pytest.raises(ValueError, match="one label per example"):
+        unique_information_probe(tr, np.zeros(5))
+    with pytest.raises(ValueError, match="unknown token type"):
+        layer_redundancy(tr, "audio")
+    assert _hooks(llama) == 0 and _hooks(vlm) == 0
+
+
+def test_determinism():
+    a, b = digit_vqa(0), digit_vqa(0)
+    assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.answer, b.answer)
+    assert 0.75 < a.train.float().mean() < 0.85
+    # images never straddle the split
+    assert all(bool((a.train[a.image == i] == a.train[a.image == i][0]).all()) for i in range(0, 1797, 97))
+    cfg = replace(VLM_QUICK, steps=3, batch_size=8)
+    m1, m2 = train_tiny_vlm(cfg), train_tiny_vlm(cfg)
+    assert all(torch.equal(p, q) for p, q in zip(m1.state_dict().values(), m2.state_dict().values()))
+    rng = np.random.default_rng(0)
+    tr = _synthetic_trace(60, rng.normal(size=(60, 3)), rng.normal(size=(60, 3)))
+    y = rng.integers(0, 2, 60)
+    assert np.array_equal(unique_information_probe(tr, y, n_folds=3, seed=1),
+                          unique_information_probe(tr, y, n_folds=3, seed=1))
+    assert answer_correct(m1, a.subset(torch.arange(10))).shape == (10,)
+
+
+# --- the quick reproduction ------------------------------------------------------------------------------
+
+def test_reproduce_quick_is_well_formed():
+    from icml26.interpret.layer_skip.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, seed=0)
+    assert isinstance(out, Outcome)
+    claims = [c for c in out.claims if c.kind == "claim"]
+    checks = [c for c in out.claims if c.kind == "check"]
+    assert len(claims) >= 8 and len(checks) == 5
+    assert all(c.falsifier for c in claims)
+    assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
+    for c in out.claims:
+        if "vision exit chosen" in c.statement and not math.isfinite(c.measured):
+            assert "no exit" in c.note       # NaN only when the rule chose no exit, and it says so
+        else:
+            assert math.isfinite(c.measured), c.statement
+    assert all(c.verdict == "holds" for c in checks)
+    assert {"accuracy_vs_flops"} <= set(out.figures)
+    assert all(math.isfinite(v) for k, v in out.metrics.items() if "spearman" not in k)
