@@ -39,8 +39,9 @@ ANCHORS = torch.tensor([PREFIX + BLOCK * t for t in range(MAX_OPS)])
 class AutoToolConfig:
     """Training settings (our choices where the paper gives none)."""
 
-    lr: float = 1e-3
-    sft_batch: int = 64
+    lr: float = 1e-3                  # Phase I RL and Phase II
+    sft_lr: float = 2e-3              # Phase I SFT
+    sft_batch: int = 128
     legacy_rate: float = 0.3          # the scripted expert picks the legacy twin this often (SFT plateaus)
     group_size: int = 8               # GRPO G
     clip_eps: float = 0.2             # GRPO epsilon
@@ -54,8 +55,29 @@ class AutoToolConfig:
     inventory_size: int = 20
     max_grad_norm: float = 1.0
 
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (GRPO needs a group baseline), got {self.group_size}")
+        if self.pl_k < 2:
+            raise ValueError(f"pl_k must be >= 2 candidates to rank, got {self.pl_k}")
+        if not 0.0 <= self.legacy_rate <= 1.0:
+            raise ValueError(f"legacy_rate must lie in [0, 1], got {self.legacy_rate}")
+        if self.inventory_size < 1:
+            raise ValueError(f"inventory_size must be >= 1 (an inventory of size 0 offers no tool), "
+                             f"got {self.inventory_size}")
+        for name in ("lr", "sft_lr", "pl_beta", "clip_eps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.kl_beta < 0:
+            raise ValueError(f"kl_beta must be >= 0, got {self.kl_beta}")
+
 
 # helper functions
+
+def _check_count(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
 
 def _tool_logits(policy: AutoToolPolicy, env: ToolEnv, state: EnvState, t: int) -> Tensor:
     ctx = env.context(state, t)
@@ -166,6 +188,10 @@ class AutoToolTrainer:
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         self.opt.step()
 
+    def _set_lr(self, lr: float) -> None:
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+
     def _freeze_ref(self) -> None:
         self.ref = copy.deepcopy(self.policy).eval().requires_grad_(False)
 
@@ -174,6 +200,8 @@ class AutoToolTrainer:
     def phase1_sft(self, n_demos: int, n_updates: int) -> None:
         """Cross-entropy on the expert's tool choices over ``n_demos`` demonstrations (their tool calls count as
         environment steps), ``n_updates`` minibatches of ``cfg.sft_batch``. Freezes the result as the reference."""
+        _check_count("n_demos", n_demos, 1)
+        _check_count("n_updates", n_updates, 0)
         tasks = self._tasks(n_demos)
         state = self.env.reset(tasks)
         choices = torch.zeros(n_demos, MAX_OPS, dtype=torch.long)
@@ -182,6 +210,7 @@ class AutoToolTrainer:
             state, _, _ = self.env.step(state, choices[:, t], self.gen)
         ctx = self.env.full_context(state)
         valid = torch.arange(MAX_OPS)[None] < tasks.n_ops[:, None]
+        self._set_lr(self.cfg.sft_lr)
         self.policy.train()
         for _ in range(n_updates):
             idx = torch.randint(0, n_demos, (self.cfg.sft_batch,), generator=self.gen)
@@ -191,6 +220,7 @@ class AutoToolTrainer:
             self._update(loss)
             self.log["sft_loss"].append(float(loss.detach()))
             self.updates["sft"] += 1
+        self._set_lr(self.cfg.lr)
         self._freeze_ref()
 
     # Phase I: GRPO on the outcome reward (shared core)
@@ -218,6 +248,7 @@ class AutoToolTrainer:
 
     def phase1_rl(self, env_steps: int) -> None:
         """GRPO updates until this trainer has spent ``env_steps`` more environment steps."""
+        _check_count("env_steps", env_steps, 0)
         if self.ref is None:
             self._freeze_ref()
         stop = self.env.env_steps + env_steps
@@ -271,10 +302,10 @@ class AutoToolTrainer:
     def phase2_rank(self, env_steps: int) -> None:
         """Phase II updates until ``env_steps`` more environment steps are spent; the current policy becomes the
         frozen reference pi_ref (the Phase-I policy)."""
+        _check_count("env_steps", env_steps, 0)
         self._freeze_ref()
         if self.cfg.pl_lr is not None:
-            for group in self.opt.param_groups:
-                group["lr"] = self.cfg.pl_lr
+            self._set_lr(self.cfg.pl_lr)
         stop = self.env.env_steps + env_steps
         while self.env.env_steps < stop:
             self.pl_update()
