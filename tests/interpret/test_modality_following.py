@@ -329,3 +329,16 @@ def test_quick_reproduction_structure():
     assert all(c.verdict == "holds" for c in checks)
     assert {"following_curves", "resampled_balance_point", "oscillation", "sft_steering"} <= set(out.figures)
     assert {"b_star", "b_star_lo", "b_star_hi", "spearman_entropy", "heldout_vision_follow_boundary"} <= set(out.metrics)
+
+
+def test_monotone_transform_of_the_index_keeps_the_sign_of_the_law():
+    from scipy.stats import spearmanr
+
+    p_v, p_t, p_j, y_v, y_t = _product_of_experts_case(n=2000, seed=7)
+    c = modality_following_curve(p_v, p_t, p_j, y_v, y_t, n_bins=8)
+    u_t, u_v = uncertainty(p_t), uncertainty(p_v)
+    for g in (np.sqrt, np.exp, lambda u: u ** 3):
+        du = g(u_t) - g(u_v)
+        parts = np.array_split(np.argsort(du, kind="stable"), 8)
+        rho = spearmanr([du[p].mean() for p in parts], [c.follow_text[p].mean() for p in parts]).statistic
+        assert np.sign(rho) == np.sign(c.spearman) == -1
