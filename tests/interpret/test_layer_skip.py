@@ -333,11 +333,11 @@ def test_reproduce_quick_is_well_formed():
     assert len(claims) >= 8 and len(checks) == 5
     assert all(c.falsifier for c in claims)
     assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
-    for c in out.claims:
+    for c in out.claims:                 # NaN only where the claim says why (no exit chosen, all skips tie)
+        assert math.isfinite(c.measured) or "NaN" in c.note, c.statement
         if "vision exit chosen" in c.statement and not math.isfinite(c.measured):
-            assert "no exit" in c.note       # NaN only when the rule chose no exit, and it says so
-        else:
-            assert math.isfinite(c.measured), c.statement
+            assert "no exit" in c.note
+    assert sum(math.isfinite(c.measured) for c in claims) >= 6
     assert all(c.verdict == "holds" for c in checks)
     assert {"accuracy_vs_flops"} <= set(out.figures)
     assert all(math.isfinite(v) for k, v in out.metrics.items() if "spearman" not in k)
