@@ -189,6 +189,36 @@ def test_hf_plans_match_direct_computations(llama):
         assert torch.allclose(sk, deleted(IDS, use_cache=False).logits, atol=1e-5)
 
 
+def test_llava_adapter():
+    """A tiny LLaVA from a config: blocks found at model.language_model.layers, image tokens as V."""
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    torch.manual_seed(0)
+    vc = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                          image_size=16, patch_size=8)
+    tc = LlamaConfig(vocab_size=60, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=4, max_position_embeddings=64)
+    cfg = LlavaConfig(vision_config=vc, text_config=tc, image_token_index=59, vision_feature_layer=-1,
+                      vision_feature_select_strategy="default")
+    for c in (cfg, cfg.text_config, cfg.vision_config):
+        c._attn_implementation = "eager"
+    m = LlavaForConditionalGeneration(cfg).eval()
+    ids = torch.cat([torch.full((2, 4), 59), torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(0))], 1)
+    inp = {"input_ids": ids, "pixel_values": torch.randn(2, 3, 16, 16), "use_cache": False}
+    vm = ids[0] == 59
+    with torch.no_grad():
+        base = m(**inp).logits
+    hooks = _hooks(m)                                   # transformers registers its own output recorders
+    tr = collect_trace(m, inp, vm)
+    assert tr.hidden.shape == (3, 2, 9, 32) and tr.attn.shape == (2, 2, 4, 9, 9) and torch.equal(tr.logits, base)
+    with torch.no_grad():
+        with apply_skip_plan(m, SkipPlan(vision_exit=2), vm):
+            assert torch.equal(m(**inp).logits, base)
+        with apply_skip_plan(m, SkipPlan(vision_exit=0), vm):
+            assert not torch.allclose(m(**inp).logits, base)
+    assert _hooks(m) == hooks
+
+
 def test_plain_vlm_plans(vlm, batch):
     vm, x = vlm.vision_mask, batch.inputs()
     L = len(vlm.layers)
