@@ -5,6 +5,20 @@ import os
 
 import pytest
 
+from icml26 import catalog
+
+
+@pytest.fixture
+def planned_paper(monkeypatch):
+    """The id of a paper the catalogue reports as planned, for the "planned, not implemented yet" cases: a real
+    planned paper while one exists; once every paper is implemented, the last one is shown as planned (monkeypatched)."""
+    planned = next((p.id for p in catalog.PAPERS if not p.implemented), None)
+    if planned is None:
+        planned = catalog.PAPERS[-1].id
+        real = catalog.Paper.implemented.fget
+        monkeypatch.setattr(catalog.Paper, "implemented", property(lambda p: p.id != planned and real(p)))
+    return planned
+
 
 @pytest.fixture(autouse=True)
 def restore_cli_side_effects():

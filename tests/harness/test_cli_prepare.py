@@ -13,8 +13,7 @@ from icml26.catalog import PAPERS, get_paper, implemented
 from icml26.cli import app
 from icml26.testbeds import progress, registry
 
-# a paper not implemented yet, for the bad-input cases (computed, so a newly implemented paper does not break them)
-PLANNED = next(p.id for p in PAPERS if not p.implemented)
+PLANNED = "<planned>"  # replaced in the test by the ``planned_paper`` fixture's id (see conftest)
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,8 @@ def test_prepare_paper_without_trained_testbed():
     (["prepare", PLANNED], "planned"),
     (["prepare", "A03", "--budget", "fast"], "unknown budget"),
 ])
-def test_prepare_bad_input_exits_2(args, message):
-    r = runner.invoke(app, args)
+def test_prepare_bad_input_exits_2(args, message, planned_paper):
+    r = runner.invoke(app, [planned_paper if a == PLANNED else a for a in args])
     assert r.exit_code == 2 and message in r.output
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from icml26.catalog import PAPERS, implemented
 
-# a paper not implemented yet, for the bad-input cases (computed, so a newly implemented paper does not break them)
-PLANNED = next(p.id for p in PAPERS if not p.implemented)
+# a paper not implemented yet (none once all are: the planned-paper message is then tested in-process, through the
+# ``planned_paper`` fixture of test_cli_prepare / test_runner_report_cli, since a subprocess cannot be monkeypatched)
+PLANNED = next((p.id for p in PAPERS if not p.implemented), None)
 
 CPU_LIMIT_S = 2.0
 
@@ -30,7 +31,7 @@ def run_cpu(args, cwd, env=None):
     (["show", "A03"], 0),
     (["show", "Z99"], 2),
     (["reproduce", "A3"], 2),
-    (["reproduce", PLANNED], 2),
+    *([(["reproduce", PLANNED], 2)] if PLANNED else []),
     (["reproduce", "--all", "--budget", "fast"], 2),
     (["reproduce", "A03", "--out", ""], 2),
     (["prepare", "Z99"], 2),

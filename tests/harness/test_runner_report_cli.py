@@ -14,8 +14,7 @@ from icml26.harness.report import build_report
 from icml26.harness.runner import Job, execute, run_job, summarize_records
 from icml26.harness.store import ResultStore
 
-# a paper not implemented yet, for the bad-input cases (computed, so a newly implemented paper does not break them)
-PLANNED = next(p.id for p in PAPERS if not p.implemented)
+PLANNED = "<planned>"  # replaced in the test by the ``planned_paper`` fixture's id (see conftest)
 
 FAKE = textwrap.dedent('''
     import matplotlib
@@ -106,8 +105,8 @@ def test_cli_show():
     (["reproduce"], "--all"),
     (["show", "Z99"], "unknown paper id"),
 ])
-def test_cli_bad_input_exits_2(args, message):
-    r = cli.invoke(app, args)
+def test_cli_bad_input_exits_2(args, message, planned_paper):
+    r = cli.invoke(app, [planned_paper if a == PLANNED else a for a in args])
     assert r.exit_code == 2
     assert message in r.output
 
