@@ -284,3 +284,27 @@ def test_geometric_first_hop_exact_on_arm_embedding():
     assert np.array_equal(geometric_first_hop(E, G, leaves), paths[:, 1])
     with pytest.raises(ValueError):
         geometric_first_hop(E, G, [N + 3])
+
+
+# the quick reproduction
+
+def test_reproduce_quick_is_well_formed():
+    from icml26.harness import Budget, Outcome
+    from icml26.interpret.geometric_memory.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, seed=0)
+    assert isinstance(out, Outcome)
+    claims = [c for c in out.claims if c.kind == "claim"]
+    checks = [c for c in out.claims if c.kind == "check"]
+    assert len(claims) == 7 and len(checks) == 4
+    assert all(math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
+               for c in out.claims)
+    assert all(c.falsifier for c in claims)
+    assert all(math.isfinite(v) for v in out.metrics.values())
+    assert {"spectral_energy", "held_out_first_hop"} <= set(out.figures)
+    # the paired claims carry one difference per held-out leaf / per node
+    n_test = int(out.metrics["n_test_leaves"])
+    assert len(claims[0].paired) == len(claims[1].paired) == len(claims[-1].paired) == n_test
+    assert len(claims[2].paired) == int(out.metrics["n_nodes_path_star"])
+    # the exact checks are exact
+    assert out.metrics["ring_laplacian_max_err"] < 1e-10 and out.metrics["node2vecce_grad_max_err"] < 1e-10
