@@ -1,0 +1,245 @@
+"""Tests for [B06] Retro-Expert: templates, data, specialist, rationale verification, reasoner grammar, KGPO reward,
+evaluation, bad input, and the quick reproduction's structure."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from icml26.agents.retro_expert import (
+    TEMPLATES, Candidate, Example, KGPOConfig, KGPOTrainer, Rationale, RewardWeights, SpecialistModel, Vocab,
+    build_tokenizer, canonical_smiles, ds_prompt, evaluate_policy, grammar_bias, grounded_completion, judge,
+    kgpo_reward, make_synthetic_reactions, parse_completion, product_prompt, reactant_set, retro_outcomes,
+    topk_exact_match, verify_rationale,
+)
+from icml26.agents.retro_expert.reasoner import GrammarConstrainedLM, make_policy
+from icml26.harness import Budget, Outcome
+
+AMIDE = "CC(=O)NCc1ccccc1"   # acetic acid + benzylamine
+
+
+@pytest.fixture(scope="module")
+def rset():
+    from icml26.agents.retro_expert import load_reaction_set
+    from icml26.agents.retro_expert.reproduce import DATA_SEED, SIZES
+
+    return load_reaction_set(SIZES[Budget.QUICK].n_reactions, seed=DATA_SEED)   # the quick reproduction's (cached)
+
+
+@pytest.fixture(scope="module")
+def spec(rset):
+    return SpecialistModel(k=5, max_iter=15, random_state=0).fit(rset.train)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer(Vocab())
+
+
+# chemistry
+
+def test_invalid_smiles_error_names_the_molecule():
+    with pytest.raises(ValueError, match=r"product: 'C1CC\(N'"):
+        retro_outcomes("C1CC(N")
+    with pytest.raises(ValueError, match="invalid SMILES for product"):
+        verify_rationale("not a molecule", Rationale(0, (1, 2), ("CC(=O)O",)))
+    with pytest.raises(ValueError, match="reactant: 'xyz'"):
+        reactant_set("CC.xyz")
+    with pytest.raises(TypeError):
+        canonical_smiles(42)
+
+
+def test_reactant_set_is_canonical_and_order_invariant():
+    assert reactant_set("OCC.C(=O)(C)O") == reactant_set(["CC(=O)O", "CCO"]) == ("CC(=O)O", "CCO")
+
+
+def test_amide_retro_template_gives_the_truth_at_the_amide_bond():
+    outs = TEMPLATES[0].apply(AMIDE)
+    assert outs == [((1, 3), ("CC(=O)O", "NCc1ccccc1"))]
+    # the forward template on the truth reproduces the product
+    assert canonical_smiles(AMIDE) in TEMPLATES[0].run_forward(("CC(=O)O", "NCc1ccccc1"))
+
+
+def test_verify_rationale_accepts_outcomes_and_rejects_perturbations():
+    assert verify_rationale(AMIDE, Rationale(0, (3, 1), reactant_set("NCc1ccccc1.CC(=O)O")))   # centre unordered
+    assert not verify_rationale(AMIDE, Rationale(0, (1, 4), ("CC(=O)O", "NCc1ccccc1")))        # wrong centre
+    assert not verify_rationale(AMIDE, Rationale(1, (1, 3), ("CC(=O)O", "NCc1ccccc1")))        # wrong template
+    assert not verify_rationale(AMIDE, Rationale(0, (1, 3), ("CC(=O)O", "NCc1ccccn1")))        # wrong reactants
+    assert not verify_rationale(AMIDE, Rationale(99, (1, 3), ("CC(=O)O", "NCc1ccccc1")))
+
+
+def test_rdchiral_agrees_with_rdkit_templates():
+    pytest.importorskip("rdchiral")
+    from icml26.agents.retro_expert.peers import rdchiral_agreement
+
+    assert rdchiral_agreement([AMIDE, "CC(=O)OCc1ccccc1", "c1ccccc1CNC", "c1ccc(Nc2ccccc2)cc1", "CCOc1ccccc1"]) == 1.0
+
+
+# data
+
+def test_synthetic_reactions_round_trip_and_are_deterministic(rset):
+    a, b = make_synthetic_reactions(12, seed=3), make_synthetic_reactions(12, seed=3)
+    assert [r.product for r in a.train + a.test] == [r.product for r in b.train + b.test]
+    assert len(a.train) + len(a.test) == 12 and a.test and a.stock == b.stock
+    for r in rset.train[:15] + rset.test[:15]:
+        assert r.product in TEMPLATES[r.template_id].run_forward(r.reactants)        # round trip
+        assert all(verify_rationale(r.product, Rationale(r.template_id, c, r.reactants)) for c in r.centres)
+    assert rset.stats["retro_recall"] == 1.0 or rset.stats["retro_recall"] > 0.9
+
+
+def test_bad_data_arguments():
+    with pytest.raises(ValueError, match="n must be"):
+        make_synthetic_reactions(1)
+    with pytest.raises(ValueError, match="test_fraction"):
+        make_synthetic_reactions(10, test_fraction=1.5)
+
+
+# specialist
+
+def test_specialist_decision_space_is_sorted_bounded_and_deterministic(rset, spec):
+    r = rset.test[0]
+    d = spec.decision_space(r.product)
+    assert 1 <= len(d) <= 5 and all(isinstance(c, Candidate) for c in d)
+    assert [c.score for c in d] == sorted((c.score for c in d), reverse=True)
+    assert d == SpecialistModel(k=5, max_iter=15, random_state=0).fit(rset.train).decision_space(r.product)
+    batched = spec.decision_spaces([x.product for x in rset.test[:3]])[0]
+    assert [(c.template_id, c.centre, c.reactants) for c in batched] == [(c.template_id, c.centre, c.reactants) for c in d]
+    assert np.allclose([c.score for c in batched], [c.score for c in d], atol=1e-6)
+    all_outs = {(t, c, rs) for t, c, rs in retro_outcomes(r.product)}
+    assert {(c.template_id, c.centre, c.reactants) for c in d} <= all_outs
+    assert len(spec.decision_space(r.product, k=1)) == 1
+    with pytest.raises(ValueError, match="invalid SMILES for product: 'C1C'"):
+        spec.decision_space("C1C")
+    with pytest.raises(RuntimeError, match="not fitted"):
+        SpecialistModel().decision_space(AMIDE)
+
+
+# reasoner: prompts, tokenizer, grammar
+
+def test_prompts_tokenize_without_unknowns(tok, rset, spec):
+    r = rset.test[0]
+    for text in (ds_prompt(spec.decision_space(r.product), rset.stock), product_prompt(r.product)):
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        assert tok.unk_token_id not in ids
+    from rdkit import Chem
+
+    n_atoms = Chem.MolFromSmiles(r.product).GetNumAtoms()
+    assert product_prompt(r.product).count("<i") == n_atoms
+
+
+def test_parse_completion_round_trips_grounded_completions():
+    c = Candidate(2, (4, 7), ("A",), 0.5)
+    p = parse_completion(grounded_completion(c, 3), with_answer=True)
+    assert (p.template_id, p.centre, p.answer) == (2, (4, 7), 3)
+    assert parse_completion(grounded_completion(c, None), with_answer=False).answer is None
+    assert parse_completion(grounded_completion(c, 3), with_answer=False) is None
+    assert parse_completion("<t2> <i4> <eos>", with_answer=True) is None
+
+
+def test_grammar_constrained_sampling_is_well_formed_and_cites_the_prompt(tok, rset, spec):
+    from icml26.testbeds.grpo import generate_with_logprobs, token_logprobs
+    from icml26.agents.retro_expert.kgpo import _decode, _encode
+
+    exs = [Example(r, d, ds_prompt(d, rset.stock)) for r in rset.test[:4] for d in [spec.decision_space(r.product)]]
+    m = GrammarConstrainedLM(make_policy(tok, seed=1), grammar_bias(tok, decision_space=True), tok)
+    ids, mask = _encode(tok, [e.prompt for e in exs])
+    ro = generate_with_logprobs(m, ids, mask, num_return_sequences=16, max_new_tokens=5,
+                                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                                generator=torch.Generator().manual_seed(0))
+    texts = _decode(tok, ro.completion_ids, ro.completion_token_mask)
+    for i, t in enumerate(texts):
+        e = exs[i // 16]
+        p = parse_completion(t, with_answer=True)
+        assert p is not None, t
+        assert p.answer < len(e.cands)
+        named = {a for c in e.cands for a in c.centre}
+        assert set(p.centre) <= named and p.template_id in {c.template_id for c in e.cands}
+    # the cached-generation log-probs equal a fresh full forward of the constrained policy
+    assert torch.allclose(token_logprobs(m, ro.sequences, ro.attention_mask) * ro.completion_mask,
+                          ro.old_logp * ro.completion_mask, atol=1e-4)
+    assert float((ro.old_logp * ro.completion_mask).min()) > -50      # never a masked (penalised) token
+
+
+# reward, forced choice, evaluation
+
+def _example(rset, spec):
+    for r in rset.test + rset.train:
+        d = spec.decision_space(r.product)
+        k = next((i for i, c in enumerate(d) if c.reactants == r.reactants), None)
+        if k is not None and len(d) >= 2:
+            return Example(r, d, ds_prompt(d, rset.stock)), k
+    pytest.skip("no multi-candidate example")
+
+
+def test_kgpo_reward_terms(rset, spec):
+    e, k = _example(rset, spec)
+    truth = e.cands[k]
+    assert kgpo_reward(e, grounded_completion(truth, k)) == pytest.approx(2.75)
+    assert kgpo_reward(e, grounded_completion(truth, k), RewardWeights.answer_only()) == 2.0
+    other = next(i for i in range(len(e.cands)) if i != k)
+    j = judge(e, grounded_completion(e.cands[other], k))      # rationale of another candidate, truth as answer
+    assert j.ans == 1.0 and j.fmt == 1.0
+    assert j.ground == float(verify_rationale(e.reaction.product, Rationale(
+        e.cands[other].template_id, e.cands[other].centre, truth.reactants)))
+    assert kgpo_reward(e, "<t0> <eos>") == 0.0
+    assert kgpo_reward(e, f"<t0> <i1> <j2> <a{len(e.cands)}> <eos>") == 0.0      # answer outside D(P)
+
+
+def test_forced_first_candidate_reproduces_the_specialist(rset, spec):
+    for r in rset.test:
+        d = spec.decision_space(r.product)
+        e = Example(r, d, ds_prompt(d, rset.stock))
+        assert judge(e, grounded_completion(d[0], 0)).ans == float(d[0].reactants == r.reactants)
+
+
+def test_kgpo_runs_counts_budget_and_is_deterministic(tok, rset, spec):
+    exs = [Example(r, d, ds_prompt(d, rset.stock)) for r in rset.train[:12] for d in [spec.decision_space(r.product)]]
+
+    def run():
+        torch.manual_seed(0)
+        m = GrammarConstrainedLM(make_policy(tok, seed=0), grammar_bias(tok, decision_space=True), tok)
+        tr = KGPOTrainer(m, tok, KGPOConfig(steps=2, prompts_per_step=3), seed=5).train(exs)
+        return tr, evaluate_policy(m, tok, exs[:6])
+
+    (a, ea), (b, eb) = run(), run()
+    assert a.samples == 2 * 3 * 8 and a.verifier_calls == a.samples    # every constrained sample is well formed
+    assert [h["reward"] for h in a.history] == [h["reward"] for h in b.history]
+    assert np.array_equal(ea.top1, eb.top1) and np.array_equal(ea.executable, eb.executable)
+    assert np.all(ea.top3 >= ea.top1)
+
+
+def test_group_size_below_two_is_rejected():
+    from icml26.testbeds.grpo import GRPOConfig
+
+    with pytest.raises(ValueError, match="group_size"):
+        KGPOConfig(grpo=GRPOConfig(group_size=1))
+
+
+def test_topk_exact_match():
+    preds = [[("A",), ("B",)], [("C",)], []]
+    truths = [("B",), ("C",), ("D",)]
+    assert topk_exact_match(preds, truths, 1) == pytest.approx(1 / 3)
+    assert topk_exact_match(preds, truths, 2) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):
+        topk_exact_match(preds, truths[:2], 1)
+    with pytest.raises(ValueError):
+        topk_exact_match(preds, truths, 0)
+
+
+# quick reproduction: structure only
+
+def test_quick_reproduction_structure():
+    from icml26.agents.retro_expert.reproduce import reproduce
+
+    out = reproduce(Budget.QUICK, seed=0)
+    assert isinstance(out, Outcome)
+    claims = [c for c in out.claims if c.kind == "claim"]
+    assert len(claims) == 6
+    for c in out.claims:
+        assert math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
+        if c.kind == "claim":
+            assert c.falsifier
+    assert {r["arm"] for r in out.tables["arms"]} and "arms" in out.figures
+    rl = [r for r in out.tables["arms"] if r["samples"]]
+    assert len(rl) == 3 and len({r["samples"] for r in rl}) == 1                 # equal samples per RL arm
