@@ -372,6 +372,36 @@ def _figure(info: dict, closed_form: dict, mod_info: dict, rounds: int) -> Figur
     return fig
 
 
+def _figure_new(mix: dict, bayes: dict, lm: dict | None, rounds: int) -> Figure:
+    """Mixture task information per generation (mean over tasks, 95% t-interval) and, when run, the LM loops'
+    validity and held-out cross-entropy per generation."""
+    fig = Figure(figsize=(10 if lm else 5, 3.6))
+    axes = fig.subplots(1, 2 if lm else 1)
+    a1 = axes[0] if lm else axes
+    g = np.arange(rounds + 1)
+    for j, ((mode, name), v) in enumerate(mix.items()):
+        est = np.array([_mean_ci(v["information"][t]) for t in g])
+        a1.plot(g, est[:, 0], "o-" if mode == "replace" else "s--", ms=3, color=f"C{j}", label=f"{name} ({mode})")
+        a1.fill_between(g, est[:, 1], est[:, 2], alpha=0.15, color=f"C{j}")
+    a1.axhline(float(np.mean(bayes["information"])), color="k", ls=":", lw=1, label="Bayes decision")
+    a1.set_xlabel("generation")
+    a1.set_ylabel("I(Y; Y_hat) [nats]")
+    a1.set_title("Gaussian mixtures (EM refit)", fontsize=8)
+    a1.legend(fontsize=6)
+    if lm:
+        a2 = axes[1]
+        for j, (name, h) in enumerate(lm.items()):
+            t = [r["generation"] for r in h]
+            a2.plot(t, [r["valid"].mean() for r in h], "o-", ms=3, color=f"C{j}", label=f"{name}: valid")
+            a2.plot(t, [r["nontrivial"] for r in h], "x:", ms=4, color=f"C{j}", label=f"{name}: not a bare name")
+        a2.set_xlabel("generation")
+        a2.set_ylabel("fraction of sampled lines")
+        a2.set_title("toy LM, single lines (syntax checker)", fontsize=8)
+        a2.legend(fontsize=5)
+    fig.tight_layout()
+    return fig
+
+
 # main
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
@@ -615,4 +645,6 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                                        "kept fraction": float(dig[n][g]["kept_fraction"])}
                                       for n in DIGIT_LOOPS for g in range(TD + 1)]
     return Outcome(metrics=metrics, claims=claims, tables=tables,
-                   figures={"information_per_generation": _figure(info, closed_form, mi, T)})
+                   figures={"information_per_generation": _figure(info, closed_form, mi, T),
+                            "mixture_and_lm_per_generation": _figure_new(mix, mix_bayes,
+                                                                         lm if sz.lm_rounds else None, T)})
