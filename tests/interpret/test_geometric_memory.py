@@ -212,6 +212,11 @@ def test_transformer_shapes_freeze_and_path_accuracy():
     assert 0.0 <= edge_accuracy(m, N, edge_memorization_dataset(G)) <= 1.0
     with pytest.raises(ValueError):
         TinyGraphTransformer(10, 15, 1, 2)
+    # seeded init: same seed -> same weights, and the caller's RNG state is left alone
+    state = torch.random.get_rng_state()
+    a, b = TinyGraphTransformer(8, 8, 1, 1, seed=3), TinyGraphTransformer(8, 8, 1, 1, seed=3)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert torch.equal(torch.random.get_rng_state(), state)
 
 
 def _tiny_llama():

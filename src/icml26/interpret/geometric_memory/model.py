@@ -33,14 +33,15 @@ class TinyGraphTransformer(nn.Module):
                              f"{d_model}, {n_layers}, {n_heads}, {max_len}")
         if int(d_model) % int(n_heads):
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-        torch.manual_seed(int(seed))
-        self.tok = nn.Embedding(int(vocab), int(d_model))
-        nn.init.normal_(self.tok.weight, std=1.0 / np.sqrt(d_model))
-        self.pos = nn.Embedding(int(max_len), int(d_model))
-        nn.init.normal_(self.pos.weight, std=0.02)
-        self.layers = nn.ModuleList([Block(int(d_model), int(n_heads)) for _ in range(int(n_layers))])
-        self.norm = nn.LayerNorm(int(d_model))
-        self.head = None if tied else nn.Linear(int(d_model), int(vocab), bias=False)
+        with torch.random.fork_rng(devices=[]):       # seeded init without touching the caller's RNG state
+            torch.manual_seed(int(seed))
+            self.tok = nn.Embedding(int(vocab), int(d_model))
+            nn.init.normal_(self.tok.weight, std=1.0 / np.sqrt(d_model))
+            self.pos = nn.Embedding(int(max_len), int(d_model))
+            nn.init.normal_(self.pos.weight, std=0.02)
+            self.layers = nn.ModuleList([Block(int(d_model), int(n_heads)) for _ in range(int(n_layers))])
+            self.norm = nn.LayerNorm(int(d_model))
+            self.head = None if tied else nn.Linear(int(d_model), int(vocab), bias=False)
         self.tok.weight.requires_grad_(not freeze_embeddings)
         self.max_len = int(max_len)
 
