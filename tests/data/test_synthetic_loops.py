@@ -335,6 +335,38 @@ def test_statement_forms_and_imitation_references():
         ImitateReference([])
 
 
+def test_lm_loop_on_a_tiny_random_llama():
+    """Sampling is seeded, fine-tuning on one valid line makes the model produce it, and a loop records every field
+    (a 1-layer Llama with a BPE fitted here: no cached testbed, a few seconds)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from icml26.data.synthetic_loops.lm_syntax import binary_signal, finetune_on_lines, sample_lines, syntax_loop
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(["x = 1\n", "def f(y):\n    return y\n"] * 20, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=64, max_position_embeddings=64)).eval()
+    assert sample_lines(model, tok, 8, max_new_tokens=6, seed=3) == sample_lines(model, tok, 8, max_new_tokens=6,
+                                                                                    seed=3)
+    before = [p.detach().clone() for p in model.parameters()]
+    tuned = finetune_on_lines(model, tok, ["x = 1", "junk ("], np.array([1.0, 0.0]), steps=40, lr=1e-2)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))          # the input model is untouched
+    assert binary_signal(sample_lines(tuned, tok, 16, max_new_tokens=6, seed=3)).mean() > 0.8
+    held = torch.tensor(tok("x = 1\n" * 300)["input_ids"])
+    h = syntax_loop(model, tok, binary_signal, rounds=1, n_lines=8, steps=2, heldout=held, windows=2,
+                    transfer_prompt="\n    ")
+    assert [r["generation"] for r in h] == [0, 1] and len(h[0]["valid"]) == 8 and len(h[0]["nll"]) == 2
+    assert {"valid_transfer", "forms", "nontrivial", "distinct", "kept"} <= set(h[0]) and "valid_transfer" in h[1]
+
+
 def test_lm_loop_bad_input():
     from icml26.data.synthetic_loops.lm_syntax import finetune_on_lines, sample_lines, syntax_loop
 
