@@ -429,6 +429,10 @@ def test_prefix_canonical_masks_equal_brute_force(gpt2_tok):
             seq = ids + [v]
             assert allowed[v] == _hf_prefix_canonical(gpt2_tok, seq, bpe.decode(seq)), (ctx, bpe.token_bytes[v])
         assert u.can_end == (gpt2_tok.encode(bpe.decode(ids).decode()).ids == ids)
+    # the pair definition with a pre-tokenizer: a lone UTF-8 continuation byte after "a" is never valid text
+    assert not is_valid_pair(bpe, bpe.token_id[b"a"], bpe.token_id[b"\xa1"])
+    with pytest.raises(ValueError, match="pairwise"):
+        validity_table(bpe)
 
 
 def test_raw_cover_sums_equal_brute_force_oracle(gpt2_tok):

@@ -338,6 +338,8 @@ def is_valid_pair(tokenizer, a: int, b: int) -> bool:
     for i in (a, b):
         if not isinstance(i, (int, np.integer)) or not 0 <= i < bpe.vocab_size or bpe.token_bytes[i] is None:
             raise ValueError(f"token id {i!r} is not a byte token of this tokenizer")
+    if bpe.pretok is not None:  # with a pre-tokenizer only UTF-8 text is encodable; other pairs are not canonical
+        return bpe.is_canonical([int(a), int(b)])
     return bpe.encode(bpe.token_bytes[a] + bpe.token_bytes[b]) == [a, b]
 
 

@@ -153,9 +153,15 @@ class ByteLevelLM(ByteModel):
 
     Args:
         model: any causal LM returning ``.logits`` (left unchanged; put it in eval mode yourself).
-        tokenizer: its byte-level BPE tokenizer (``PreTrainedTokenizerFast``), no regex pre-tokenizer.
+        tokenizer: its byte-level BPE tokenizer: a ``PreTrainedTokenizerFast``, a ``tokenizers.Tokenizer`` or the
+            path of a ``tokenizer.json``; pure BPE (pairwise canonicity) or with a GPT-2 / Llama-3 style regex
+            pre-tokenizer (pre-token-aware covering tree, ``pretok.py``).
         bos_token_id: the token every sequence is conditioned on; default the tokenizer's BOS, else its EOS
             (the testbed models are trained on files joined by ``<eos>``).
+        renormalize: ``True`` (default): the model restricted to canonical sequences, p~ (invalid next tokens
+            masked, renormalised); the byte LM is the exact byte-level marginal of p~. ``False``: raw token
+            probabilities summed over the valid cover and normalised over the 257 outcomes (the reference
+            implementation); exact when the raw model puts all its mass on canonical sequences.
 
     >>> lm = ByteLevelLM(model, tok)                 # doctest: +SKIP
     >>> lm.next_byte_logprobs(b"def f(x):\\n    ret").exp().sum()   # 1.0
