@@ -1,0 +1,280 @@
+"""Tests for [B07] HeRL: rubric verifiers, hindsight selection, replacement and bonus, the shaped loss, the trainer
+on a tiny Llama, test-time refinement, the closed-form gradient study, bad inputs, and the quick reproduction."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from icml26.agents.herl import (
+    AllOf, Contains, Excludes, HeRLConfig, HeRLTrainer, LengthBetween, ListVerifier, RubricList, TokenAt,
+    augment_group, build_guidance_prompt, direction_study, herl_policy_loss, make_guide, make_prompts, make_rubrics,
+    select_hindsight, shaping, test_time_refine, text_guide,
+)
+from icml26.agents.herl.gradient import batch_gradients, setup
+from icml26.agents.herl.task import (
+    ANS, NONE, PAD, RESP_LEN, SFTConfig, TaskConfig, build_policy, guidance_ids, sft_batch,
+)
+from icml26.testbeds.grpo import grpo_loss
+
+# rubrics
+
+
+def test_rubric_kinds_and_weighted_score():
+    y = torch.tensor([[3, 5, 5, 1], [3, 2, 0, 0], [4, 5, 7, 7]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 1]])
+    rl = RubricList([TokenAt(0, 3), Contains(5, count=2), Excludes(7), LengthBetween(3, 4),
+                     AllOf((TokenAt(0, 4), TokenAt(1, 5)))], weights=[1, 2, 1, 1, 3])
+    res = rl.evaluate(y, mask)
+    expect = torch.tensor([[1, 1, 1, 1, 0], [1, 0, 1, 0, 0], [0, 0, 0, 1, 1]], dtype=torch.bool)
+    assert torch.equal(res.met, expect)
+    w = torch.tensor([1, 2, 1, 1, 3.0])
+    assert torch.allclose(res.scores, (expect.float() * w).sum(1) / w.sum())
+    met, unmet = rl.split(res.met[1])
+    assert [type(r).__name__ for r in unmet] == ["Contains", "LengthBetween", "AllOf"] and len(met) == 2
+    assert rl.rubrics[4].constraints() == [(0, 4), (1, 5)]
+
+
+def test_empty_rubric_and_bad_weights_raise():
+    with pytest.raises(ValueError, match="at least one rubric"):
+        RubricList([])
+    with pytest.raises(ValueError, match="weights"):
+        RubricList([TokenAt(0, 1)], weights=[1.0, 2.0])
+    with pytest.raises(ValueError, match="weights"):
+        RubricList([TokenAt(0, 1)], weights=[-1.0])
+    with pytest.raises(TypeError):
+        RubricList(["be polite"])
+    with pytest.raises(ValueError):
+        ListVerifier([RubricList([TokenAt(0, 1)]), RubricList([TokenAt(0, 1), TokenAt(1, 1)])])
+
+
+def test_list_verifier_counts_calls_and_routes_prompts():
+    ver = ListVerifier([RubricList([TokenAt(0, 1)]), RubricList([TokenAt(0, 2)])])
+    res = ver(torch.tensor([0, 1, 1]), torch.tensor([[1, 0], [1, 0], [2, 0]]))
+    assert res.met[:, 0].tolist() == [True, False, True] and ver.calls == 3
+
+
+def test_guidance_prompt_text_and_tokens():
+    h = build_guidance_prompt("Write 3 words", "a b", ["short"], ["mentions cats"])
+    assert "Write 3 words" in h and "- short" in h and "- mentions cats" in h and "a b" in h
+    with pytest.raises(ValueError, match="field"):
+        build_guidance_prompt("x", "y", [], [], template="{prompt}")
+    x = torch.tensor([16, 1, 2, 3, 4, ANS])
+    ids = guidance_ids(x, torch.arange(RESP_LEN), [(0, 0)], [(3, 9), (5, 1)])
+    assert ids[-1] == ANS and ids[:5].tolist() == [16, 1, 2, 3, 4]
+    slots = ids[5:].tolist()
+    unmet = slots[slots.index(ANS + 3) + 1:][:RESP_LEN]  # after UNMET
+    assert unmet[3] == 9 and unmet[5] == 1 and unmet.count(NONE) == RESP_LEN - 2
+
+
+def test_text_guide_with_a_tokenizer():
+    class Tok:
+        def decode(self, ids, skip_special_tokens=True):
+            return " ".join(map(str, ids))
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [ord(c) % 50 for c in text]}
+
+    g = text_guide(Tok(), [RubricList([TokenAt(0, 1), Excludes(3)])])
+    out = g(0, torch.tensor([5, 6]), torch.tensor([1, 3]), torch.tensor([True, False]))
+    assert out.dtype == torch.long and out.numel() > 50
+
+
+# selection, replacement, bonus
+
+def _cfg(**kw):
+    base = dict(group_size=4, candidate_limit=16, replace_top_n=1, bonus_alpha=0.05)
+    base.update(kw)
+    return HeRLConfig(**base)
+
+
+def test_select_hindsight_ties_threshold_and_limit():
+    r = torch.tensor([0.5, 0.25, 0.5, 0.0,   1.0, 0.5, 0.0, 0.0,   0.0, 0.0, 0.0, 0.0])
+    n_met = torch.tensor([1, 1, 2, 0, 4, 2, 0, 0, 0, 0, 0, 0])
+    rows = select_hindsight(r, n_met, _cfg())
+    assert rows.tolist() == [2, 0, 8, 9, 10, 11]  # group 1 has a perfect answer: no revision; ties by rubrics met
+    assert select_hindsight(r, n_met, _cfg(candidate_limit=1)).tolist() == [2, 8]
+    assert select_hindsight(r, n_met, _cfg(candidate_limit=0)).numel() == 0
+
+
+def test_augment_replacement_only_inside_group_and_strictly_better():
+    r = torch.tensor([0.5, 0.25, 0.5, 0.0, 0.0, 0.0, 0.25, 0.0])
+    owner = torch.tensor([0, 2, 6])
+    rev = torch.tensor([0.5, 0.75, 0.25])  # group 0: 0.75 > 0.5 accepted; group 1: 0.25 not > 0.25
+    g = torch.Generator().manual_seed(0)
+    aug = augment_group(r, owner, rev, _cfg(), g)
+    assert aug.he_mask[:4].sum() == 1 and aug.he_mask[4:].sum() == 0
+    s = int(aug.he_mask.nonzero())
+    assert aug.rewards[s] == 0.75 and int(aug.source[s]) == 1 and aug.rewards.numel() == 8
+    # fallback accepts an equal revision
+    aug2 = augment_group(r, owner, rev, _cfg(fallback=True, bonus_alpha=0.0), g)
+    assert aug2.he_mask[4:].sum() == 1 and float(aug2.rewards[aug2.he_mask][1]) == 0.25
+
+
+def test_bonus_exact_and_zero_alpha_identity():
+    r = torch.tensor([0.5, 0.25, 0.5, 0.0])
+    owner, rev = torch.tensor([0, 2]), torch.tensor([0.25, 0.5])  # nothing accepted (not > 0.5)
+    aug = augment_group(r, owner, rev, _cfg(bonus_alpha=0.05))
+    assert not aug.he_mask.any()
+    assert torch.allclose(aug.rewards, torch.tensor([0.5 + 0.05 * (0.25 - 0.5), 0.25, 0.5, 0.0]))
+    aug0 = augment_group(r, owner, rev, _cfg(bonus_alpha=0.0))
+    assert torch.equal(aug0.rewards, r)
+
+
+# loss
+
+def test_shaping_derivative_matches_finite_differences():
+    for gamma in (1.0, 0.1):
+        h = 1e-6
+        fd = (shaping(torch.tensor(1 + h, dtype=torch.float64), gamma)
+              - shaping(torch.tensor(1 - h, dtype=torch.float64), gamma)) / (2 * h)
+        assert abs(float(fd) - gamma / (1 + gamma) ** 2) < 1e-8
+    # through the loss: d loss / d logp at rho = 1 on a hindsight token = -A gamma/(1+gamma)^2 / n_tokens
+    lp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    adv = torch.tensor([1.5, -0.5], dtype=torch.float64)
+    mask = torch.ones(2, 3, dtype=torch.float64)
+    loss, m = herl_policy_loss(lp, lp.detach(), adv, mask, torch.tensor([True, False]), shaping_gamma=0.1)
+    loss.backward()
+    assert torch.allclose(lp.grad[0], torch.full((3,), -1.5 * 0.1 / 1.1 ** 2 / 6, dtype=torch.float64))
+    assert torch.allclose(lp.grad[1], torch.full((3,), 0.5 / 6, dtype=torch.float64))
+    assert abs(m["he_frac"] - 0.5) < 1e-12
+
+
+def test_loss_without_hindsight_equals_grpo_token_mean():
+    g = torch.Generator().manual_seed(0)
+    old = -torch.rand(5, 6, generator=g, dtype=torch.float64)
+    lp = old + 0.3 * torch.randn(5, 6, generator=g, dtype=torch.float64)  # ratios within the dual-clip bound
+    adv = torch.randn(5, generator=g, dtype=torch.float64)
+    mask = (torch.rand(5, 6, generator=g) < 0.7).double()
+    ours, _ = herl_policy_loss(lp, old, adv, mask, None)
+    ref, _ = grpo_loss(lp, old, adv, mask, loss_type="bnpo")
+    assert abs(float(ours) - float(ref)) < 1e-12
+    # dual clip: A < 0 and rho > c caps the loss at -A c
+    big, _ = herl_policy_loss(old + 5.0, old, -torch.ones(5, dtype=torch.float64), torch.ones(5, 6).double(), None)
+    assert abs(float(big) - 3.0) < 1e-9
+
+
+# trainer, refinement (tiny untrained Llama: structure, determinism, budgets)
+
+def _setup(seed=0):
+    task = TaskConfig(n_types=2, seed=0)
+    rubrics = make_rubrics(task)
+    policy = build_policy(SFTConfig(hidden=16, layers=1, heads=2, seed=seed))
+    return task, rubrics, policy
+
+
+def _run(train_context="original", seed=0, steps=2):
+    task, rubrics, policy = _setup()
+    cfg = HeRLConfig(group_size=4, candidate_limit=2, max_new_tokens=RESP_LEN, pad_token_id=PAD,
+                     train_context=train_context, lr=1e-3, kl_coef=0.01)
+    ref = build_policy(SFTConfig(hidden=16, layers=1, heads=2))
+    tr = HeRLTrainer(policy, ListVerifier(rubrics), cfg, guide=make_guide(rubrics), ref=ref,
+                     generator=torch.Generator().manual_seed(seed))
+    pg = torch.Generator().manual_seed(seed)
+    ms = []
+    for _ in range(steps):
+        x = make_prompts(torch.arange(2), pg)
+        ms.append(tr.step(x, torch.ones_like(x), torch.arange(2)))
+    return tr, ms, policy
+
+
+@pytest.mark.parametrize("ctx", ["original", "hindsight"])
+def test_trainer_step_counts_budget_and_revises(ctx):
+    tr, ms, _ = _run(ctx)
+    assert tr.count.steps == 2 and tr.count.revisions == sum(m.get("revisions", 0) for m in ms)
+    assert tr.count.samples == 2 * 8 + tr.count.revisions and tr.verifier.calls == tr.count.samples
+    assert tr.count.revisions > 0  # an untrained policy never meets every rubric: every group is revised
+    for m in ms:
+        assert math.isfinite(m["loss"]) and 0 <= m["zero_adv_groups"] <= 1 and "kl" in m
+
+
+def test_trainer_deterministic_given_seed():
+    _, m1, p1 = _run(seed=3)
+    _, m2, p2 = _run(seed=3)
+    assert [m["loss"] for m in m1] == [m["loss"] for m in m2]
+    assert all(torch.equal(a, b) for a, b in zip(p1.parameters(), p2.parameters()))
+
+
+def test_grpo_mode_makes_no_revisions():
+    task, rubrics, policy = _setup()
+    cfg = HeRLConfig(group_size=4, enable=False, max_new_tokens=RESP_LEN, pad_token_id=PAD)
+    tr = HeRLTrainer(policy, ListVerifier(rubrics), cfg)
+    x = make_prompts(torch.arange(2), torch.Generator().manual_seed(0))
+    m = tr.step(x, torch.ones_like(x), torch.arange(2))
+    assert tr.count.revisions == 0 and m["he_rows"] == 0 and tr.count.samples == 8
+
+
+def test_test_time_refine_keeps_best():
+    task, rubrics, policy = _setup()
+    ver = ListVerifier(rubrics)
+    x = make_prompts(torch.tensor([0, 1, 0]), torch.Generator().manual_seed(1))
+    out = test_time_refine(policy, x, torch.ones_like(x), torch.tensor([0, 1, 0]), ver, make_guide(rubrics),
+                           rounds=2, max_new_tokens=RESP_LEN, pad_token_id=PAD,
+                           generator=torch.Generator().manual_seed(0))
+    assert torch.all(out["final"].scores >= out["initial"].scores)
+    assert torch.allclose(ver(torch.tensor([0, 1, 0]), out["responses"], out["masks"]).scores, out["final"].scores)
+    assert out["samples"] >= 3 and out["verifier_calls"] == out["samples"]
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="group_size"):
+        HeRLConfig(group_size=1)
+    with pytest.raises(ValueError, match="train_context"):
+        HeRLConfig(train_context="both")
+    _, rubrics, policy = _setup()
+    with pytest.raises(ValueError, match="guide"):
+        HeRLTrainer(policy, ListVerifier(rubrics), HeRLConfig())
+    with pytest.raises(TypeError, match="policy"):
+        HeRLTrainer("gpt", ListVerifier(rubrics), HeRLConfig(enable=False))
+    with pytest.raises(ValueError, match="rubric"):
+        ListVerifier([])
+
+
+def test_sft_batch_targets_apply_constraints():
+    ids, attn, lm = sft_batch(32, 1.0, torch.Generator().manual_seed(0))
+    assert lm.sum(1).eq(RESP_LEN).all()
+    tgt, draft = ids[:, -RESP_LEN:], ids[:, -2 * RESP_LEN - 1:-RESP_LEN - 1]
+    unmet = ids[:, -3 * RESP_LEN - 2:-2 * RESP_LEN - 2]
+    expect = torch.where(unmet != NONE, unmet, draft)
+    met = ids[:, -4 * RESP_LEN - 3:-3 * RESP_LEN - 3]
+    expect = torch.where(met != NONE, met, expect)
+    assert torch.equal(tgt, expect)
+
+
+# closed-form gradient study
+
+def test_gradient_study_exact_pieces():
+    s = setup()
+    assert abs(s["pi"].sum() - 1) < 1e-12 and abs(s["pi_star"].sum() - 1) < 1e-12
+    assert abs(s["g_star"].sum()) < 1e-12 and abs(s["grad_J"].sum()) < 1e-12
+    # GRPO's batch gradient averages to something parallel to grad J (unbiased up to std normalisation)
+    g = batch_gradients(8, 4000, np.random.default_rng(0))
+    c = g["grpo"].mean(0) @ s["grad_J"] / np.linalg.norm(g["grpo"].mean(0)) / np.linalg.norm(s["grad_J"])
+    assert c > 0.95
+    with pytest.raises(ValueError):
+        batch_gradients(1, 10, np.random.default_rng(0))
+
+
+def test_gradient_study_deterministic():
+    a = direction_study(ns=(4,), batches=200, seed=1)[0]
+    b = direction_study(ns=(4,), batches=200, seed=1)[0]
+    assert a["cos_star_herl"] == b["cos_star_herl"] and np.array_equal(a["paired"], b["paired"])
+
+
+# quick reproduction: structure only
+
+def test_quick_reproduction_structure(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICML26_CACHE", str(tmp_path))
+    from icml26.agents.herl.reproduce import reproduce
+    from icml26.harness import Outcome
+
+    out = reproduce("quick", 0)
+    assert isinstance(out, Outcome)
+    claims = [c for c in out.claims if c.kind == "claim"]
+    assert len(claims) == 5 and len(out.checks) == 3
+    for c in out.claims:
+        assert c.verdict in ("holds", "does not hold", "inconclusive")
+    for c in claims[1:]:
+        assert math.isfinite(c.measured)
+    assert out.metrics["herl_revisions"] > 0 and out.metrics["herl_samples"] >= out.metrics["grpo_samples"] - 16
