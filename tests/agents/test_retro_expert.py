@@ -141,15 +141,15 @@ def test_grammar_constrained_sampling_is_well_formed_and_cites_the_prompt(tok, r
     from icml26.testbeds.grpo import generate_with_logprobs, token_logprobs
     from icml26.agents.retro_expert.kgpo import _decode, _encode
 
-    exs = [Example(r, d, ds_prompt(d, rset.stock)) for r in rset.test[:4] for d in [spec.decision_space(r.product)]]
+    exs = [Example(r, d, ds_prompt(d, rset.stock)) for r in rset.test[:3] for d in [spec.decision_space(r.product)]]
     m = GrammarConstrainedLM(make_policy(tok, seed=1), grammar_bias(tok, decision_space=True), tok)
     ids, mask = _encode(tok, [e.prompt for e in exs])
-    ro = generate_with_logprobs(m, ids, mask, num_return_sequences=16, max_new_tokens=5,
+    ro = generate_with_logprobs(m, ids, mask, num_return_sequences=8, max_new_tokens=5,
                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                                 generator=torch.Generator().manual_seed(0))
     texts = _decode(tok, ro.completion_ids, ro.completion_token_mask)
     for i, t in enumerate(texts):
-        e = exs[i // 16]
+        e = exs[i // 8]
         p = parse_completion(t, with_answer=True)
         assert p is not None, t
         assert p.answer < len(e.cands)

@@ -70,6 +70,13 @@ def _roles(tpl: ReactionTemplate, blocks: tuple[str, ...], mols: list) -> list[l
             for i in range(rxn.GetNumReactantTemplates())]
 
 
+@lru_cache(maxsize=4)
+def _block_roles(templates: tuple[ReactionTemplate, ...], max_block_atoms: int) -> list[list[list[str]]]:
+    blocks = building_blocks(max_block_atoms)
+    mols = [Chem.MolFromSmiles(b) for b in blocks]
+    return [_roles(t, blocks, mols) for t in templates]
+
+
 def _scaffold(smiles: str) -> str:
     try:
         return MurckoScaffold.MurckoScaffoldSmiles(smiles=smiles)
@@ -95,9 +102,7 @@ def make_synthetic_reactions(n: int, *, seed: int = 0, test_fraction: float = 1 
     if not (0.0 <= stock_fraction <= 1.0 and 0.0 <= decoy_fraction <= 1.0):
         raise ValueError("stock_fraction and decoy_fraction must lie in [0, 1]")
     rng = np.random.default_rng(seed)
-    blocks = building_blocks(max_block_atoms)
-    mols = [Chem.MolFromSmiles(b) for b in blocks]
-    roles = [_roles(t, blocks, mols) for t in templates]
+    roles = _block_roles(templates, max_block_atoms)
     reactions: list[Reaction] = []
     seen: set[str] = set()
     tries = dropped = 0

@@ -27,7 +27,7 @@ from icml26.testbeds.grpo import GRPOConfig, generate_with_logprobs, group_advan
 
 from .chemistry import TEMPLATES, Rationale, ReactantSet, verify_rationale, _apply
 from .data import Reaction
-from .reasoner import Parsed, grounded_completion, parse_completion
+from .reasoner import grounded_completion, parse_completion
 from .specialist import Candidate
 
 log = logging.getLogger(__name__)

@@ -51,7 +51,7 @@ class Sizes:
 
 
 SIZES = {
-    Budget.QUICK: Sizes(200, 5, 15, 6, 4, 20, 5),
+    Budget.QUICK: Sizes(200, 5, 15, 5, 4, 12, 4),
     Budget.STANDARD: Sizes(1200, 5, 40, 80, 8, 150, 60),
     Budget.FULL: Sizes(3000, 5, 80, 400, 16, 600, 200),
 }
