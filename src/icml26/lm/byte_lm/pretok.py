@@ -118,6 +118,7 @@ class Pretokenizer:
         self._plain = plain_model
         self._piece_cache: dict[bytes, tuple[int, ...]] = {}
         self._seg_cache: dict[str, list[int]] = {}
+        self._hyp_cache: dict[str, list[tuple]] = {}
         # For the GPT-2 and Llama-3 patterns segmentation only depends on character classes (the apostrophe,
         # contraction letters, space, CR, LF, other whitespace, letters, numbers, the rest): segment a class string
         # (cached), e.g. "def fx" and "abc ab" share one regex run.
@@ -200,12 +201,11 @@ class Pretokenizer:
                 continue
             key0 = text.translate(self._classes) if self._known else text
             ascii_ = len(text) == nd + len(c)
-            for rep, members in self._groups:
-                ends = self._segment(key0 + rep)
+            for inner_c, end_is_boundary, members in self._hypotheses(key0):
                 # boundaries before the last character of data || c lie inside data (the completed character
                 # straddles len(data)); len(data) itself is a boundary only for complete data
-                inner = tuple(e if ascii_ else len(text[:e].encode()) for e in ends if e < len(text))
-                closed = not c and len(text) in ends
+                inner = inner_c if ascii_ else tuple(len(text[:e].encode()) for e in inner_c)
+                closed = not c and end_is_boundary
                 if (inner, closed) in failed:
                     continue
                 expected, start = [], 0
@@ -223,6 +223,22 @@ class Pretokenizer:
                     if self.encode(data + c + m.encode())[0][:n] == ids:
                         return True
         return False
+
+    def _hypotheses(self, key0: str) -> list[tuple]:
+        """The distinct pre-token splits of ``key0`` that the witnesses induce: (boundaries inside key0 in
+        characters, whether len(key0) is a boundary, the witnesses that give them); cached per (class) string."""
+        hyps = self._hyp_cache.get(key0)
+        if hyps is None:
+            groups: dict = {}
+            for rep, members in self._groups:
+                ends = self._segment(key0 + rep)
+                key = (tuple(e for e in ends if e < len(key0)), len(key0) in ends)
+                groups.setdefault(key, []).extend(members)
+            hyps = [(inner, end, members) for (inner, end), members in groups.items()]
+            if len(self._hyp_cache) > 100_000:
+                self._hyp_cache.clear()
+            self._hyp_cache[key0] = hyps
+        return hyps
 
     def _segment(self, key: str) -> list[int]:
         """Character offsets where pre-tokens of ``key`` end (cached)."""
