@@ -126,6 +126,19 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("mixture-runs", "artefact", "icml26.testbeds.learning_curves:MixtureRunsConfig",
             "tiny LMs of 4 widths x 9 mixtures of three stdlib domains, loss on email/ [A18]", 90.0,
             loader="icml26.testbeds.learning_curves:mixture_runs", cache_kind="mixture_runs"),
+    # est_cpu_s below: from timed training steps on a machine at load 8-13 (rough, on the high side)
+    Testbed("vlm-6L", "artefact", "icml26.interpret.layer_skip.testbed:VLM_6L",
+            "6-block vision-language transformer (d=64, 1200 steps) on digit-patch VQA [A14]", 150.0,
+            loader="icml26.interpret.layer_skip.testbed:load_tiny_vlm", cache_kind="tiny_vlm"),
+    Testbed("vlm-8L", "artefact", "icml26.interpret.layer_skip.testbed:VLM_8L",
+            "8-block vision-language transformer (d=64, 1200 steps) on digit-patch VQA [A14]", 180.0,
+            loader="icml26.interpret.layer_skip.testbed:load_tiny_vlm", cache_kind="tiny_vlm"),
+    Testbed("vlm-3L-d32", "artefact", "icml26.interpret.layer_skip.testbed:VLM_QUICK",
+            "3-block vision-language transformer (d=32, 250 steps), the quick-budget VLM [A14]", 10.0,
+            loader="icml26.interpret.layer_skip.testbed:load_tiny_vlm", cache_kind="tiny_vlm"),
+    Testbed("herl-sft", "artefact", "icml26.agents.herl.task:SFTConfig",
+            "stage-0 tiny Llama policy for the rubric task (SFT with guided revisions) [B07]", 150.0,
+            loader="icml26.agents.herl.task:load_sft_policy", cache_kind="herl_sft"),
 )}
 
 # paper id -> budget -> testbed names (read from each reproduce.py's loads and its per-budget sizes)
@@ -134,12 +147,14 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A05": {"standard": ("toy-4L",), "full": ("toy-4L",)},  # quick runs no LM loop
     "A07": {b: ("toy-4L",) for b in BUDGETS},
     "A09": {"quick": ("moe-2L",), "standard": ("moe-4L",), "full": ("moe-4L",)},
+    "A14": {"quick": ("vlm-3L-d32",), "standard": ("vlm-6L", "vlm-8L"), "full": ("vlm-6L", "vlm-8L")},
     "A16": {"standard": ("lm-curves", "digits-curves")},  # quick is synthetic only; full's larger pools build in-job
     "A18": {"standard": ("mixture-runs",)},  # quick is synthetic only; full's larger design builds in-job
     "A15": {b: ("dlm-t1c",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
     "A19": {"quick": ("toy-4L",), "standard": ("toy-4L",), "full": ("toy-8L",)},
     "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full
     "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("toy-4L", "toy-1L"), "full": ("toy-8L", "toy-1L")},
+    "B07": {b: ("herl-sft",) for b in _BOTH},  # quick trains a 1-layer stage-0 policy in-job
     "B11": {b: ("toy-4L", "toy-4L-v1024") for b in BUDGETS},
 }
 
