@@ -221,7 +221,10 @@ def generate_with_logprobs(model: nn.Module, prompt_ids: Tensor, prompt_mask: Te
     attn = prompt_mask.to(torch.long).repeat_interleave(G, dim=0)
     B, dev = ids.shape[0], ids.device
     pad = pad_token_id if pad_token_id is not None else (eos_token_id if eos_token_id is not None else 0)
-    use_cache = _accepts(model, "use_cache") and _accepts(model, "past_key_values")
+    # newer transformers take the KV cache as ``cache`` (``past_key_values`` is deprecated there), older ones as
+    # ``past_key_values``; the cache object is updated in place and also returned as ``out.past_key_values``
+    cache_kw = "cache" if _accepts(model, "cache") else "past_key_values"
+    use_cache = _accepts(model, "use_cache") and _accepts(model, cache_kw)
     finished = torch.zeros(B, dtype=torch.bool, device=dev)
     out_tokens, out_valid = [], []
     past = None
@@ -244,7 +247,8 @@ def generate_with_logprobs(model: nn.Module, prompt_ids: Tensor, prompt_mask: Te
             break
         if use_cache:
             pos = position_ids_from_mask(mask)[:, -1:]
-            logits, past = _logits(model, nxt[:, None], mask, past_key_values=past, use_cache=True, position_ids=pos)
+            logits, new_past = _logits(model, nxt[:, None], mask, use_cache=True, position_ids=pos, **{cache_kw: past})
+            past = past if new_past is None else new_past
         else:
             logits, _ = _logits(model, seq, mask)
     comp_valid = torch.stack(out_valid, dim=1).long()

@@ -65,9 +65,12 @@ class Testbed:
         cfg = self.config()
         if self.kind == "causal_lm":
             return [("tokenizer", asdict(cfg.tokenizer)), ("causal_lm", asdict(cfg))]
-        if self.kind == "artefact":
+        if self.kind == "artefact":  # an artefact built on the shared testbed tokenizer fills its cache entry too
+            from .causal_lm import TokenizerConfig
+
             tok = getattr(cfg, "tokenizer", None)
-            return ([("tokenizer", asdict(tok))] if tok is not None else []) + [(self.cache_kind, asdict(cfg))]
+            shared = isinstance(tok, TokenizerConfig)
+            return ([("tokenizer", asdict(tok))] if shared else []) + [(self.cache_kind, asdict(cfg))]
         return [("masked_diffusion_lm", asdict(cfg))]
 
     def is_cached(self) -> bool:
@@ -136,6 +139,9 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("vlm-3L-d32", "artefact", "icml26.interpret.layer_skip.testbed:VLM_QUICK",
             "3-block vision-language transformer (d=32, 250 steps), the quick-budget VLM [A14]", 10.0,
             loader="icml26.interpret.layer_skip.testbed:load_tiny_vlm", cache_kind="tiny_vlm"),
+    Testbed("b11-regex-lm", "artefact", "icml26.lm.byte_lm.tokenizers_regex:GPT2_REGEX_LM",
+            "2-layer Llama (d=128, 250 steps) with a GPT-2-regex BPE-512 tokenizer on stdlib code [B11]", 60.0,
+            loader="icml26.lm.byte_lm.tokenizers_regex:regex_causal_lm", cache_kind="b11-regex-lm"),
     Testbed("herl-sft", "artefact", "icml26.agents.herl.task:SFTConfig",
             "stage-0 tiny Llama policy for the rubric task (SFT with guided revisions) [B07]", 150.0,
             loader="icml26.agents.herl.task:load_sft_policy", cache_kind="herl_sft"),
@@ -155,7 +161,7 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full
     "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("toy-4L", "toy-1L"), "full": ("toy-8L", "toy-1L")},
     "B07": {b: ("herl-sft",) for b in _BOTH},  # quick trains a 1-layer stage-0 policy in-job
-    "B11": {b: ("toy-4L", "toy-4L-v1024") for b in BUDGETS},
+    "B11": {b: ("toy-4L", "toy-4L-v1024", "b11-regex-lm") for b in BUDGETS},
 }
 
 
