@@ -105,22 +105,96 @@ def _cache_kwarg(cls) -> str:
     return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
-def _new_cache(target):
+KV_CACHES = ("preallocated", "dynamic")
+
+
+class _PreallocatedLayer:
+    """Mixin for a transformers ``DynamicLayer`` whose keys/values live in one buffer allocated at the first call.
+
+    ``update`` writes the new positions in place and returns views of the first ``length`` positions (no
+    ``torch.cat`` of the whole cache per call); ``crop`` only moves ``length``; ``keep_tail`` compacts the accepted
+    tree nodes in place. Outputs are the same tensors a ``DynamicLayer`` would return.
+    """
+
+    _layer_type = None  # never register this class in transformers' layer-type mapping
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity, self.length = capacity, 0
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        B, H, _, D = key_states.shape
+        self.device = key_states.device
+        self.kbuf = key_states.new_empty(B, H, self.capacity, D)
+        self.vbuf = value_states.new_empty(B, H, self.capacity, value_states.shape[-1])
+        self.keys, self.values = self.kbuf[..., :0, :], self.vbuf[..., :0, :]
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        a, b = self.length, self.length + key_states.shape[-2]
+        if b > self.capacity:
+            raise ValueError(f"the pre-allocated KV cache holds {self.capacity} positions, {b} were needed")
+        self.kbuf[..., a:b, :] = key_states
+        self.vbuf[..., a:b, :] = value_states
+        self.length = b
+        self.keys, self.values = self.kbuf[..., :b, :], self.vbuf[..., :b, :]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove > 0:
+            raise ValueError("crop takes the negative number of positions to remove")
+        if self.is_initialized and tokens_to_remove:
+            self.length = max(0, self.length + tokens_to_remove)
+            self.keys, self.values = self.kbuf[..., : self.length, :], self.vbuf[..., : self.length, :]
+
+    def keep_tail(self, start: int, idx: torch.Tensor) -> None:
+        """Keep positions [0, start) and then ``idx`` (sorted, all >= start), moved to start, start+1, ..."""
+        n = start + idx.numel()
+        self.kbuf[..., start:n, :] = self.kbuf[..., idx, :]   # the gather copies first: overlap is safe
+        self.vbuf[..., start:n, :] = self.vbuf[..., idx, :]
+        self.length = n
+        self.keys, self.values = self.kbuf[..., :n, :], self.vbuf[..., :n, :]
+
+
+def _new_cache(target, capacity: int | None = None):
+    """A DynamicCache for ``target``; with ``capacity``, its full-attention layers write into buffers of that many
+    positions allocated once (other layer kinds, e.g. sliding windows, keep transformers' own layers)."""
     from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
 
     try:
-        return DynamicCache(config=target.config)
+        cache = DynamicCache(config=target.config)
     except TypeError:  # older transformers
         return DynamicCache()
+    layers = getattr(cache, "layers", None)
+    if capacity is not None and layers and all(type(layer) is DynamicLayer for layer in layers):
+        cls = _prealloc_class(DynamicLayer)
+        cache.layers = [cls(capacity) for _ in layers]
+    return cache
 
 
-def _cache_select(cache, keep: torch.Tensor) -> None:
-    """Keep only the positions ``keep`` (sorted) of every layer of a DynamicCache (tree verification)."""
+@functools.lru_cache(maxsize=None)
+def _prealloc_class(base):
+    return type("PreallocatedDynamicLayer", (_PreallocatedLayer, base), {"_layer_type": None})
+
+
+def _cache_select(cache, start: int, idx: torch.Tensor) -> None:
+    """Keep positions [0, start) and then ``idx`` of every layer (tree verification: the accepted path)."""
     layers = getattr(cache, "layers", None)
     if layers is not None:
         for layer in layers:
-            layer.keys, layer.values = layer.keys[..., keep, :], layer.values[..., keep, :]
+            if isinstance(layer, _PreallocatedLayer):
+                layer.keep_tail(start, idx)
+            else:
+                keep = torch.cat([torch.arange(start, device=idx.device), idx])
+                layer.keys, layer.values = layer.keys[..., keep, :], layer.values[..., keep, :]
     elif hasattr(cache, "key_cache"):  # transformers < 4.56
+        keep = torch.cat([torch.arange(start, device=idx.device), idx])
         for i in range(len(cache.key_cache)):
             cache.key_cache[i] = cache.key_cache[i][..., keep, :]
             cache.value_cache[i] = cache.value_cache[i][..., keep, :]
@@ -134,16 +208,9 @@ def _cache_crop(cache, length: int) -> None:
         cache.crop(-drop)  # negative: remove that many positions (works on old and new transformers)
 
 
-def _finish_round(emitted: torch.Tensor, out: list[torch.Tensor], n_out: int, max_new: int, eos) -> tuple[int, bool]:
-    emitted = emitted[: max_new - n_out]
-    done = False
-    if eos is not None:
-        hit = (emitted == eos).nonzero()
-        if hit.numel():
-            emitted, done = emitted[: int(hit[0]) + 1], True
-    out.append(emitted)
-    n_out += emitted.numel()
-    return n_out, done or n_out >= max_new
+def _check_kv_cache(kv_cache: str) -> None:
+    if kv_cache not in KV_CACHES:
+        raise ValueError(f"kv_cache must be one of {KV_CACHES}, got {kv_cache!r}")
 
 
 # static trees
@@ -186,42 +253,96 @@ def chain_tree(num_steps: int) -> StaticTree:
     return StaticTree(tuple((0,) * i for i in range(1, num_steps + 1)))
 
 
+# per-tree-shape tables (built once per call, sliced every round)
+
+
+class _TreePlan:
+    """Everything about a static tree that does not change between rounds [B04].
+
+    Masks are stored right-aligned in one buffer: columns for the cached prefix are "attend" and the tree part
+    sits at the right end, so the mask for any prefix length p is a view of the last p + (tree part) columns.
+    """
+
+    def __init__(self, tree: StaticTree, max_prefix: int, dtype: torch.dtype, device) -> None:
+        parent, depth, rank, anc = (t.to(device) for t in tree.arrays())
+        self.parent, self.depth, self.rank, self.anc = parent, depth, rank, anc
+        n = self.n = len(tree.paths)
+        self.tree_depth = tree.depth
+        self.kmax = int(rank.max()) + 1
+        self.parent_row = parent + 1                         # row of a node's parent in [root, nodes]
+        self.verify_pos = torch.cat([depth.new_zeros(1), depth])[None]   # + m: root at m, a node at m + depth
+        self.anc_long_T = anc.long()                          # for the path check
+        # target verification mask [1, 1, n+1, W]: root sees the prefix; a node sees the prefix, root, ancestors
+        allowed = torch.ones(n + 1, max_prefix + n + 1, dtype=torch.bool, device=device)
+        allowed[0, -n:] = False
+        allowed[1:, -n:] = anc.T
+        self.verify_mask = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(
+            ~allowed, torch.finfo(dtype).min)[None, None]
+        # draft tree levels: nodes of depth lvl (contiguous, as paths are sorted by length) attend the prefix and
+        # their drafted ancestors, whose keys sit at prefix + node index
+        self.levels = []
+        for lvl in range(1, tree.depth):
+            cur = (depth == lvl).nonzero()[:, 0]
+            lo, hi = int(cur[0]), int(cur[-1]) + 1
+            kids = (depth == lvl + 1).nonzero()[:, 0]
+            m = torch.ones(hi - lo, max_prefix + hi, dtype=torch.bool, device=device)
+            m[:, -hi:] = anc[:hi, lo:hi].T
+            self.levels.append((lo, hi, parent[lo:hi], depth[lo:hi] - 1, m, kids, parent[kids] - lo, rank[kids]))
+        self.d1 = (depth == 1).nonzero()[:, 0]
+        self.rank_d1 = rank[self.d1]
+
+    def verify_mask_for(self, past: int) -> torch.Tensor:
+        return self.verify_mask[..., self.verify_mask.shape[-1] - (past + self.n + 1):]
+
+
 # main functions
 
 
 @torch.inference_mode()
 def greedy_generate(target: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, *,
-                    eos_token_id: int | None = None, tokenizer=None) -> SpecOutput:
-    """Plain greedy decoding with the KV cache, one target call per token (the baseline)."""
+                    eos_token_id: int | None = None, tokenizer=None, kv_cache: str = "preallocated") -> SpecOutput:
+    """Plain greedy decoding with the KV cache, one target call per token (the baseline).
+
+    ``kv_cache="preallocated"`` (default) writes keys/values into buffers sized once for prompt + new tokens;
+    ``"dynamic"`` uses transformers' growing DynamicCache (a torch.cat per layer per call). Same tokens either way.
+    """
     validate_generation_inputs(target, input_ids, max_new_tokens, tokenizer)
-    stats, cache = SpecStats(), _new_cache(target)
+    _check_kv_cache(kv_cache)
+    cap = input_ids.shape[1] + max_new_tokens if kv_cache == "preallocated" else None
+    stats, cache = SpecStats(), _new_cache(target, cap)
     logits, _, cache = _target_forward(target, input_ids, cache, None)
     stats.target_calls = 1
-    out: list[torch.Tensor] = []
+    out = torch.empty(max_new_tokens, dtype=torch.long, device=input_ids.device)
     tok = logits[0, -1:].argmax(-1)
-    n_out, done = _finish_round(tok, out, 0, max_new_tokens, eos_token_id)
-    while not done:
+    n = 0
+    while True:
+        out[n: n + 1] = tok
+        n += 1
+        if n >= max_new_tokens or (eos_token_id is not None and int(tok) == eos_token_id):
+            break
         logits, _, cache = _target_forward(target, tok[None], cache, None)
         stats.target_calls += 1
-        tok = logits[0, -1:].argmax(-1)
-        n_out, done = _finish_round(tok, out, n_out, max_new_tokens, eos_token_id)
         stats.accept_lengths.append(1)
-    stats.new_tokens = n_out
-    return SpecOutput(torch.cat([input_ids[0], *out])[None], stats)
+        tok = logits[0, -1:].argmax(-1)
+    stats.new_tokens = n
+    return SpecOutput(torch.cat([input_ids[0], out[:n]])[None], stats)
 
 
 @torch.inference_mode()
 def eagle3_generate(target: nn.Module, draft: Eagle3Draft, input_ids: torch.Tensor, max_new_tokens: int, *,
                     num_steps: int = 4, topk: int = 1, tree: StaticTree | Sequence[Sequence[int]] | None = None,
-                    eos_token_id: int | None = None, tokenizer=None) -> SpecOutput:
+                    eos_token_id: int | None = None, tokenizer=None, kv_cache: str = "preallocated") -> SpecOutput:
     """Greedy speculative decoding of ``target`` with an EAGLE-3 ``draft`` [B04].
 
     ``topk = 1``: a chain of ``num_steps`` drafted tokens per round. ``topk > 1`` or ``tree``: a static tree
     (``tree`` paths of top-k ranks; default with ``topk > 1``: :data:`DEFAULT_TREE`). Output is token-identical
-    to :func:`greedy_generate` for any draft. Returns ``(sequences, SpecStats)``.
+    to :func:`greedy_generate` for any draft. ``kv_cache``: ``"preallocated"`` (default; target and draft caches
+    are buffers sized once, rolled back by moving a length) or ``"dynamic"`` (transformers' DynamicCache, cropped
+    or index-selected). Returns ``(sequences, SpecStats)``.
     """
     validate_generation_inputs(target, input_ids, max_new_tokens, tokenizer)
     _check_draft(target, draft)
+    _check_kv_cache(kv_cache)
     if not isinstance(num_steps, int) or num_steps < 1:
         raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
     if not isinstance(topk, int) or topk < 1:
@@ -236,118 +357,110 @@ def eagle3_generate(target: nn.Module, draft: Eagle3Draft, input_ids: torch.Tens
 
     dev = input_ids.device
     aux_layers = draft.config.aux_layers
-    parent, depth, rank, anc = (t.to(dev) for t in tree.arrays())
+    P = input_ids.shape[1]
+    total = P + max_new_tokens                       # the sequence never grows past this
     n_nodes = len(tree.paths)
-    stats, cache, dcache = SpecStats(), _new_cache(target), DraftCache()
+    plan = None if is_chain else _TreePlan(tree, total, next(target.parameters()).dtype, dev)
+    pre = kv_cache == "preallocated"
+    stats = SpecStats()
+    cache = _new_cache(target, total + n_nodes + 1 if pre else None)
+    dcache = DraftCache(capacity=total + n_nodes + 1 if pre else 0)
+    positions = torch.arange(total + n_nodes + 1, device=dev)   # sliced for draft positions
+    seq = torch.empty(total, dtype=torch.long, device=dev)      # prompt + emitted tokens, written in place
+    seq[:P] = input_ids[0]
+    L = P                                                        # current sequence length
 
-    seq = input_ids[0]
     logits, aux, cache = _target_forward(target, input_ids, cache, aux_layers)
     stats.target_calls = 1
-    out: list[torch.Tensor] = []
-    n_out, done = _finish_round(logits[0, -1:].argmax(-1), out, 0, max_new_tokens, eos_token_id)
-    seq = torch.cat([seq, out[-1]])
+    seq[L] = logits[0, -1].argmax(-1)
+    L, n_out = L + 1, 1
+    done = n_out >= max_new_tokens or (eos_token_id is not None and int(seq[L - 1]) == eos_token_id)
     feats = draft.project(aux)  # features of positions dcache.length .. m-1, not yet fed to the draft
     while not done:
-        m = seq.numel() - 1
+        m = L - 1
         p0 = dcache.length
         # 1. draft prefill of the positions that just got target features
-        a = draft.step(seq[p0 + 1: m + 1][None], feats, dcache, torch.arange(p0, m, device=dev))
+        a = draft.step(seq[p0 + 1: m + 1][None], feats, dcache, positions[p0:m])
         stats.draft_calls += 1
         root_a = a[:, -1:]  # output at position m-1, proposes x_{m+1}
         # 2. drafting
         budget = max_new_tokens - n_out  # never verify more tokens than are left to emit
         if budget <= 1:
-            tokens, nodes = torch.empty(0, dtype=torch.long, device=dev), 0
+            tokens, nodes = seq.new_empty(0), 0
         elif is_chain:
-            tokens, nodes = _draft_chain(draft, root_a, dcache, m, min(tree.depth, budget - 1), stats)
+            tokens, nodes = _draft_chain(draft, root_a, dcache, m, min(tree.depth, budget - 1), stats, positions)
         else:
-            tokens, nodes = _draft_tree(draft, root_a, dcache, m, tree, parent, depth, rank, anc, stats), n_nodes
+            tokens, nodes = _draft_tree(draft, root_a, dcache, m, plan, stats), n_nodes
         dcache.crop(m)
         # 3. verification
-        v_in = torch.cat([seq[-1:], tokens])[None]
+        v_in = torch.cat([seq[m:L], tokens])[None]
         if is_chain or nodes == 0:
             logits, aux, cache = _target_forward(target, v_in, cache, aux_layers)
         else:
-            mask = _tree_verify_mask(cache.get_seq_length(), anc, logits.dtype)
-            pos = (m + torch.cat([depth.new_zeros(1), depth]))[None]  # root at m, a node at m + its depth
-            logits, aux, cache = _target_forward(target, v_in, cache, aux_layers, position_ids=pos, attention_mask=mask)
+            logits, aux, cache = _target_forward(target, v_in, cache, aux_layers, position_ids=plan.verify_pos + m,
+                                                 attention_mask=plan.verify_mask_for(m))
         stats.target_calls += 1
         y = logits[0].argmax(-1)  # target's argmax at the root and at every node
         if is_chain or nodes == 0:
-            n_acc = int((tokens == y[: tokens.numel()]).long().cumprod(0).sum())
-            path = torch.arange(1, n_acc + 1, device=dev)
+            n_acc = int((tokens == y[: tokens.numel()]).cumprod(0).sum())   # the round's one host read
+            emitted = y[: n_acc + 1]                     # accepted drafted tokens equal y there; then the bonus
+            sel = positions[: n_acc + 1]
             _cache_crop(cache, m + 1 + n_acc)
         else:
-            ok = tokens == y[parent + 1]  # node token equals the target argmax at its parent
-            path_ok = (anc.long() * (~ok).long()[:, None]).sum(0) == 0  # ... and at every ancestor's parent
-            best = torch.where(path_ok, depth, torch.zeros_like(depth))
-            n_acc = int(best.max())
-            path = (anc[:, int(best.argmax())] if n_acc else torch.zeros(n_nodes, dtype=torch.bool, device=dev)).nonzero()[:, 0] + 1
-            keep = torch.cat([torch.arange(m + 1, device=dev), m + path])
-            _cache_select(cache, keep)
-        sel = torch.cat([torch.zeros(1, dtype=torch.long, device=dev), path])  # root + accepted nodes
-        emitted = torch.cat([v_in[0, path], y[sel[-1:]]])
-        stats.accept_lengths.append(min(emitted.numel(), budget))
-        n_out, done = _finish_round(emitted, out, n_out, max_new_tokens, eos_token_id)
-        seq = torch.cat([seq, out[-1]])
+            ok = tokens == y[plan.parent_row]            # node token equals the target argmax at its parent
+            path_ok = (plan.anc_long_T * (~ok).long()[:, None]).sum(0) == 0   # ... and at every ancestor's parent
+            best = torch.where(path_ok, plan.depth, 0)
+            n_acc, leaf = best.max(0)
+            n_acc = int(n_acc)
+            path = plan.anc[:, int(leaf)].nonzero()[:, 0] + 1 if n_acc else positions[:0]
+            sel = torch.cat([positions[:1], path])       # root + accepted nodes, rows of the verification call
+            emitted = y[sel]                             # y at the root and at accepted nodes: tokens 1.., bonus
+            _cache_select(cache, m + 1, m + path)
+        k = min(emitted.numel(), budget)
+        stats.accept_lengths.append(k)
+        emitted = emitted[:k]
+        if eos_token_id is not None:
+            hit = (emitted == eos_token_id).nonzero()
+            if hit.numel():
+                k, done = int(hit[0]) + 1, True
+                emitted = emitted[:k]
+        seq[L: L + k] = emitted
+        L, n_out = L + k, n_out + k
+        done = done or n_out >= max_new_tokens
         feats = draft.project(aux[:, sel])
     stats.new_tokens = n_out
-    return SpecOutput(seq[None], stats)
-
-
-def _tree_verify_mask(past: int, anc: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Additive 4-D mask for [root, nodes]: everything sees the cached prefix and the root; a node also sees
-    its ancestors and itself (``anc[i, j]``: node i is an ancestor-or-self of node j)."""
-    n = anc.shape[0]
-    allowed = torch.ones(n + 1, past + n + 1, dtype=torch.bool, device=anc.device)
-    allowed[0, past + 1:] = False
-    allowed[1:, past + 1:] = anc.T
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=anc.device).masked_fill(~allowed, torch.finfo(dtype).min)
-    return mask[None, None]
+    return SpecOutput(seq[:L][None].clone(), stats)
 
 
 def _draft_ids_to_target(draft: Eagle3Draft, logits: torch.Tensor, k: int) -> torch.Tensor:
     return draft.d2t[logits.topk(k, dim=-1).indices]
 
 
-def _draft_chain(draft, root_a, dcache, m, k, stats):
+def _draft_chain(draft, root_a, dcache, m, k, stats, positions):
     """2. chain drafting: argmax token, the draft's own output a as the next feature."""
-    tok = draft.d2t[draft.logits(root_a)[0].argmax(-1)]  # [1]
-    tokens, a = [tok], root_a
+    tokens = torch.empty(k, dtype=torch.long, device=root_a.device)
+    tokens[0:1] = draft.d2t[draft.logits(root_a)[0].argmax(-1)]
+    a = root_a
     for i in range(1, k):
-        a = draft.step(tok[None], a, dcache, torch.tensor([m + i - 1], device=tok.device))
+        a = draft.step(tokens[i - 1: i][None], a, dcache, positions[m + i - 1: m + i])
         stats.draft_calls += 1
-        tok = draft.d2t[draft.logits(a)[0].argmax(-1)]
-        tokens.append(tok)
-    return torch.cat(tokens), k
+        tokens[i: i + 1] = draft.d2t[draft.logits(a)[0].argmax(-1)]
+    return tokens, k
 
 
-def _draft_tree(draft, root_a, dcache, m, tree, parent, depth, rank, anc, stats):
+def _draft_tree(draft, root_a, dcache, m, plan: _TreePlan, stats):
     """2. tree drafting: one batched draft call per depth, each node attending to the prefix and its ancestors."""
-    dev = root_a.device
-    n = len(tree.paths)
-    kmax = int(rank.max()) + 1
-    tokens = torch.zeros(n, dtype=torch.long, device=dev)
+    n = plan.n
+    tokens = torch.zeros(n, dtype=torch.long, device=root_a.device)
     node_a = root_a.new_zeros(1, n, root_a.shape[-1])
-    d1 = (depth == 1).nonzero()[:, 0]
-    tokens[d1] = _draft_ids_to_target(draft, draft.logits(root_a), kmax)[0, 0][rank[d1]]
-    key_of = torch.full((n,), -1, dtype=torch.long, device=dev)  # node -> column in the draft cache
+    tokens[plan.d1] = _draft_ids_to_target(draft, draft.logits(root_a), plan.kmax)[0, 0][plan.rank_d1]
     prefix = dcache.length
-    for lvl in range(1, tree.depth):
-        cur = (depth == lvl).nonzero()[:, 0]
-        feat = root_a.expand(1, cur.numel(), -1) if lvl == 1 else node_a[:, parent[cur]]
-        key_of[cur] = dcache.length + torch.arange(cur.numel(), device=dev)
-        S = dcache.length + cur.numel()
-        mask = torch.zeros(cur.numel(), S, dtype=torch.bool, device=dev)
-        mask[:, :prefix] = True
-        placed = key_of >= 0
-        cols = key_of[placed]
-        mask[:, cols] = anc[placed][:, cur].T  # ancestors (and the node itself) among drafted keys
-        a = draft.step(tokens[cur][None], feat, dcache, m + depth[cur] - 1, attn_mask=mask)
+    for lvl, (lo, hi, par, pos, mask, kids, kid_row, kid_rank) in enumerate(plan.levels, start=1):
+        feat = root_a.expand(1, hi - lo, -1) if lvl == 1 else node_a[:, par]
+        mask = mask[:, mask.shape[1] - (prefix + hi):]   # the prefix, then drafted nodes 0..hi-1
+        a = draft.step(tokens[lo:hi][None], feat, dcache, m + pos, attn_mask=mask)
         stats.draft_calls += 1
-        node_a[:, cur] = a
-        kids = (depth == lvl + 1).nonzero()[:, 0]
-        top = _draft_ids_to_target(draft, draft.logits(a), kmax)[0]  # [len(cur), kmax]
-        row = torch.searchsorted(cur, parent[kids])
-        tokens[kids] = top[row, rank[kids]]
+        node_a[:, lo:hi] = a
+        top = _draft_ids_to_target(draft, draft.logits(a), plan.kmax)[0]  # [hi - lo, kmax]
+        tokens[kids] = top[kid_row, kid_rank]
     return tokens

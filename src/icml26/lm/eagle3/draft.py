@@ -102,18 +102,35 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class DraftCache:
-    """The draft's own KV cache: keys/values ``[B, H, S, head_dim]`` for the S positions fed so far."""
+    """The draft's own KV cache: keys/values ``[B, H, S, head_dim]`` for the S positions fed so far.
+
+    ``k``/``v`` are views of buffers that are written in place (sized ``capacity`` positions at the first append,
+    doubled when full), so appending and cropping do not copy the cache.
+    """
 
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
+    capacity: int = 0
+    _kb: torch.Tensor | None = field(default=None, repr=False)
+    _vb: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def length(self) -> int:
         return 0 if self.k is None else self.k.shape[-2]
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        a = self.length
+        b = a + k.shape[-2]
+        if self._kb is None or self._kb.shape[-2] < b or self._kb.shape[:-2] != k.shape[:-2]:
+            cap = max(b, self.capacity, 2 * (0 if self._kb is None else self._kb.shape[-2]), 64)
+            kb = k.new_empty(*k.shape[:-2], cap, k.shape[-1])
+            vb = v.new_empty(*v.shape[:-2], cap, v.shape[-1])
+            if a:
+                kb[..., :a, :], vb[..., :a, :] = self.k, self.v
+            self._kb, self._vb = kb, vb
+        self._kb[..., a:b, :] = k
+        self._vb[..., a:b, :] = v
+        self.k, self.v = self._kb[..., :b, :], self._vb[..., :b, :]
         return self.k, self.v
 
     def crop(self, length: int) -> None:
