@@ -188,6 +188,9 @@ def test_tasks_inventories_and_expert(cat):
     assert bool(done.all()) and bool((st.value == seen_tk.target).all())
     assert torch.allclose(r, 1 - 0.02 * seen_tk.n_ops.float())
     assert env.env_steps == int(seen_tk.n_ops.sum())                      # done episodes cost nothing
+    assert env.episodes == 50
+    env.fork(st, torch.tensor([0, 0, 1]))
+    assert env.episodes == 53
 
 
 def test_legacy_tools_fail_half_the_time(cat):
@@ -285,6 +288,7 @@ def test_trainer_budget_accounting_and_determinism(cat):
     assert tr.env.env_steps >= sft_steps + 60 and tr.updates["grpo"] >= 1
     assert a3.env.env_steps >= tr.env.env_steps + 80 and a3.updates["pl"] >= 1
     assert a3.updates["grpo"] == tr.updates["grpo"]     # branching copies the counters, not shares them
+    assert tr.env.episodes >= 40 + 2 * 4 and a3.env.episodes >= tr.env.episodes + 8 * 4   # demos, groups, branches
     tr2, a32, _ = run()
     for p, q in zip(a3.policy.parameters(), a32.policy.parameters()):
         assert torch.equal(p, q)
@@ -334,4 +338,5 @@ def test_quick_reproduction_structure():
         assert c.paired is not None and len(c.paired) >= 2
     steps = [out.metrics[f"env_steps_{a}"] for a in ("grpo", "autotool", "closed")]
     assert min(steps) > out.metrics["env_steps_sft"] > 0
+    assert out.metrics["episodes_autotool"] > out.metrics["episodes_sft"] > 0
     assert {"arms"} <= set(out.tables) and "success" in out.figures

@@ -246,8 +246,9 @@ class ToolEnv:
     """Batched tool-calling environment over a :class:`ToolCatalog` [B18].
 
     ``reset(tasks)`` -> state; ``step(state, choice, generator)`` -> (state, reward, done) where ``choice [B]`` indexes
-    each episode's inventory. Episodes already done are left unchanged and cost nothing. ``env_steps`` counts every
-    tool call executed (the budget that the arms share).
+    each episode's inventory; ``fork(state, idx)`` copies episodes mid-way (e.g. to try candidate tools). Episodes
+    already done are left unchanged and cost nothing. ``env_steps`` counts every tool call executed (the budget that
+    the arms share); ``episodes`` counts every episode started by ``reset`` or ``fork`` (sampled trajectories).
     """
 
     def __init__(self, catalog: ToolCatalog):
@@ -257,6 +258,7 @@ class ToolEnv:
         self.words = torch.as_tensor(catalog.combo_words, dtype=torch.long)[torch.as_tensor(catalog.tool_combo)]
         self.rel_tok = torch.where(self.legacy, VOCAB["legacy"], VOCAB["stable"])
         self.env_steps = 0
+        self.episodes = 0
 
     def reset(self, tasks: Tasks) -> EnvState:
         if not isinstance(tasks, Tasks):
@@ -269,8 +271,14 @@ class ToolEnv:
         if bool((tasks.inventory >= self.cat.n_tools).any()):
             raise ValueError(f"inventory holds tool ids >= the catalogue size {self.cat.n_tools}")
         b = len(tasks)
+        self.episodes += b
         return EnvState(tasks, tasks.start.clone(), torch.zeros(b, dtype=torch.long),
                         torch.zeros(b, BLOCK * MAX_OPS, dtype=torch.long))
+
+    def fork(self, state: EnvState, idx: Tensor) -> EnvState:
+        """Copies of the episodes ``idx`` in their current state (counted as new episodes)."""
+        self.episodes += int(idx.numel())
+        return state.select(idx)
 
     def context(self, state: EnvState, t: int) -> Tensor:
         """Token ids ``[B, PREFIX + 5 t + 1]``: instruction, the first t steps, and the ``<tool>`` anchor."""

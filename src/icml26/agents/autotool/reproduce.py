@@ -153,6 +153,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     succ = {a: {sp: res[a][sp]["success"] for sp in tasks} for a in ARMS}
     mean = lambda t: float(t.float().mean())  # noqa: E731
     metrics = {f"env_steps_{a}": float(steps[a]) for a in ARMS}
+    metrics |= {f"episodes_{a}": float(arms[a].env.episodes) for a in ARMS}
     for a in ARMS:
         for sp in tasks:
             for k in ("success", "greedy_success", "step_accuracy", "consistency"):
@@ -165,8 +166,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     parity = max(abs(steps[a] - steps["autotool"]) for a in ("grpo", "closed")) / steps["autotool"]
     metrics["env_step_parity_gap"] = parity
 
-    budget_note = (f"Environment steps: SFT {steps['sft']}, SFT+GRPO {steps['grpo']}, AutoTool {steps['autotool']}, "
-                   f"closed-set {steps['closed']}. {sz.n_eval} tasks per split x {sz.eval_samples} sampled plays, the "
+    budget_note = (f"Environment steps (tool calls): SFT {steps['sft']}, SFT+GRPO {steps['grpo']}, AutoTool "
+                   f"{steps['autotool']}, closed-set {steps['closed']}; episodes (incl. Phase II candidate branches): "
+                   f"{', '.join(str(arms[a].env.episodes) for a in ARMS)}. {sz.n_eval} tasks per split x {sz.eval_samples} sampled plays, the "
                    f"same random numbers for every arm; paired = per-task success differences.")
     scale = ("Toy scale: a 2-layer d=" f"{sz.hidden} Llama on a synthetic tool task; the paper's benchmark gains with "
              "Qwen3-8B / Qwen2.5-VL-7B cannot be shown here.")
@@ -230,7 +232,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               note=f"chi-square p-value {ident['gumbel_chi2_pvalue']:.3g} (in metrics; a p-value has no meaningful "
                    "mean over seeds, so the check uses the largest standardised deviation)"),
     ]
-    rows = [{"arm": NAMES[a], "env_steps": steps[a], **{k: v for k, v in arms[a].updates.items()},
+    rows = [{"arm": NAMES[a], "env_steps": steps[a], "episodes": arms[a].env.episodes, **{k: v for k, v in arms[a].updates.items()},
              **{f"{k}_{sp}": round(mean(res[a][sp][k]), 4) for sp in tasks
                 for k in ("success", "greedy_success", "step_accuracy", "consistency")},
              "legacy_rate_seen": round(float(res[a]["seen"]["legacy_rate"]), 4)} for a in ARMS]

@@ -279,7 +279,7 @@ class AutoToolTrainer:
             rows = torch.nonzero(t_dec == t).squeeze(1)
             if rows.numel() == 0:
                 continue
-            sub = state.select(rows.repeat_interleave(k))
+            sub = env.fork(state, rows.repeat_interleave(k))
             _, r, _, _ = rollout(self.policy, env, sub, t0=t, greedy=True, generator=self.gen,
                                  first_choice=cand[rows].flatten())
             returns[rows] = r.view(-1, k)
