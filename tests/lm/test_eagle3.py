@@ -330,6 +330,56 @@ def test_oracle_draft_accepts_everything(target, num_steps):
     assert tree.stats.target_calls == 1 + math.ceil((N - 1) / (DEFAULT_TREE.depth + 1))
 
 
+@pytest.mark.parametrize("kw", [dict(num_steps=4), dict(tree=DEFAULT_TREE)])
+def test_preallocated_and_dynamic_kv_caches_agree(target, prompts, kw):
+    """The pre-allocated cache path (default) and transformers' DynamicCache give the same tokens and stats."""
+    p = prompts[2]
+    for d in (_noisy_draft(target, seed=4), _oracle(target, p, 40)):
+        a = eagle3_generate(target, d, p, 21, kv_cache="preallocated", **kw)
+        b = eagle3_generate(target, d, p, 21, kv_cache="dynamic", **kw)
+        assert torch.equal(a.sequences, b.sequences)
+        assert (a.stats.accept_lengths, a.stats.target_calls, a.stats.draft_calls) == \
+            (b.stats.accept_lengths, b.stats.target_calls, b.stats.draft_calls)
+    g = greedy_generate(target, p, 21, kv_cache="dynamic")
+    assert torch.equal(g.sequences, greedy_generate(target, p, 21).sequences)
+    assert torch.equal(g.sequences, a.sequences)
+    with pytest.raises(ValueError, match="kv_cache"):
+        eagle3_generate(target, d, p, 5, kv_cache="static")
+    with pytest.raises(ValueError, match="kv_cache"):
+        greedy_generate(target, p, 5, kv_cache=None)
+
+
+def test_preallocated_cache_ops_match_tensor_reference(target):
+    """update / crop / keep_tail of the pre-allocated target cache and append / crop of the draft cache equal
+    the same operations on plain tensors (cat, slice, index select)."""
+    from icml26.lm.eagle3.decoding import _cache_crop, _cache_select, _new_cache
+
+    g = torch.Generator().manual_seed(5)
+    cache = _new_cache(target, 30)
+    assert type(cache.layers[0]).__name__ == "PreallocatedDynamicLayer"
+    ref = torch.randn(1, 2, 12, 8, generator=g)
+    k, v = cache.layers[0].update(ref[:, :, :7], -ref[:, :, :7])
+    k, v = cache.layers[0].update(ref[:, :, 7:], -ref[:, :, 7:])
+    assert torch.equal(k, ref) and torch.equal(v, -ref) and cache.get_seq_length() == 12
+    _cache_select(cache, 6, torch.tensor([7, 9, 11]))
+    keep = torch.tensor([0, 1, 2, 3, 4, 5, 7, 9, 11])
+    assert torch.equal(cache.layers[0].keys, ref[:, :, keep]) and torch.equal(cache.layers[0].values, -ref[:, :, keep])
+    _cache_crop(cache, 4)
+    assert cache.get_seq_length() == 4 and torch.equal(cache.layers[0].keys, ref[:, :, :4])
+    with pytest.raises(ValueError, match="pre-allocated"):
+        cache.layers[0].update(torch.zeros(1, 2, 27, 8), torch.zeros(1, 2, 27, 8))
+    dc, kk = DraftCache(capacity=4), []
+    for n, crop in ((3, None), (5, 6), (2, None), (70, 10)):  # grows past its capacity twice
+        x = torch.randn(1, 2, n, 8, generator=g)
+        K, V = dc.append(x, 2 * x)
+        kk = torch.cat([kk, x], dim=-2) if len(kk) else x
+        assert torch.equal(K, kk) and torch.equal(V, 2 * kk)
+        if crop is not None:
+            dc.crop(crop)
+            kk = kk[:, :, :crop]
+            assert dc.length == crop and torch.equal(dc.k, kk)
+
+
 def test_target_call_count_matches_hook(target, prompts):
     n = [0]
     h = target.register_forward_hook(lambda *_: n.__setitem__(0, n[0] + 1))

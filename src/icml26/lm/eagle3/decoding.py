@@ -154,6 +154,8 @@ class _PreallocatedLayer:
 
     def keep_tail(self, start: int, idx: torch.Tensor) -> None:
         """Keep positions [0, start) and then ``idx`` (sorted, all >= start), moved to start, start+1, ..."""
+        if not self.is_initialized:
+            return
         n = start + idx.numel()
         self.kbuf[..., start:n, :] = self.kbuf[..., idx, :]   # the gather copies first: overlap is safe
         self.vbuf[..., start:n, :] = self.vbuf[..., idx, :]
