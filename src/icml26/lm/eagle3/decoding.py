@@ -297,6 +297,18 @@ class _TreePlan:
         return self.verify_mask[..., self.verify_mask.shape[-1] - (past + self.n + 1):]
 
 
+def _causal_mask_buffer(n_max: int, max_prefix: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """Additive causal mask [1, 1, n_max, max_prefix + n_max], right-aligned: ``_tail(buf, n, past)`` is the mask of
+    n new positions after ``past`` cached ones (built once per call, so HF skips building one per forward)."""
+    m = torch.zeros(n_max, max_prefix + n_max, dtype=dtype, device=device)
+    m[:, max_prefix:] = torch.full((n_max, n_max), torch.finfo(dtype).min, dtype=dtype, device=device).triu(1)
+    return m[None, None]
+
+
+def _tail(buf: torch.Tensor, n: int, past: int) -> torch.Tensor:
+    return buf[..., buf.shape[-2] - n:, buf.shape[-1] - (past + n):]
+
+
 # main functions
 
 
@@ -306,12 +318,15 @@ def greedy_generate(target: nn.Module, input_ids: torch.Tensor, max_new_tokens: 
     """Plain greedy decoding with the KV cache, one target call per token (the baseline).
 
     ``kv_cache="preallocated"`` (default) writes keys/values into buffers sized once for prompt + new tokens;
-    ``"dynamic"`` uses transformers' growing DynamicCache (a torch.cat per layer per call). Same tokens either way.
+    ``"dynamic"`` uses transformers' growing DynamicCache (a torch.cat per layer per call) and lets transformers
+    build the attention mask on every call; the default also passes a causal mask built once per call.
     """
     validate_generation_inputs(target, input_ids, max_new_tokens, tokenizer)
     _check_kv_cache(kv_cache)
-    cap = input_ids.shape[1] + max_new_tokens if kv_cache == "preallocated" else None
-    stats, cache = SpecStats(), _new_cache(target, cap)
+    pre = kv_cache == "preallocated"
+    P = input_ids.shape[1]
+    stats, cache = SpecStats(), _new_cache(target, P + max_new_tokens if pre else None)
+    mask = _causal_mask_buffer(1, P + max_new_tokens, next(target.parameters()).dtype, input_ids.device) if pre else None
     logits, _, cache = _target_forward(target, input_ids, cache, None)
     stats.target_calls = 1
     out = torch.empty(max_new_tokens, dtype=torch.long, device=input_ids.device)
@@ -322,7 +337,8 @@ def greedy_generate(target: nn.Module, input_ids: torch.Tensor, max_new_tokens: 
         n += 1
         if n >= max_new_tokens or (eos_token_id is not None and int(tok) == eos_token_id):
             break
-        logits, _, cache = _target_forward(target, tok[None], cache, None)
+        logits, _, cache = _target_forward(target, tok[None], cache, None,
+                                           attention_mask=None if mask is None else _tail(mask, 1, P + n - 1))
         stats.target_calls += 1
         stats.accept_lengths.append(1)
         tok = logits[0, -1:].argmax(-1)
@@ -339,8 +355,9 @@ def eagle3_generate(target: nn.Module, draft: Eagle3Draft, input_ids: torch.Tens
     ``topk = 1``: a chain of ``num_steps`` drafted tokens per round. ``topk > 1`` or ``tree``: a static tree
     (``tree`` paths of top-k ranks; default with ``topk > 1``: :data:`DEFAULT_TREE`). Output is token-identical
     to :func:`greedy_generate` for any draft. ``kv_cache``: ``"preallocated"`` (default; target and draft caches
-    are buffers sized once, rolled back by moving a length) or ``"dynamic"`` (transformers' DynamicCache, cropped
-    or index-selected). Returns ``(sequences, SpecStats)``.
+    are buffers sized once, rolled back by moving a length; the verification masks are built once per call and
+    sliced) or ``"dynamic"`` (transformers' DynamicCache, cropped or index-selected, and transformers' own causal
+    mask for chain verification). Returns ``(sequences, SpecStats)``.
     """
     validate_generation_inputs(target, input_ids, max_new_tokens, tokenizer)
     _check_draft(target, draft)
@@ -362,8 +379,10 @@ def eagle3_generate(target: nn.Module, draft: Eagle3Draft, input_ids: torch.Tens
     P = input_ids.shape[1]
     total = P + max_new_tokens                       # the sequence never grows past this
     n_nodes = len(tree.paths)
-    plan = None if is_chain else _TreePlan(tree, total, next(target.parameters()).dtype, dev)
+    dtype = next(target.parameters()).dtype
+    plan = None if is_chain else _TreePlan(tree, total, dtype, dev)
     pre = kv_cache == "preallocated"
+    causal = _causal_mask_buffer(tree.depth + 1, total, dtype, dev) if pre else None   # chain verification
     stats = SpecStats()
     cache = _new_cache(target, total + n_nodes + 1 if pre else None)
     dcache = DraftCache(capacity=total + n_nodes + 1 if pre else 0)
@@ -397,7 +416,8 @@ def eagle3_generate(target: nn.Module, draft: Eagle3Draft, input_ids: torch.Tens
         # 3. verification
         v_in = torch.cat([seq[m:L], tokens])[None]
         if is_chain or nodes == 0:
-            logits, aux, cache = _target_forward(target, v_in, cache, aux_layers)
+            logits, aux, cache = _target_forward(target, v_in, cache, aux_layers, attention_mask=None if causal is None
+                                                 else _tail(causal, v_in.shape[1], m))
         else:
             logits, aux, cache = _target_forward(target, v_in, cache, aux_layers, position_ids=plan.verify_pos + m,
                                                  attention_mask=plan.verify_mask_for(m))
