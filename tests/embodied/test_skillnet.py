@@ -141,6 +141,31 @@ def test_tabletop_bad_input():
         env.step(np.full((1, 3), np.nan))
 
 
+def test_egocentric_observation_layout():
+    from icml26.embodied.skillnet.tabletop import obs_dim
+    env = TableTop()
+    o = env.reset(["push", "rotate"], np.array([0, 2]), np.random.default_rng(1))
+    K = len(OBJECTS)
+    assert o.shape == (2, obs_dim()) and obs_dim() == 2 + 7 * K
+    assert np.allclose(o[:, 2:2 + 2 * K].reshape(2, K, 2), env.obj[..., :2] - env.eff[:, None], atol=1e-6)
+    assert np.allclose(o[:, 2 + 2 * K:2 + 5 * K], 0.0)          # nothing displaced at reset
+    for _ in range(20):
+        o = env.step(env.expert())
+    disp = o[:, 2 + 2 * K:2 + 5 * K].reshape(2, K, 3)
+    assert np.allclose(disp[0, 0], [0.3, 0.0, 0.0], atol=0.05) and np.allclose(disp[1, 2, 2], 1.2, atol=0.15)
+    assert env.success().all()
+
+
+def test_train_bc_bad_input():
+    from icml26.embodied.skillnet.policy import SkillNetPolicy, train_bc
+    pol = SkillNetPolicy("dense", 20, 30, chunk=2)
+    obs, tok, act = torch.randn(8, 20), torch.randint(30, (8, 4)), torch.randn(8, 2, 3)
+    with pytest.raises(ValueError, match="same"):
+        train_bc(pol, obs[:4], tok, act, steps=1)
+    with pytest.raises(ValueError, match="steps"):
+        train_bc(pol, obs, tok, act, steps=0)
+
+
 def test_policy_arms_equal_parameters_and_shapes():
     from icml26.embodied.skillnet.policy import ARMS, SkillNetPolicy, _n_params
     counts = []

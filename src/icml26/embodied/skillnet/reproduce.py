@@ -37,11 +37,11 @@ class Sizes:
 
 SIZES = {
     Budget.QUICK: Sizes(20, 150, 5, 40, 20),
-    Budget.STANDARD: Sizes(60, 1200, 5, 150, 50),
-    Budget.FULL: Sizes(200, 4000, 5, 300, 100),
+    Budget.STANDARD: Sizes(60, 2000, 5, 150, 50),
+    Budget.FULL: Sizes(200, 6000, 5, 300, 100),
 }
 
-HORIZON, CHUNK = 16, 4
+HORIZON, CHUNK = 20, 4
 HELD_OUT = (("push", "cup"), ("drag", "ball"), ("rotate", "block"), ("carry", "cup"))
 SCALE = torch.tensor([1 / STEP, 1 / STEP, 1 / ROT])
 NAMES = {"skillnet": "SkillNet (skill-routed MoE)", "state_moe": "state-routed MoE", "dense": "dense"}
@@ -73,8 +73,9 @@ def make_dataset(h, pairs, n: int, rng: np.random.Generator):
 
 
 @torch.no_grad()
-def evaluate(policy, h, pairs, n: int, seed: int) -> tuple[np.ndarray, list]:
-    """Success per episode (simulator), and the first-layer router probabilities at t = 0."""
+def evaluate(policy, h, pairs, n: int, seed: int) -> tuple[np.ndarray, list, np.ndarray]:
+    """Success per episode (simulator), the first-layer router probabilities at t = 0, and whether the target
+    object was never moved (the policy went for another object or none)."""
     verbs, objs = _tasks(pairs, n)
     env, tok = TableTop(), task_tokens(h, verbs, objs)
     o = env.reset(verbs, objs, np.random.default_rng(seed))
@@ -86,7 +87,9 @@ def evaluate(policy, h, pairs, n: int, seed: int) -> tuple[np.ndarray, list]:
         a = (a / SCALE).numpy()
         for j in range(CHUNK):
             o = env.step(a[:, j])
-    return env.success().astype(float), probs0
+    k = np.arange(len(env.eff))
+    untouched = np.abs(env.obj[k, env.target] - env.start[k, env.target]).max(-1) < 1e-9
+    return env.success().astype(float), probs0, untouched
 
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
@@ -101,7 +104,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     _, _, expert_ok = rollout_expert(*_tasks(HELD_OUT, sz.eval_eps), HORIZON, np.random.default_rng(seed + 7))
     n_tok = h.n_tokens + len(OBJECTS)
     ev_seed = seed + 1000
-    res, params, rho = {}, {}, {}
+    res, params, rho, untouched = {}, {}, {}, {}
     S = h.similarity()
     iu = np.triu_indices(len(h.verbs), 1)
     with torch.random.fork_rng():
@@ -110,10 +113,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             pol = SkillNetPolicy(arm, obs_dim(), n_tok, chunk=CHUNK)
             params[arm] = _n_params(pol)
             train_bc(pol, *data, steps=sz.steps, generator=gen)
-            zs, _ = evaluate(pol, h, HELD_OUT, sz.eval_eps, ev_seed)
-            ind, _ = evaluate(pol, h, train_pairs, max(5, sz.eval_eps // 4), ev_seed + 1)
+            zs, _, zs_untouched = evaluate(pol, h, HELD_OUT, sz.eval_eps, ev_seed)
+            ind, _, _ = evaluate(pol, h, train_pairs, max(5, sz.eval_eps // 4), ev_seed + 1)
             allp_verbs, allp_objs = _tasks(all_pairs, 10)
-            _, probs = evaluate(pol, h, all_pairs, 10, ev_seed + 2)
+            _, probs, _ = evaluate(pol, h, all_pairs, 10, ev_seed + 2)
             if probs is not None:
                 vid = torch.tensor([h.verbs.index(v) for v in allp_verbs])
                 R = routing_similarity(probs, vid, len(h.verbs)).numpy()
@@ -121,11 +124,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             ft = copy.deepcopy(pol)
             mix = [torch.cat([d[:len(shots[0]) * 4], s]) for d, s in zip(data, shots)]
             train_bc(ft, *mix, steps=sz.ft_steps, lr=1e-3, generator=gen)
-            fs, _ = evaluate(ft, h, HELD_OUT, sz.eval_eps, ev_seed)
+            fs, _, _ = evaluate(ft, h, HELD_OUT, sz.eval_eps, ev_seed)
             res[arm] = {"zero_shot": zs, "few_shot": fs, "in_domain": ind}
+            untouched[arm] = float(zs_untouched.mean())
     m = {f"{k}_{arm}": float(v.mean()) for arm in ARMS for k, v in res[arm].items()}
     m.update({f"params_{a}": float(p) for a, p in params.items()})
     m.update({f"spearman_{a}": r for a, r in rho.items()})
+    m.update({f"zero_shot_target_untouched_{a}": u for a, u in untouched.items()})
     m["expert_success_held_out"] = float(expert_ok.mean())
     claims = []
     for key, paper, label in (("zero_shot", "+16.0%", 0.160), ("few_shot", "+23.9%", 0.239)):

@@ -6,6 +6,8 @@ within CONTACT moves with the effector and turns by dtheta; the others stay put.
 to move object k by the verb's offset (Dx, Dy, Dtheta) from its start pose; success (judged by the simulator
 only) = target within POS_TOL / ANG_TOL of its goal and every other object within POS_TOL of its start.
 The expert goes to the object, then moves it along the straight line to its goal while turning it.
+Observation (egocentric, our choice): effector p, each object's offset from p (x_k - p), its displacement from its
+start pose (x_k - x_k^0, theta_k - theta_k^0), and (sin theta_k, cos theta_k): 2 + 7K numbers.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STEP, ROT, CONTACT, POS_TOL, ANG_TOL = 0.1, 0.3, 0.05, 0.05, 0.15
+STEP, ROT, CONTACT, POS_TOL, ANG_TOL = 0.1, 0.3, 0.08, 0.05, 0.15
 OBJECTS = ("block", "ball", "cup")
 # verb -> (offset (dx, dy, dtheta), motion code, VerbNet class); codes and classes are our choice
 VERBS: dict[str, tuple[tuple[float, float, float], str, str]] = {
@@ -28,7 +30,7 @@ VERBS: dict[str, tuple[tuple[float, float, float], str, str]] = {
 
 
 def obs_dim(n_objects: int = len(OBJECTS)) -> int:
-    return 2 + 6 * n_objects
+    return 2 + 7 * n_objects
 
 
 @dataclass
@@ -59,7 +61,11 @@ class TableTop:
 
     def observe(self) -> np.ndarray:
         n = len(self.eff)
-        return np.concatenate([self.eff, self.obj.reshape(n, -1), self.start.reshape(n, -1)], -1).astype(np.float32)
+        rel = self.obj[..., :2] - self.eff[:, None]                 # object relative to the effector
+        disp = self.obj - self.start                                 # displacement from the start pose
+        th = self.obj[..., 2]
+        return np.concatenate([self.eff, rel.reshape(n, -1), disp.reshape(n, -1), np.sin(th), np.cos(th)],
+                              -1).astype(np.float32)
 
     def step(self, action: np.ndarray) -> np.ndarray:
         a = np.asarray(action, dtype=np.float64)
