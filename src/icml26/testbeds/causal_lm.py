@@ -13,7 +13,6 @@ Methods in ``icml26.lm`` take any Hugging Face causal LM + tokenizer; these mode
 from __future__ import annotations
 
 import logging
-import math
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -23,7 +22,7 @@ import torch
 from .cache import load_cached
 from .code_corpus import Split, corpus_texts
 from .progress import BuildProgress, build_phase
-from .training import train_steps
+from .training import train_lm_on_stream
 
 log = logging.getLogger(__name__)
 EOS = "<eos>"
@@ -123,19 +122,9 @@ def train_causal_lm(cfg: CausalLMConfig, tokenizer, out_dir: Path | None = None)
     model.config.pad_token_id = tokenizer.eos_token_id
     with build_phase(log, cfg.name, f"tokenizing {cfg.train_bytes / 1e6:.0f} MB of training text for {cfg.name}"):
         data = encode_split(tokenizer, "train", cfg.train_bytes)
-    g = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps))))
-    offsets = torch.arange(cfg.seq_len + 1)
-
-    def batch_loss(_step: int) -> torch.Tensor:
-        starts = torch.randint(0, len(data) - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
-        batch = data[starts[:, None] + offsets]
-        logits = model(input_ids=batch[:, :-1], use_cache=False).logits
-        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
-
     with BuildProgress(log, cfg.name, cfg.steps) as progress:
-        train_steps(model, opt, sched, cfg.steps, batch_loss, progress)
+        train_lm_on_stream(model, data, progress, steps=cfg.steps, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                           lr=cfg.lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay, seed=cfg.seed)
     model.eval()
     if out_dir is not None:
         model.save_pretrained(out_dir, safe_serialization=True)

@@ -4,6 +4,7 @@ schedule (kept in the testbed, so cached weights stay bit-identical to earlier b
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -27,4 +28,29 @@ def train_steps(model: nn.Module, opt: torch.optim.Optimizer, sched: torch.optim
         progress.update(step + 1, loss.detach())
 
 
-__all__ = ["train_steps"]
+def warmup_cosine(opt: torch.optim.Optimizer, warmup: int, steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup over ``warmup`` steps times a cosine decay that reaches 0 at ``steps``."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps))))
+
+
+def train_lm_on_stream(model: nn.Module, data: torch.Tensor, progress: BuildProgress, *, steps: int, batch_size: int,
+                       seq_len: int, lr: float, warmup: int, weight_decay: float, seed: int) -> None:
+    """Next-token training of a causal LM on random windows of the 1-D token stream ``data``: AdamW
+    (betas 0.9/0.95), warmup + cosine, ``steps`` steps; the windows come from a generator seeded with ``seed``
+    (the tiny causal-LM testbeds and [B11]'s regex-tokenizer LM share this recipe)."""
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
+    sched = warmup_cosine(opt, warmup, steps)
+    offsets = torch.arange(seq_len + 1)
+
+    def batch_loss(_step: int) -> torch.Tensor:
+        starts = torch.randint(0, len(data) - seq_len - 1, (batch_size,), generator=g)
+        batch = data[starts[:, None] + offsets]
+        logits = model(input_ids=batch[:, :-1], use_cache=False).logits
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+
+    train_steps(model, opt, sched, steps, batch_loss, progress)
+
+
+__all__ = ["train_steps", "train_lm_on_stream", "warmup_cosine"]

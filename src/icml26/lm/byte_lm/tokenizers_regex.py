@@ -90,14 +90,13 @@ GPT2_REGEX_LM = RegexLMConfig()
 
 def _train_regex_lm(cfg: RegexLMConfig, out_dir) -> None:
     import logging
-    import math
 
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from icml26.testbeds.code_corpus import corpus_texts
     from icml26.testbeds.progress import BuildProgress, build_phase
-    from icml26.testbeds.training import train_steps
+    from icml26.testbeds.training import train_lm_on_stream
 
     log = logging.getLogger(__name__)
     tok = train_regex_tokenizer(cfg.tokenizer)
@@ -112,20 +111,9 @@ def _train_regex_lm(cfg: RegexLMConfig, out_dir) -> None:
                          tie_word_embeddings=True, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos)
     torch.manual_seed(cfg.seed)
     model = LlamaForCausalLM(config)
-    g = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps))))
-    offsets = torch.arange(cfg.seq_len + 1)
-
-    def batch_loss(_step: int) -> torch.Tensor:
-        starts = torch.randint(0, len(data) - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
-        batch = data[starts[:, None] + offsets]
-        logits = model(input_ids=batch[:, :-1], use_cache=False).logits
-        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
-
     with BuildProgress(log, "b11-regex-lm", cfg.steps) as progress:
-        train_steps(model, opt, sched, cfg.steps, batch_loss, progress)
+        train_lm_on_stream(model, data, progress, steps=cfg.steps, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                           lr=cfg.lr, warmup=cfg.warmup, weight_decay=0.1, seed=cfg.seed)
     model.eval()
     model.save_pretrained(out_dir, safe_serialization=True)
     tok.save(str(out_dir / "tokenizer.json"))
