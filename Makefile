@@ -33,7 +33,7 @@ run: $(STAMP)
 	$(BIN)/icml26 reproduce --all --budget quick --jobs $(JOBS)
 
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -q
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -q --durations=15
 
 report: $(STAMP)
 	$(BIN)/icml26 report
