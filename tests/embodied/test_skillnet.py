@@ -179,6 +179,8 @@ def test_policy_arms_equal_parameters_and_shapes():
     assert max(counts) / min(counts) < 1.02
     with pytest.raises(ValueError, match="unknown arm"):
         SkillNetPolicy("sparse", 20, 30)
+    with pytest.raises(ValueError, match="n_skill_tokens"):
+        SkillNetPolicy("skillnet", 20, 30, n_skill_tokens=0)
 
 
 def test_bc_reduces_loss():

@@ -3,7 +3,9 @@
 pi(s, skill) -> chunk of H actions. h_0 = W_s s + W_c mean_j e(tok_j); for each block
 h <- h + F(LN(h)); a_{1:H} = W_a LN(h). tok = [motion cluster, VerbNet class, verb, object] (object token is
 our addition for verb-object tasks). F is, per arm:
-  "skillnet": SkillConditionedMoE routed by cross-attention to the skill-token embeddings;
+  "skillnet": SkillConditionedMoE routed by cross-attention to the skill-token embeddings (the first
+              ``n_skill_tokens`` tokens = [motion cluster, VerbNet class, verb], as in the paper; the object
+              token enters only through the conditioning embedding);
   "state_moe": the same MoE routed on the hidden state (router = W_r h);
   "dense": one gated FFN whose hidden width matches the MoE's parameter count.
 Loss: MSE on the (scaled) action chunk plus the MoE balance loss (BC, not flow matching: our choice).
@@ -25,8 +27,12 @@ def _n_params(m: nn.Module) -> int:
 
 class SkillNetPolicy(nn.Module):
     def __init__(self, arm: str, obs_dim: int, n_tokens: int, *, dim: int = 48, hidden: int = 48,
-                 skill_dim: int = 16, num_experts: int = 4, chunk: int = 4, act_dim: int = 3, blocks: int = 2):
+                 skill_dim: int = 16, num_experts: int = 4, chunk: int = 4, act_dim: int = 3, blocks: int = 2,
+                 n_skill_tokens: int = 3):
         super().__init__()
+        if n_skill_tokens < 1:
+            raise ValueError(f"n_skill_tokens must be >= 1, got {n_skill_tokens}")
+        self.n_skill = n_skill_tokens
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; use one of {ARMS}")
         self.arm, self.chunk, self.act_dim = arm, chunk, act_dim
@@ -51,7 +57,7 @@ class SkillNetPolicy(nn.Module):
             if self.arm == "dense":
                 h = h + f(norm(h))
                 continue
-            y, aux = f(norm(h), e if self.arm == "skillnet" else None)
+            y, aux = f(norm(h), e[:, :self.n_skill] if self.arm == "skillnet" else None)
             h, bal = h + y, bal + aux["balance_loss"] / len(self.ffns)
             probs.append(aux["probs"][:, 0])
         return self.head(self.out_norm(h[:, 0])).view(-1, self.chunk, self.act_dim), bal, probs
