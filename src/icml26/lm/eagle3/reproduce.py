@@ -28,7 +28,8 @@ import torch
 from icml26.harness import Budget, Claim, Outcome, interleaved_times, median_ratio, seed_everything
 from icml26.testbeds.causal_lm import TOY_1L, TOY_4L, TOY_8L, encode_split, load_causal_lm
 
-from .decoding import DEFAULT_TREE, eagle3_generate, greedy_generate
+from .decoding import DEFAULT_TREE, _new_cache, _target_forward, eagle3_generate, greedy_generate
+from .draft import DraftCache
 from .draft import Eagle3Draft, build_draft_vocab, num_decoder_layers, token_counts
 from .ttt import Eagle3Trainer, regenerate_responses
 
@@ -48,14 +49,15 @@ class Sizes:
     num_steps: int        # chain length
     n_random: int         # prompts decoded with an untrained draft (equality check only)
     timing_iters: int     # interleaved timing passes over all prompts (the first one also gives the outputs)
+    call_iters: int       # interleaved repetitions of single target / draft calls (per-call cost)
     train_bytes: int
     val_bytes: int
 
 
 SIZES = {
-    Budget.QUICK: Sizes("toy-4L", 128, 24, 24, 32, 2, 3, 448, 3, 24, 4, 2, 1, 300_000, 100_000),
-    Budget.STANDARD: Sizes("toy-4L", 384, 32, 64, 32, 3, 5, 448, 16, 64, 4, 4, 3, 1_000_000, 300_000),
-    Budget.FULL: Sizes("toy-8L", 2048, 32, 128, 32, 6, 7, 448, 50, 128, 5, 10, 3, 6_000_000, 1_000_000),
+    Budget.QUICK: Sizes("toy-4L", 128, 24, 24, 32, 2, 3, 448, 3, 24, 4, 2, 1, 20, 300_000, 100_000),
+    Budget.STANDARD: Sizes("toy-4L", 384, 32, 64, 32, 3, 5, 448, 16, 64, 4, 4, 3, 200, 1_000_000, 300_000),
+    Budget.FULL: Sizes("toy-8L", 2048, 32, 128, 32, 6, 7, 448, 50, 128, 5, 10, 3, 300, 6_000_000, 1_000_000),
 }
 TARGETS = {"toy-4L": TOY_4L, "toy-8L": TOY_8L}
 LR = 3e-3
@@ -96,6 +98,30 @@ def _train_pair(target, batches, sizes: Sizes, seed: int, vocab_ids):
     return e3, e1, off, on, ab
 
 
+def _call_costs(target, draft, prompt: torch.Tensor, n_verify: int, iters: int) -> dict[str, float]:
+    """Median ms of one target call on 1 token, one on ``n_verify`` tokens (a chain verification) and one draft
+    step on 1 token with its head, timed interleaved after a prompt prefill (caches rolled back after each call)."""
+    aux_layers, P = draft.config.aux_layers, prompt.shape[1]
+    with torch.inference_mode():
+        cache = _new_cache(target, P + n_verify)
+        _, aux, _ = _target_forward(target, prompt, cache, aux_layers)
+        dc = DraftCache(capacity=P + 1)
+        a = draft.step(prompt[:, 1:], draft.project(aux[:, :-1]), dc, torch.arange(P - 1))
+        one, many, feat, pos = prompt[:, -1:], prompt[:, -n_verify:], a[:, -1:], torch.tensor([P - 1])
+
+        def target_call(x):
+            _target_forward(target, x, cache, aux_layers)
+            cache.crop(-x.shape[1])
+
+        def draft_call():
+            draft.logits(draft.step(one, feat, dc, pos)).argmax(-1)
+            dc.crop(P - 1)
+
+        fns = {"target_1": lambda: target_call(one), "target_verify": lambda: target_call(many), "draft_step": draft_call}
+        times = interleaved_times(fns, n_iter=iters, warmup=3)
+    return {k: 1e3 * statistics.median(v) for k, v in times.items()}
+
+
 # main function
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
@@ -134,8 +160,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     chain, tree = dict(num_steps=sizes.num_steps, eos_token_id=eos), dict(tree=DEFAULT_TREE, eos_token_id=eos)
     methods = {  # each returns (sequences, SpecStats or None)
         "greedy": lambda p: greedy_generate(target, p, N, eos_token_id=eos),
+        "greedy_dynamic_cache": lambda p: greedy_generate(target, p, N, eos_token_id=eos, kv_cache="dynamic"),
         "hf_greedy": lambda p: hf(p),
         "eagle3_chain": lambda p: eagle3_generate(target, e3, p, N, **chain),
+        "eagle3_chain_dynamic_cache": lambda p: eagle3_generate(target, e3, p, N, kv_cache="dynamic", **chain),
         "eagle3_tree": lambda p: eagle3_generate(target, e3, p, N, **tree),
         "eagle1_chain": lambda p: eagle3_generate(target, e1, p, N, **chain),
         "hf_assisted": lambda p: hf(p, assistant_model=assistant, num_assistant_tokens=sizes.num_steps + 1,
@@ -169,6 +197,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         random_out += [eagle3_generate(target, random_draft, p, N, **tree).sequences for p in rand]
     finally:
         counter.handle.remove()
+    costs = _call_costs(target, e3, eval_prompts[0], sizes.num_steps + 1, sizes.call_iters)
     spec_stats = {k: [o[1] for o in outputs[k]] for k in ("eagle3_chain", "eagle3_tree", "eagle1_chain")}
     outputs = {k: [o[0] for o in v] for k, v in outputs.items()}
 
@@ -176,7 +205,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     new_tok = {k: sum(o.shape[1] - p.shape[1] for o, p in zip(outs, eval_prompts)) for k, outs in outputs.items()}
     identical = {k: float(np.mean([torch.equal(o, r) for o, r in zip(outs, ref)])) for k, outs in outputs.items()}
     identical_random = float(np.mean([torch.equal(o, r) for o, r in zip(random_out, ref[: len(rand)] * 2)]))
-    spec_identical = min([identical[k] for k in ("eagle3_chain", "eagle3_tree", "eagle1_chain")] + [identical_random])
+    spec_identical = min([identical[k] for k in ("eagle3_chain", "eagle3_chain_dynamic_cache", "eagle3_tree", "eagle1_chain")]
+                         + [identical_random])
     tau = {k: new_tok[k] / sum(calls[k]) for k in methods}  # tokens per target call (prefill included)
     # per prompt: tokens per target call, acceptance length, speed-up (median over passes of greedy time / time)
     tau_i = {k: [(o.shape[1] - p.shape[1]) / c for o, p, c in zip(outputs[k], eval_prompts, calls[k])] for k in methods}
@@ -195,10 +225,14 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         **{f"{k}_pass_speedup": v for k, v in pass_speedup.items()},
         "identical_fraction_speculative": spec_identical, "identical_fraction_hf_assisted": identical["hf_assisted"],
         "identical_fraction_hf_prompt_lookup": identical["hf_prompt_lookup"], "identical_fraction_hf_greedy": identical["hf_greedy"],
+        "identical_fraction_greedy_dynamic_cache": identical["greedy_dynamic_cache"],
         "offline_epoch_s": off.epoch_times_[0], "online_epoch_s": on.epoch_times_[0], "offline_capture_s": off.capture_time_,
         "online_over_offline_epoch_time": online_over_offline, "offline_online_max_loss_gap": loss_gap,
         "eagle3_final_step_acc_0": off.step_acc_[-1][0], f"eagle3_final_step_acc_{sizes.ttt_length - 1}": off.step_acc_[-1][-1],
         "eagle1_final_acc": ab.step_acc_[-1][0], "draft_vocab_coverage": coverage,
+        "target_call_1tok_ms": costs["target_1"], "target_call_verify_ms": costs["target_verify"],
+        "draft_step_ms": costs["draft_step"], "draft_over_target_call": costs["draft_step"] / costs["target_1"],
+        "draft_over_verify_call": costs["draft_step"] / costs["target_verify"],
     }
     rows = [{"method": k, "accept_length": accept.get(k, float("nan")), "tokens_per_target_call": tau[k],
              "target_calls_per_token": 1.0 / tau[k], "speedup_vs_greedy": speedup[k],
@@ -217,7 +251,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     claims = [
         Claim("Speculative decoding output is token-identical to plain greedy decoding for every prompt, for any draft",
               spec_identical, ">=", 1.0, kind="check", baseline="all prompts identical", metric="fraction of prompts "
-              "identical (EAGLE-3 chain and tree, EAGLE-1 ablation, untrained random draft chain and tree)",
+              "identical (EAGLE-3 chain with both KV-cache paths and tree, EAGLE-1 ablation, untrained random draft chain and tree)",
               note="true by construction of greedy verification (with the KV cache rolled back); tested here"),
         Claim("EAGLE-3 acceptance length >= 2 (tokens per verification call)", accept["eagle3_chain"], ">=", 2.0,
               baseline="2 tokens per call", metric=f"mean accepted + bonus tokens per target call, chain of {sizes.num_steps}",
@@ -256,7 +290,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               note="true by construction: the cached features are the ones the online target computes"),
     ]
     return Outcome(metrics=metrics, claims=claims,
-                   tables={"methods": rows, "per_prompt_accept_length": per_prompt, "ttt_step_accuracy": ttt_rows},
+                   tables={"methods": rows, "per_prompt_accept_length": per_prompt, "ttt_step_accuracy": ttt_rows,
+                           "call_costs_ms": [{"call": k, "median_ms": v} for k, v in costs.items()]},
                    figures=_figures(rows, per_prompt, off, ab))
 
 
