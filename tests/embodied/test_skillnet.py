@@ -174,13 +174,29 @@ def test_policy_arms_equal_parameters_and_shapes():
         pol = SkillNetPolicy(arm, 20, 30, chunk=4)
         a, bal, probs = pol(torch.randn(5, 20), torch.randint(30, (5, 4)))
         assert a.shape == (5, 4, 3) and torch.isfinite(bal)
-        assert len(probs) == (0 if arm == "dense" else 2)
+        assert len(probs) == (0 if arm.startswith("dense") else 2)
         counts.append(_n_params(pol))
     assert max(counts) / min(counts) < 1.02
     with pytest.raises(ValueError, match="unknown arm"):
         SkillNetPolicy("sparse", 20, 30)
     with pytest.raises(ValueError, match="n_skill_tokens"):
         SkillNetPolicy("skillnet", 20, 30, n_skill_tokens=0)
+
+
+def test_dense_verb_ignores_hierarchy_tokens_and_similarity_loss():
+    from icml26.embodied.skillnet.policy import SkillNetPolicy, similarity_loss
+    torch.manual_seed(0)
+    pol = SkillNetPolicy("dense_verb", 20, 30)
+    obs, tok = torch.randn(5, 20), torch.randint(30, (5, 4))
+    tok2 = tok.clone()
+    tok2[:, :2] = (tok2[:, :2] + 7) % 30
+    assert torch.allclose(pol(obs, tok)[0], pol(obs, tok2)[0])
+    dense = SkillNetPolicy("dense", 20, 30)
+    assert not torch.allclose(dense(obs, tok)[0], dense(obs, tok2)[0])
+    # one expert per skill -> cosine matrix = identity: L_sim = 0 against S = I, 1 against S = all ones
+    g, ids = torch.eye(3)[[0, 0, 1, 2]], torch.tensor([0, 0, 1, 2])
+    assert float(similarity_loss(g, ids, torch.eye(3))) == pytest.approx(0.0)
+    assert float(similarity_loss(g, ids, torch.ones(3, 3))) == pytest.approx(1.0)
 
 
 def test_bc_reduces_loss():

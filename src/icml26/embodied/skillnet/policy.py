@@ -7,8 +7,11 @@ our addition for verb-object tasks). F is, per arm:
               ``n_skill_tokens`` tokens = [motion cluster, VerbNet class, verb], as in the paper; the object
               token enters only through the conditioning embedding);
   "state_moe": the same MoE routed on the hidden state (router = W_r h);
-  "dense": one gated FFN whose hidden width matches the MoE's parameter count.
-Loss: MSE on the (scaled) action chunk plus the MoE balance loss (BC, not flow matching: our choice).
+  "dense": one gated FFN whose hidden width matches the MoE's parameter count (conditioned on all four tokens);
+  "dense_verb": the same dense policy conditioned on [verb, object] only (a verb one-hot, no hierarchy).
+Loss: MSE on the (scaled) action chunk plus the MoE balance loss (BC, not flow matching: our choice), plus
+optionally the similarity regulariser L_sim = mean_{i!=j} (cos(g_i, g_j) - S_ij)^2 over the skills in the batch
+(g_i = mean router probabilities of skill i, S = hierarchy similarity; spec's option, our choice).
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .moe import GatedFFN, SkillConditionedMoE
+from .moe import GatedFFN, SkillConditionedMoE, routing_similarity
 
-ARMS = ("skillnet", "state_moe", "dense")
+ARMS = ("skillnet", "state_moe", "dense", "dense_verb")
 
 
 def _n_params(m: nn.Module) -> int:
@@ -40,7 +43,7 @@ class SkillNetPolicy(nn.Module):
         self.inp, self.cond = nn.Linear(obs_dim, dim), nn.Linear(skill_dim, dim)
         self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(blocks))
         moe = lambda: SkillConditionedMoE(dim, hidden, skill_dim, num_experts=num_experts, top_k=1)  # noqa: E731
-        if arm == "dense":   # match the parameter count of one MoE layer
+        if arm in ("dense", "dense_verb"):   # match the parameter count of one MoE layer
             target = _n_params(moe())
             per_unit = _n_params(GatedFFN(dim, 2)) - _n_params(GatedFFN(dim, 1))
             self.ffns = nn.ModuleList(GatedFFN(dim, max(1, round(target / per_unit))) for _ in range(blocks))
@@ -51,10 +54,11 @@ class SkillNetPolicy(nn.Module):
     def forward(self, obs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list]:
         """obs (B, obs_dim), tokens (B, L) long -> (actions (B, chunk, act_dim), balance loss, router probs)."""
         e = self.emb(tokens)
-        h = (self.inp(obs) + self.cond(e.mean(1)))[:, None]
+        c = e[:, self.n_skill - 1:] if self.arm == "dense_verb" else e          # [verb, object] only
+        h = (self.inp(obs) + self.cond(c.mean(1)))[:, None]
         bal, probs = obs.new_zeros(()), []
         for norm, f in zip(self.norms, self.ffns):
-            if self.arm == "dense":
+            if self.arm in ("dense", "dense_verb"):
                 h = h + f(norm(h))
                 continue
             y, aux = f(norm(h), e[:, :self.n_skill] if self.arm == "skillnet" else None)
@@ -63,9 +67,19 @@ class SkillNetPolicy(nn.Module):
         return self.head(self.out_norm(h[:, 0])).view(-1, self.chunk, self.act_dim), bal, probs
 
 
+def similarity_loss(probs: torch.Tensor, skill_ids: torch.Tensor, similarity: torch.Tensor) -> torch.Tensor:
+    """L_sim = mean over skill pairs i != j present in the batch of (cos(g_i, g_j) - S_ij)^2 (spec's option)."""
+    n = similarity.shape[0]
+    R = routing_similarity(probs, skill_ids, n)
+    seen = torch.bincount(skill_ids, minlength=n) > 0
+    pair = seen[:, None] & seen[None, :] & ~torch.eye(n, dtype=torch.bool)
+    return ((R - similarity.to(R.dtype)) ** 2)[pair].mean() if pair.any() else R.new_zeros(())
+
+
 def train_bc(policy: SkillNetPolicy, obs: torch.Tensor, tokens: torch.Tensor, actions: torch.Tensor, *,
              steps: int, batch: int = 256, lr: float = 3e-3, cosine: bool = True,
-             generator: torch.Generator | None = None) -> list[float]:
+             generator: torch.Generator | None = None, sim_coef: float = 0.0,
+             skill_ids: torch.Tensor | None = None, similarity: torch.Tensor | None = None) -> list[float]:
     """Minimise MSE(pi(s_t), a_{t:t+H}) + balance loss with Adam on (obs, tokens, action chunks).
 
     ``cosine``: learning rate decays as lr * (1 + cos(pi t / steps)) / 2 (our choice; it sharpens the
@@ -74,13 +88,20 @@ def train_bc(policy: SkillNetPolicy, obs: torch.Tensor, tokens: torch.Tensor, ac
         raise ValueError("obs, tokens and actions need the same, nonzero length")
     if steps < 1 or batch < 1 or not lr > 0:
         raise ValueError(f"steps and batch must be >= 1 and lr > 0, got steps={steps}, batch={batch}, lr={lr}")
+    if sim_coef:
+        if skill_ids is None or similarity is None or skill_ids.shape != (len(obs),):
+            raise ValueError("sim_coef > 0 needs skill_ids (N,) and the similarity matrix S (n_skills, n_skills)")
+        if policy.arm == "dense" or policy.arm == "dense_verb":
+            raise ValueError("L_sim needs an MoE arm (router probabilities)")
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if cosine else None
     losses = []
     for _ in range(steps):
         i = torch.randint(len(obs), (min(batch, len(obs)),), generator=generator)
-        pred, bal, _ = policy(obs[i], tokens[i])
+        pred, bal, probs = policy(obs[i], tokens[i])
         loss = nn.functional.mse_loss(pred, actions[i]) + bal
+        if sim_coef:
+            loss = loss + sim_coef * sum(similarity_loss(p, skill_ids[i], similarity) for p in probs) / len(probs)
         opt.zero_grad()
         loss.backward()
         opt.step()
