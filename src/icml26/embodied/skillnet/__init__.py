@@ -10,11 +10,11 @@ from .hierarchy import (
     validate_motion_code,
 )
 from .moe import GatedFFN, SkillConditionedMoE, routing_similarity
-from .policy import ARMS, SkillNetPolicy, train_bc
+from .policy import ARMS, SkillNetPolicy, similarity_loss, train_bc
 from .tabletop import OBJECTS, VERBS, TableTop, rollout_expert
 
 __all__ = [
     "RELEASED_CENTERS", "RELEASED_WEIGHTS", "Skill", "SkillHierarchy", "assign_motion_cluster",
     "motion_code_distance", "validate_motion_code", "GatedFFN", "SkillConditionedMoE", "routing_similarity",
-    "ARMS", "SkillNetPolicy", "train_bc", "OBJECTS", "VERBS", "TableTop", "rollout_expert",
+    "ARMS", "SkillNetPolicy", "similarity_loss", "train_bc", "OBJECTS", "VERBS", "TableTop", "rollout_expert",
 ]
