@@ -165,6 +165,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     metrics |= ident
     parity = max(abs(steps[a] - steps["autotool"]) for a in ("grpo", "closed")) / steps["autotool"]
     metrics["env_step_parity_gap"] = parity
+    # each arm stops at the first update that reaches its budget, so two arms differ by less than one update
+    one_update = max(arms[a].max_update_steps for a in ("grpo", "closed", "autotool")) / steps["autotool"]
+    metrics["env_step_one_update_share"] = one_update
 
     budget_note = (f"Environment steps (tool calls): SFT {steps['sft']}, SFT+GRPO {steps['grpo']}, AutoTool "
                    f"{steps['autotool']}, closed-set {steps['closed']}; episodes (incl. Phase II candidate branches): "
@@ -216,7 +219,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                         "selector does not generalise to new tool descriptions)"),
         # checks
         Claim("Budget parity: SFT+GRPO, AutoTool and the closed-set arm spend equal environment steps",
-              parity, "<=", 0.05, baseline="5% of AutoTool's steps (one update's overshoot)",
+              parity, "<=", one_update, baseline="the largest single update's share of AutoTool's steps (each arm "
+              "overshoots its budget by less than one update)",
               metric="max |steps(arm) - steps(AutoTool)| / steps(AutoTool)", kind="check", note=budget_note),
         Claim("The closed-set head never selects an unseen needed tool", metrics["closed_unseen_pick_rate"], "<=",
               0.0, baseline="0 (no output unit for unseen tools)", kind="check",

@@ -175,6 +175,7 @@ class AutoToolTrainer:
         self.ref: AutoToolPolicy | None = None
         self.log: dict[str, list[float]] = {"sft_loss": [], "grpo_reward": [], "pl_loss": [], "pl_reward": []}
         self.updates = {"sft": 0, "grpo": 0, "pl": 0}
+        self.max_update_steps = 0  # the most environment steps one RL update spent (the budget loops overshoot by < this)
 
     def branch(self) -> "AutoToolTrainer":
         return copy.deepcopy(self)
@@ -253,7 +254,9 @@ class AutoToolTrainer:
             self._freeze_ref()
         stop = self.env.env_steps + env_steps
         while self.env.env_steps < stop:
+            before = self.env.env_steps
             self.grpo_update()
+            self.max_update_steps = max(self.max_update_steps, self.env.env_steps - before)
 
     # Phase II: KL-regularised Plackett–Luce ranking
 
@@ -308,4 +311,6 @@ class AutoToolTrainer:
             self._set_lr(self.cfg.pl_lr)
         stop = self.env.env_steps + env_steps
         while self.env.env_steps < stop:
+            before = self.env.env_steps
             self.pl_update()
+            self.max_update_steps = max(self.max_update_steps, self.env.env_steps - before)
