@@ -128,8 +128,7 @@ def _figure(runs: dict, study: list[dict]) -> Figure:
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
     sz = Budget.parse(budget).pick(SIZES)
-    seed_everything(seed)
-    torch.manual_seed(seed)
+    seed_everything(seed)  # seeds torch too
 
     # A. closed-form gradient direction
     study = direction_study(batches=sz.grad_batches, seed=seed)

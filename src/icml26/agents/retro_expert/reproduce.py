@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 
 from icml26.harness import Budget, Claim, Outcome, seed_everything
@@ -86,8 +85,7 @@ def _figure(res: dict[str, dict[str, float]], curves: dict[str, list[float]]) ->
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
     sz = Budget.parse(budget).pick(SIZES)
-    seed_everything(seed)
-    torch.manual_seed(seed)
+    seed_everything(seed)  # seeds torch too
     t0 = time.perf_counter()
     data = load_reaction_set(sz.n_reactions, seed=DATA_SEED)
     train, test = data.train, data.test

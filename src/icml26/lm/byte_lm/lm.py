@@ -312,6 +312,15 @@ class _ModelStream:
 
     lm: ByteLevelLM
 
+    def _start(self, lm: ByteLevelLM, prompt: bytes) -> None:
+        """Push the prompt through the (already initialised) tree, then run the model once over it."""
+        self.lm = lm
+        self._prefill = True
+        for b in prompt:
+            self.push(b)
+        self._prefill = False
+        self._attach_prefill()
+
     def _node_mask(self, u) -> torch.Tensor:
         raise NotImplementedError
 
@@ -406,12 +415,7 @@ class ByteStream(_ModelStream, StreamingBPETree):
 
     def __init__(self, lm: ByteLevelLM, prompt: bytes = b"") -> None:
         StreamingBPETree.__init__(self, lm.bpe)
-        self.lm = lm
-        self._prefill = True
-        for b in prompt:
-            self.push(b)
-        self._prefill = False
-        self._attach_prefill()
+        self._start(lm, prompt)
 
     def _node_mask(self, u) -> torch.Tensor:
         return self.lm.mask[u.last]
@@ -438,12 +442,7 @@ class PretokByteStream(_ModelStream, PretokTree):
 
     def __init__(self, lm: ByteLevelLM, prompt: bytes = b"") -> None:
         PretokTree.__init__(self, lm.bpe)
-        self.lm = lm
-        self._prefill = True
-        for b in prompt:
-            self.push(b)
-        self._prefill = False
-        self._attach_prefill()
+        self._start(lm, prompt)
 
     def _node_mask(self, u) -> torch.Tensor:
         return self.lm._pretok_mask(self.full_mask(u), u.can_end)
