@@ -103,7 +103,8 @@ def _loads(pid):
     """The testbed loader calls and config names in a paper's source files."""
     folder = get_paper(pid).folder
     text = "\n".join(f.read_text() for f in folder.iterdir() if f.name.endswith(".py"))
-    causal = set(re.findall(r"\bTOY_[0-9A-Z_]+\b", text)) if "load_causal_lm(" in text else set()
+    causal = {c for c in re.findall(r"\b(?:TOY|SMALL)_[0-9A-Z_]+\b", text) if not c.endswith("TOKENIZER")} \
+        if "load_causal_lm(" in text else set()
     return causal, "load_masked_diffusion_lm(" in text
 
 

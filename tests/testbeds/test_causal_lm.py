@@ -75,3 +75,43 @@ def test_cached_model_round_trips(monkeypatch):
     assert model.config.vocab_size == len(tok)
     with pytest.raises(TypeError, match="CausalLMConfig"):
         load_causal_lm("toy-4L")  # type: ignore[arg-type]
+
+
+def test_pinned_training_is_deterministic_and_writes_the_loss_curve(tmp_path):
+    """Same config -> same weights whatever thread count the caller runs with; settings restored; log written."""
+    import json
+
+    from icml26.testbeds.causal_lm import TRAINING_LOG, train_causal_lm
+    from icml26.testbeds.training import pinned_training
+
+    tiny = replace(TOY_4L, name="unit-pinned", hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                   steps=4, batch_size=2, seq_len=32, train_bytes=50_000, train_threads=2, eval_every=2)
+    tok = load_tokenizer(tiny.tokenizer)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a = train_causal_lm(tiny, tok, tmp_path)
+        assert torch.get_num_threads() == 1 and not torch.are_deterministic_algorithms_enabled()
+        torch.set_num_threads(2)
+        b = train_causal_lm(tiny, tok)
+    finally:
+        torch.set_num_threads(before)
+    for (n, p), q in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(p, q), n
+    log = json.loads((tmp_path / TRAINING_LOG).read_text())
+    assert len(log["train_loss"]) == 4 and [s for s, _ in log["val_loss"]] == [2, 4]
+    assert log["val_bits_per_byte"] > 0
+    with pytest.raises(ValueError, match="threads"):
+        with pinned_training(0):
+            pass
+
+
+def test_cache_keys_of_the_toy_configs_are_unchanged_by_new_fields():
+    """Fields added later are left out of the key at their defaults, so caches built before them stay valid."""
+    from dataclasses import asdict
+
+    from icml26.testbeds.causal_lm import SMALL_8L
+
+    legacy = {k: v for k, v in asdict(TOY_4L).items() if k not in ("train_threads", "eval_every")}
+    assert TOY_4L.cache_key() == legacy
+    assert SMALL_8L.cache_key()["train_threads"] == 2 and SMALL_8L.cache_key() != legacy

@@ -13,16 +13,19 @@ Methods in ``icml26.lm`` take any Hugging Face causal LM + tokenizer; these mode
 from __future__ import annotations
 
 import logging
+import math
 import re
+import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from .cache import load_cached
 from .code_corpus import Split, corpus_texts
 from .progress import BuildProgress, build_phase
-from .training import train_lm_on_stream
+from .training import pinned_training, train_lm_on_stream
 
 log = logging.getLogger(__name__)
 EOS = "<eos>"
@@ -37,7 +40,10 @@ class TokenizerConfig:
 
 @dataclass(frozen=True)
 class CausalLMConfig:
-    """A tiny Llama-style model and its training recipe (AdamW, warmup + cosine, fixed step count)."""
+    """A tiny Llama-style model and its training recipe (AdamW, warmup + cosine, fixed step count).
+
+    Training runs on exactly ``train_threads`` threads with deterministic algorithms (see
+    ``training.pinned_training``), so a config names one set of weights whatever machine builds it."""
 
     name: str = "toy-4L"
     tokenizer: TokenizerConfig = TokenizerConfig()
@@ -54,12 +60,36 @@ class CausalLMConfig:
     weight_decay: float = 0.1
     train_bytes: int = 6_000_000  # characters of training text tokenized for LM training
     seed: int = 0
+    train_threads: int = 1
+    eval_every: int = 0  # >0: record the validation loss every this many steps in the build's training log
+
+    def cache_key(self) -> dict[str, Any]:
+        """The config as the cache keys it. Fields added after the first release (``train_threads``,
+        ``eval_every``) are left out at their defaults, so the toy models cached before them stay valid."""
+        key = asdict(self)
+        for name, default in (("train_threads", 1), ("eval_every", 0)):
+            if key[name] == default:
+                del key[name]
+        return key
 
 
 TOY_4L = CausalLMConfig()
 TOY_8L = replace(TOY_4L, name="toy-8L", num_layers=8)
 TOY_1L = replace(TOY_4L, name="toy-1L", num_layers=1, hidden_size=64, num_heads=2, intermediate_size=172)
 TOY_4L_V1024 = replace(TOY_4L, name="toy-4L-v1024", tokenizer=TokenizerConfig(vocab_size=1024))
+
+# The "small" tier (issue 12): the standard and full budgets of [A19], [B04] and [B11] use it where the toys are too
+# weak to decide a claim (two possible exit layers, a target so cheap that a draft costs a fifth of it). 8 layers at
+# d = 256 with a 2,048-token BPE, 6.9M parameters, sized for a one-time build of about 20 min on 2 idle cores
+# (our choice, from a pilot: 160 steps of this size reached 2.41 bits/byte on validation vs toy-4L's 2.69).
+SMALL_TOKENIZER = TokenizerConfig(vocab_size=2048)
+SMALL_8L = CausalLMConfig(name="small-8L", tokenizer=SMALL_TOKENIZER, hidden_size=256, num_layers=8, num_heads=4,
+                          intermediate_size=688, context=512, steps=800, batch_size=16, seq_len=256, lr=1e-3,
+                          warmup=40, train_bytes=11_000_000, train_threads=2, eval_every=100)
+# a cheap same-tokenizer assistant for Hugging Face assisted generation on the small tier ([B04]'s peer)
+SMALL_1L = CausalLMConfig(name="small-1L", tokenizer=SMALL_TOKENIZER, hidden_size=128, num_layers=1, num_heads=2,
+                          intermediate_size=344, context=512, steps=400, batch_size=16, seq_len=256, lr=2e-3,
+                          warmup=30, train_bytes=11_000_000, train_threads=1, eval_every=100)
 
 
 # tokenizer
@@ -115,21 +145,56 @@ def build_model(cfg: CausalLMConfig, vocab_size: int):
     return LlamaForCausalLM(config)
 
 
+TRAINING_LOG = "training_log.json"
+
+
 def train_causal_lm(cfg: CausalLMConfig, tokenizer, out_dir: Path | None = None):
-    """Train a fresh model for ``cfg.steps`` steps on the train split (deterministic for a fixed seed)."""
+    """Train a fresh model for ``cfg.steps`` steps on the train split (deterministic for a fixed seed and
+    ``cfg.train_threads``). With ``out_dir``, the model, tokenizer and ``training_log.json`` (the loss curve: every
+    step's training loss, validation loss every ``cfg.eval_every`` steps and at the end, wall time) are saved."""
+    import time
+
     model = build_model(cfg, len(tokenizer))
     model.config.eos_token_id = tokenizer.eos_token_id
     model.config.pad_token_id = tokenizer.eos_token_id
     with build_phase(log, cfg.name, f"tokenizing {cfg.train_bytes / 1e6:.0f} MB of training text for {cfg.name}"):
         data = encode_split(tokenizer, "train", cfg.train_bytes)
-    with BuildProgress(log, cfg.name, cfg.steps) as progress:
-        train_lm_on_stream(model, data, progress, steps=cfg.steps, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
-                           lr=cfg.lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay, seed=cfg.seed)
+    val = encode_split(tokenizer, "val", 400_000)
+    losses: list[float] = []
+    val_curve: list[tuple[int, float]] = []
+    t0 = time.perf_counter()
+    with pinned_training(cfg.train_threads), BuildProgress(log, cfg.name, cfg.steps) as progress:
+        # one schedule over all steps; with eval_every, training pauses for a validation loss every so often
+        report = _EvalEvery(progress, cfg.eval_every, lambda step: val_curve.append(
+            (step, eval_loss(model, val, cfg.seq_len, 16)))) if cfg.eval_every else progress
+        train_lm_on_stream(model, data, report, steps=cfg.steps, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                           lr=cfg.lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay, seed=cfg.seed,
+                           losses=losses)
     model.eval()
+    final_val = eval_loss(model, val, cfg.seq_len, 64)
     if out_dir is not None:
         model.save_pretrained(out_dir, safe_serialization=True)
         tokenizer.save_pretrained(out_dir)
+        bytes_per_token = len("".join(corpus_texts("val", 400_000)).encode()) / max(1, len(val))
+        (Path(out_dir) / TRAINING_LOG).write_text(json.dumps({
+            "name": cfg.name, "steps": cfg.steps, "train_threads": cfg.train_threads,
+            "train_loss": losses, "val_loss": val_curve + [(cfg.steps, final_val)],
+            "val_bits_per_byte": final_val / math.log(2) / bytes_per_token,
+            "wall_s": time.perf_counter() - t0}, indent=1))
     return model
+
+
+class _EvalEvery:
+    """A ``BuildProgress`` wrapper that calls ``evaluate(step)`` every ``every`` steps (eval mode, no grad),
+    then puts the model back in training mode."""
+
+    def __init__(self, progress: BuildProgress, every: int, evaluate) -> None:
+        self.progress, self.every, self.evaluate = progress, every, evaluate
+
+    def update(self, done: int, loss: object = None) -> None:
+        self.progress.update(done, loss)
+        if done % self.every == 0 and done < self.progress.total:
+            self.evaluate(done)
 
 
 def load_causal_lm(cfg: CausalLMConfig = TOY_4L):
@@ -142,7 +207,7 @@ def load_causal_lm(cfg: CausalLMConfig = TOY_4L):
     def build(d: Path) -> None:
         train_causal_lm(cfg, load_tokenizer(cfg.tokenizer), d)
 
-    return load_cached("causal_lm", asdict(cfg), build,
+    return load_cached("causal_lm", cfg.cache_key(), build,
                        lambda d: (LlamaForCausalLM.from_pretrained(d).eval(), PreTrainedTokenizerFast.from_pretrained(d)))
 
 

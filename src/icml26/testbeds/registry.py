@@ -31,7 +31,7 @@ class Testbed:
             built by calling ``loader(config)``, which stores it with ``cache.load_cached(cache_kind, asdict(config),
             ...)`` (e.g. [A09]'s MoE LM, the learning-curve pools of [A16] / [A18]).
         ref: the config: a ``CausalLMConfig`` constant's name in ``testbeds.causal_lm``, the task of a default
-            ``DLMTrainConfig``, or for artefacts ``"module:NAME"`` (a config constant, or a config class whose
+            ``DLMTrainConfig`` or a ``"module:NAME"`` DLMTrainConfig constant, or for artefacts ``"module:NAME"`` (a config constant, or a config class whose
             defaults are used).
         description: what it is, in words.
         est_cpu_s: approximate one-time build cost in CPU seconds on one core (training steps measured with
@@ -56,6 +56,8 @@ class Testbed:
         if self.kind == "artefact":
             obj = _resolve(self.ref)
             return obj() if isinstance(obj, type) else obj
+        if ":" in self.ref:  # a DLMTrainConfig constant, "module:NAME"
+            return _resolve(self.ref)
         from .diffusion_lm.model import DLMTrainConfig
 
         return DLMTrainConfig(task=self.ref)
@@ -64,7 +66,7 @@ class Testbed:
         """``(kind, config dict)`` of the cache entries this testbed's build fills (its tokenizer's too)."""
         cfg = self.config()
         if self.kind == "causal_lm":
-            return [("tokenizer", asdict(cfg.tokenizer)), ("causal_lm", asdict(cfg))]
+            return [("tokenizer", asdict(cfg.tokenizer)), ("causal_lm", cfg.cache_key())]
         if self.kind == "artefact":  # an artefact built on the shared testbed tokenizer fills its cache entry too
             from .causal_lm import TokenizerConfig
 
@@ -111,6 +113,11 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("toy-8L", "causal_lm", "TOY_8L", "8-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 145.0),
     Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 25.0),
     Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 95.0),
+    # the small tier (issue 12): est_cpu_s from the timed cold build on an idle machine (small-8L trains on 2 threads)
+    Testbed("small-8L", "causal_lm", "SMALL_8L",
+            "8-layer Llama (d=256, 6.9M params, 800 steps) + BPE-2048 on stdlib code, the standard/full tier", 2400.0),
+    Testbed("small-1L", "causal_lm", "SMALL_1L",
+            "1-layer Llama (d=128, 400 steps) + the same BPE-2048: a same-tokenizer assistant for small-8L", 120.0),
     Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 85.0),
     # artefacts: est_cpu_s from a timed cold build (MoE LMs, CPU seconds) or from per-step timings (curve pools:
     # their cold builds took 155-1,111 s wall on a machine at load 10-17, about 1-1.5 min CPU each by step timings)

@@ -5,7 +5,8 @@ schedule (kept in the testbed, so cached weights stay bit-identical to earlier b
 from __future__ import annotations
 
 import math
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -13,10 +14,33 @@ from torch import nn
 from .progress import BuildProgress
 
 
+@contextmanager
+def pinned_training(threads: int) -> Iterator[None]:
+    """Train a testbed on exactly ``threads`` threads (torch's intra-op pool and the BLAS/OpenMP pools) with
+    torch's deterministic algorithms, so one config gives the same weights whoever builds it and whatever
+    ``OMP_NUM_THREADS`` or core count the builder has (float reductions depend on how work is split across
+    threads). Same weights are expected on machines with the same CPU instruction set; a different SIMD width
+    can still change the last bits. The previous settings are restored on exit."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    from threadpoolctl import threadpool_limits
+
+    before, det_before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        torch.set_num_threads(before)
+        torch.use_deterministic_algorithms(det_before)
+
+
 def train_steps(model: nn.Module, opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler,
                 steps: int, batch_loss: Callable[[int], torch.Tensor], progress: BuildProgress,
-                max_grad_norm: float = 1.0) -> None:
-    """``steps`` optimizer steps on ``batch_loss(step)``, clipping the gradient norm, reporting to ``progress``."""
+                max_grad_norm: float = 1.0, losses: list[float] | None = None) -> None:
+    """``steps`` optimizer steps on ``batch_loss(step)``, clipping the gradient norm, reporting to ``progress``
+    (and appending each step's training loss to ``losses`` when given: the loss curve)."""
     model.train()
     for step in range(steps):
         loss = batch_loss(step)
@@ -26,6 +50,8 @@ def train_steps(model: nn.Module, opt: torch.optim.Optimizer, sched: torch.optim
         opt.step()
         sched.step()
         progress.update(step + 1, loss.detach())
+        if losses is not None:
+            losses.append(float(loss.detach()))
 
 
 def warmup_cosine(opt: torch.optim.Optimizer, warmup: int, steps: int) -> torch.optim.lr_scheduler.LambdaLR:
@@ -35,7 +61,8 @@ def warmup_cosine(opt: torch.optim.Optimizer, warmup: int, steps: int) -> torch.
 
 
 def train_lm_on_stream(model: nn.Module, data: torch.Tensor, progress: BuildProgress, *, steps: int, batch_size: int,
-                       seq_len: int, lr: float, warmup: int, weight_decay: float, seed: int) -> None:
+                       seq_len: int, lr: float, warmup: int, weight_decay: float, seed: int,
+                       losses: list[float] | None = None) -> None:
     """Next-token training of a causal LM on random windows of the 1-D token stream ``data``: AdamW
     (betas 0.9/0.95), warmup + cosine, ``steps`` steps; the windows come from a generator seeded with ``seed``
     (the tiny causal-LM testbeds and [B11]'s regex-tokenizer LM share this recipe)."""
@@ -50,7 +77,7 @@ def train_lm_on_stream(model: nn.Module, data: torch.Tensor, progress: BuildProg
         logits = model(input_ids=batch[:, :-1], use_cache=False).logits
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
 
-    train_steps(model, opt, sched, steps, batch_loss, progress)
+    train_steps(model, opt, sched, steps, batch_loss, progress, losses=losses)
 
 
-__all__ = ["train_steps", "train_lm_on_stream", "warmup_cosine"]
+__all__ = ["pinned_training", "train_steps", "train_lm_on_stream", "warmup_cosine"]
