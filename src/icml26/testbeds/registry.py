@@ -48,6 +48,16 @@ class Testbed:
     loader: str = ""
     cache_kind: str = ""
 
+    @property
+    def threads(self) -> int:
+        """Threads its build trains on (the small tier trains on 2; everything else on 1)."""
+        return int(getattr(self.config(), "train_threads", 1))
+
+    @property
+    def est_wall_s(self) -> float:
+        """Approximate one-time build wall time on an idle machine: ``est_cpu_s`` spread over its threads."""
+        return self.est_cpu_s / self.threads
+
     def config(self) -> Any:
         if self.kind == "causal_lm":
             from . import causal_lm
@@ -164,7 +174,7 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A16": {"standard": ("lm-curves", "digits-curves")},  # quick is synthetic only; full's larger pools build in-job
     "A18": {"standard": ("mixture-runs",)},  # quick is synthetic only; full's larger design builds in-job
     "A15": {b: ("dlm-t1c",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
-    "A19": {"quick": ("toy-4L",), "standard": ("toy-4L",), "full": ("toy-8L",)},
+    "A19": {"quick": ("toy-4L",), "standard": ("small-8L",), "full": ("small-8L",)},
     "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full
     "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("toy-4L", "toy-1L"), "full": ("toy-8L", "toy-1L")},
     "B07": {b: ("herl-sft",) for b in _BOTH},  # quick trains a 1-layer stage-0 policy in-job
