@@ -176,7 +176,8 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A15": {b: ("dlm-t1c",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
     "A19": {"quick": ("toy-4L",), "standard": ("small-8L",), "full": ("small-8L",)},
     "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full
-    "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("toy-4L", "toy-1L"), "full": ("toy-8L", "toy-1L")},
+    "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("small-8L", "small-1L"),
+            "full": ("small-8L", "small-1L", "toy-4L", "toy-8L")},  # full: the speed-up-vs-depth tiers too
     "B07": {b: ("herl-sft",) for b in _BOTH},  # quick trains a 1-layer stage-0 policy in-job
     "B11": {b: ("toy-4L", "toy-4L-v1024", "b11-regex-lm") for b in BUDGETS},
 }
