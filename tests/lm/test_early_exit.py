@@ -285,6 +285,31 @@ def test_calibration_meets_its_target(ids):
         calibrate_exit(m, x, target_agreement=0.9).criterion.__dict__        # deterministic
 
 
+def test_confidence_grids_match_the_geometric_grid_size():
+    from icml26.lm.early_exit.calibrate import GRID_POINTS, default_grid
+
+    x = torch.randint(0, V, (8, 64), generator=torch.Generator().manual_seed(2))
+    traj = collect_trajectory(_llama(seed=4), x)
+    sizes = {cls.__name__: len(default_grid(traj, cls))
+             for cls in (GeometricExitCriterion, ConfidenceExitCriterion, EntropyExitCriterion)}
+    # the same search budget for every family (distinct quantiles of a continuous statistic stay distinct)
+    assert sizes == dict.fromkeys(sizes, GRID_POINTS + 1), sizes
+
+
+def test_chunked_lens_equals_one_pass(monkeypatch):
+    import icml26.lm.early_exit.geometry as geo
+
+    m = _llama(seed=2)
+    x = torch.randint(0, V, (5, 16), generator=torch.Generator().manual_seed(3))
+    one = collect_trajectory(m, x)
+    monkeypatch.setattr(geo, "_LENS_CHUNK", 2 * 16 * V)            # two rows per chunk, last chunk ragged
+    for kw in ({}, {"with_logits": False}):
+        two = collect_trajectory(m, x, **kw)
+        assert torch.equal(one.layer_argmax, two.layer_argmax)
+        torch.testing.assert_close(one.max_prob, two.max_prob, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(one.entropy, two.entropy, rtol=1e-5, atol=1e-6)
+
+
 def test_evaluate_exit_accuracy_and_oracle(ids):
     m = _llama()
     traj = collect_trajectory(m, ids)
@@ -402,7 +427,12 @@ def test_quick_reproduction_is_well_formed():
         if c is not sharp:
             assert math.isfinite(c.measured), c.statement
     # comparisons over many windows carry per-window paired differences
-    assert sum(c.paired is not None and len(c.paired) == 40 for c in claims) >= 7
+    assert sum(c.paired is not None and len(c.paired) == 40 for c in claims) >= 12
+    # the 98%-agreement comparisons: geometric vs each confidence exit and static truncation, same search budget
+    for rule in ("the max-probability exit", "the entropy exit", "static truncation"):
+        assert f"Geometric exit saves more FLOPs than {rule} at 98% agreement" in by
+    m = out.metrics
+    assert m["grid_size_geometric"] == m["grid_size_max_prob"] == m["grid_size_entropy"]
     assert {"two_phase", "tradeoff", "overhead"} <= set(out.figures)
     assert out.metrics["accuracy_full_depth"] > 0.05          # far above chance (1/512)
     rows = {(r["target"], r["rule"]): r for r in out.tables["operating_points"]}

@@ -7,9 +7,13 @@ a "never exit" rule, so the search always has an answer. Grids (our choice):
 
     geometric    tau_step in quantiles 5%, 10%, ..., 90% of s_l (layers >= max(l_min, 2)) x tau_cos in
                  {0, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9}; ablations: step-only (tau_cos = -1), cosine-only (tau_step = inf)
-    max-prob     tau_prob in quantiles 30%..99.5% of the lens max-probability
-    entropy      tau in quantiles 0.5%..70% of the lens entropy
+    max-prob     tau_prob in 126 quantiles 30%..99.5% of the lens max-probability
+    entropy      tau in 126 quantiles 0.5%..70% of the lens entropy
     static       layer in 1..L
+
+Same search budget: the geometric grid holds 18 x 7 = 126 threshold pairs plus "never exit", and each confidence
+grid holds the same number of thresholds (126, plus "never exit"), so no rule wins by a finer search; all are
+searched on the same calibration tokens. (Quantiles that coincide are merged, so a grid may come out smaller.)
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from .geometry import Trajectory, collect_trajectory
 
 GEOMETRIC_STEP_QUANTILES = tuple(np.round(np.arange(0.05, 0.901, 0.05), 2))
 GEOMETRIC_COS_GRID = (0.0, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9)
+GRID_POINTS = len(GEOMETRIC_STEP_QUANTILES) * len(GEOMETRIC_COS_GRID)   # thresholds per family (same search budget)
 
 
 @dataclass
@@ -109,10 +114,10 @@ def default_grid(traj: Trajectory, criterion_cls: type[ExitCriterion] = Geometri
     if ablation is not None:
         raise ValueError("ablation applies to GeometricExitCriterion only")
     if criterion_cls is ConfidenceExitCriterion:
-        taus = q(traj.max_prob, np.linspace(0.3, 0.995, 15).tolist())
+        taus = q(traj.max_prob, np.linspace(0.3, 0.995, GRID_POINTS).tolist())
         return [ConfidenceExitCriterion(1.0, **kw), *(ConfidenceExitCriterion(min(t, 1.0), **kw) for t in taus)]
     if criterion_cls is EntropyExitCriterion:
-        taus = q(traj.entropy, np.linspace(0.005, 0.7, 15).tolist())
+        taus = q(traj.entropy, np.linspace(0.005, 0.7, GRID_POINTS).tolist())
         return [EntropyExitCriterion(0.0, **kw), *(EntropyExitCriterion(t, **kw) for t in taus)]
     if criterion_cls is StaticExit:
         return [StaticExit(layer) for layer in range(L, 0, -1)]

@@ -158,10 +158,24 @@ def collect_trajectory(model: nn.Module, input_ids: torch.Tensor, *, with_lens: 
     step, cos = trajectory_geometry(hidden, eps=eps)
     traj = Trajectory(hidden=hidden, logits=logits, step=step, cos=cos)
     if with_lens:
-        final = logits if logits is not None else adapter.lens(hidden[-1])
-        stats = [_lens_stats(adapter.lens(h).float()) for h in hidden[1:-1]] + [_lens_stats(final.float())]
+        # lens statistics in row chunks: [rows, T, V] logits at a time, not [L, B, T, V]
+        B, T = hidden.shape[1], hidden.shape[2]
+        rows = max(1, _LENS_CHUNK // max(1, T * adapter.vocab_size))
+        stats = []
+        for layer in range(1, hidden.shape[0]):
+            parts = []
+            for r in range(0, B, rows):
+                if layer == hidden.shape[0] - 1 and logits is not None:
+                    lg = logits[r:r + rows]
+                else:
+                    lg = adapter.lens(hidden[layer, r:r + rows])
+                parts.append(_lens_stats(lg.float()))
+            stats.append(tuple(torch.cat(z) for z in zip(*parts)))
         traj.layer_argmax, traj.max_prob, traj.entropy = (torch.stack(z) for z in zip(*stats))
     return traj
+
+
+_LENS_CHUNK = 1 << 23   # logits entries decoded at once by the logit lens (memory bound, our choice)
 
 
 def _lens_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
