@@ -448,7 +448,11 @@ def test_reproduce_quick_is_well_formed():
     assert speed.reference == 4.48 and len(speed.paired) == 3        # the abstract's size, paired over prompts
     assert speed.measured == pytest.approx(np.mean([r["eagle3_speedup"] for r in out.tables["per_prompt_accept_length"]]))
     # every comparison between decoding methods is paired over the held-out prompts
-    assert sum(c.paired is not None for c in claims) == 5
+    assert sum(c.paired is not None for c in claims) == 7
+    goal = by["EAGLE-3 is >= 1.5x faster than plain greedy decoding on a CPU (issue 12's goal)"]
+    assert goal.reference == 1.5 and goal.measured == speed.measured
+    depth = out.tables["speedup_vs_depth"]      # quick: the main target only
+    assert [r["target"] for r in depth] == ["toy-4L"] and math.isfinite(depth[0]["draft_over_target_call"])
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert out.figures and out.tables["methods"]
     # token identity of greedy speculative decoding is exact, so it holds at any budget
