@@ -33,7 +33,7 @@ from .adapters import get_adapter
 from .calibrate import calibrate_on_trajectory, default_grid, evaluate_exit
 from .criteria import (ConfidenceExitCriterion, EntropyExitCriterion, GeometricExitCriterion, StaticExit,
                        oracle_exit_layers)
-from .geometry import collect_trajectory, two_phase_profile
+from .geometry import Trajectory, collect_trajectory, two_phase_profile
 from .wrapper import GeometricEarlyExitLM
 
 
@@ -55,7 +55,7 @@ class Sizes:
 SIZES = {
     Budget.QUICK: Sizes("toy-4L", 400_000, 128, 24, 40, (512, 2048, 8192, 32768), 16, 10, 2, 32, 12),
     Budget.STANDARD: Sizes("small-8L", 1_500_000, 128, 80, 160, (2048, 8192, 32768), 32, 30, 4, 32, 24),
-    Budget.FULL: Sizes("small-8L", 4_000_000, 256, 160, 400, (2048, 8192, 32768, 131072), 64, 60, 8, 64, 48),
+    Budget.FULL: Sizes("small-8L", 4_000_000, 256, 160, 320, (2048, 8192, 32768, 131072), 64, 60, 8, 64, 48),
 }
 MODELS = {"toy-4L": TOY_4L, "toy-8L": TOY_8L, "small-8L": SMALL_8L}
 TARGET_AGREEMENT = 0.98   # the paper's ">98% of full-depth accuracy", used as the calibration target
@@ -74,6 +74,14 @@ def _windows(tokens: torch.Tensor, seq_len: int, n: int, gen: torch.Generator) -
         raise ValueError(f"validation split too short: {total} windows of {seq_len + 1} tokens, need {n}")
     idx = torch.randperm(total, generator=gen)[:n]
     return tokens[: total * (seq_len + 1)].view(total, seq_len + 1)[idx]
+
+
+def _collect(model, ids: torch.Tensor, chunk: int = 64) -> Trajectory:
+    """:func:`collect_trajectory` over ``chunk`` windows at a time (bounded memory), concatenated; logits dropped."""
+    parts = [collect_trajectory(model, ids[i:i + chunk]) for i in range(0, len(ids), chunk)]
+    cat = lambda name, dim: torch.cat([getattr(t, name) for t in parts], dim)  # noqa: E731
+    return Trajectory(hidden=cat("hidden", 1), logits=None, step=cat("step", 1), cos=cat("cos", 1),
+                      layer_argmax=cat("layer_argmax", 1), max_prob=cat("max_prob", 1), entropy=cat("entropy", 1))
 
 
 def _static_at(depth: float, static: list[dict], key: str) -> float:
@@ -192,8 +200,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     tokens = encode_split(tok, "val", sizes.val_bytes)
     win = _windows(tokens, sizes.seq_len, sizes.n_calib + sizes.n_eval, gen)
     calib, evalw = win[: sizes.n_calib], win[sizes.n_calib:]
-    tr_cal = collect_trajectory(model, calib[:, :-1])
-    tr_ev = collect_trajectory(model, evalw[:, :-1])
+    tr_cal = _collect(model, calib[:, :-1])
+    tr_ev = _collect(model, evalw[:, :-1])
     targets = evalw[:, 1:]
 
     # two-phase structure (evaluation windows), on layers >= 2: s_1 divides by the tiny embedding norm
