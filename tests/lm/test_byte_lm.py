@@ -178,6 +178,32 @@ def test_stream_and_prefill_agree(lm300, snippets):
         st.push(text[i])
 
 
+def test_batched_tree_expansion_equals_one_call_per_node(tok300, snippets):
+    """speculate=k (siblings computed ahead in one tree-masked forward) gives the same next-byte distributions as one
+    single-token forward per node, with fewer model calls."""
+    model = _tiny_llama(len(tok300))
+    lms = {k: ByteLevelLM(model, tok300, speculate=k) for k in (1, 6)}
+    calls = {}
+    for k, lm in lms.items():
+        calls[k] = 0
+        for name in ("_forward", "_forward_siblings"):
+            f = getattr(lm, name)
+
+            def counted(*a, _f=f, _k=k):
+                calls[_k] += 1
+                return _f(*a)
+            setattr(lm, name, counted)
+    text = (snippets[11] + snippets[12] + snippets[13])[:60]
+    streams = {k: lm.stream(text[:2]) for k, lm in lms.items()}
+    for b in text[2:]:
+        assert torch.allclose(streams[1].logprobs(), streams[6].logprobs(), atol=1e-10, rtol=0)
+        for st in streams.values():
+            st.push(b)
+    assert calls[6] < calls[1]
+    g = {k: lm.generate(b"def ", 24, seed=1, method="bytewise") for k, lm in lms.items()}
+    assert g[1].data == g[6].data and abs(g[1].logprob - g[6].logprob) < 1e-9
+
+
 # combining models with different tokenizers
 
 def test_self_ensemble_equals_model(lm300):
@@ -303,6 +329,8 @@ def test_rejects_unsupported_tokenizers(tok300):
 
 
 def test_rejects_bad_inputs(tok300, lm300, bpe300):
+    with pytest.raises(ValueError, match="speculate"):
+        ByteLevelLM(lm300.model, tok300, speculate=0)
     with pytest.raises(ValueError, match="mismatch"):
         ByteLevelLM(_tiny_llama(100, dtype=torch.float32), tok300)
     with pytest.raises(ValueError, match="non-empty prompt"):

@@ -15,8 +15,20 @@ valid next tokens v with bytes(v) starting with s[j:] b, grouped by the byte at 
 tokens ending exactly at |s| contribute through the node at |s|. By telescoping,
 sum_i log P(s_i | s_<i) + log P(EOS | s) = log p~(encode(s) || EOS): the byte LM is exact.
 
-Every node owns the KV cache of its token sequence; a new node extends its parent's cache by one token, so each
-pushed byte costs at most one single-token forward pass, and prompts are prefilled once for their fixed trunk.
+Every node owns the KV cache of its token sequence; a new node extends its parent's cache by one token (never a
+recomputation of a prefix), and prompts are prefilled once for their fixed trunk.
+
+Batched look-ahead (pairwise tokenizers, ``speculate=k``): a node u at offset j is followed by nodes u v for the
+tokens v that the next bytes complete, i.e. the prefixes of the token in progress. When a new node needs a model
+call, the call also runs up to k - 1 sibling children u v of the same parent, in one forward over the parent's KV
+cache with a tree attention mask (each extra token sees the parent's tokens and itself, at the same position). The
+siblings are the valid tokens extending s[j:] with the largest *reach*,
+
+    reach(v) = sum_{w : bytes(w) starts with bytes(v)} p~(w | u)     (a prefix of every token it may become),
+
+so the prefix tokens of the likely continuation are ready before their bytes arrive; a byte whose node was computed
+ahead costs no model call. The values are the same single-token computations (float round-off aside), so the
+distribution is unchanged; ``speculate=1`` turns it off.
 """
 
 from __future__ import annotations
@@ -52,12 +64,42 @@ def _scatter_logsumexp(vals: torch.Tensor, idx: torch.Tensor, n: int) -> torch.T
     return safe + torch.log(s)
 
 
+class _BranchKV:
+    """The KV entries of a parent's token sequence followed by the i-th of a batch of sibling tokens (``new``: per
+    layer (keys, values) of the siblings); concatenated on first use, so nodes that never run the model cost none."""
+
+    __slots__ = ("base", "new", "i", "_kv")
+
+    def __init__(self, base, new, i: int) -> None:
+        self.base, self.new, self.i, self._kv = base, new, i, None
+
+    def kv(self) -> list:
+        if self._kv is None:
+            i = self.i
+            self._kv = [(torch.cat([k0, k[..., i:i + 1, :]], -2), torch.cat([v0, v[..., i:i + 1, :]], -2))
+                        for (k0, v0), (k, v) in zip(_kv_list(self.base), self.new)]
+            self.base = self.new = None
+        return self._kv
+
+
+def _kv_list(cache) -> list:
+    return cache.kv() if isinstance(cache, _BranchKV) else [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _is_dynamic(cache) -> bool:
+    """A cache made of plain per-layer (keys, values) tensors (transformers' DynamicCache), or a ``_BranchKV``."""
+    if isinstance(cache, _BranchKV):
+        return True
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" and layer.is_initialized for layer in layers)
+
+
 def _fork(cache):
     """A cache with the same contents that can be extended without touching the original."""
-    layers = getattr(cache, "layers", None)
-    if layers and all(type(layer).__name__ == "DynamicLayer" and layer.is_initialized for layer in layers):
+    if _is_dynamic(cache):
         from transformers import DynamicCache
-        return DynamicCache(ddp_cache_data=[(layer.keys, layer.values) for layer in layers])
+
+        return DynamicCache(ddp_cache_data=_kv_list(cache))
     return copy.deepcopy(cache)
 
 
@@ -167,9 +209,15 @@ class ByteLevelLM(ByteModel):
     >>> lm.next_byte_logprobs(b"def f(x):\\n    ret").exp().sum()   # 1.0
     """
 
-    def __init__(self, model, tokenizer, *, bos_token_id: int | None = None, renormalize: bool = True) -> None:
+    def __init__(self, model, tokenizer, *, bos_token_id: int | None = None, renormalize: bool = True,
+                 speculate: int = 8) -> None:
         if not isinstance(renormalize, bool):
             raise TypeError(f"renormalize must be True or False, got {renormalize!r}")
+        if isinstance(speculate, bool) or not isinstance(speculate, int) or speculate < 1:
+            raise ValueError(f"speculate must be an int >= 1 (tokens per batched tree expansion; 1 = off), "
+                             f"got {speculate!r}")
+        self.speculate = speculate
+        self._spec_checked = False
         self.renormalize = renormalize
         if not callable(model) or not hasattr(model, "parameters"):
             raise TypeError(f"model must be a torch causal LM (e.g. LlamaForCausalLM), got {type(model).__name__}")
@@ -200,6 +248,9 @@ class ByteLevelLM(ByteModel):
             self.mask = torch.from_numpy(np.where(allowed, 0.0, -math.inf))
         self.order = torch.from_numpy(self.bpe.order)
         self.byte_at = torch.from_numpy(self.bpe.byte_at)
+        # sub_end[k]: end of the positions (in ``order``) of the tokens whose bytes start with those of order[k]
+        sb = self.bpe.sorted_bytes
+        self.sub_end = np.array([self.bpe.prefix_range(b, k)[1] for k, b in enumerate(sb)], dtype=np.int64)
 
     # model calls
 
@@ -234,6 +285,24 @@ class ByteLevelLM(ByteModel):
         x = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
         out = self.model(input_ids=x, use_cache=True, **{self._cache_kw: cache})
         return out.logits[0], getattr(out, self._cache_kw)
+
+    @torch.no_grad()
+    def _forward_siblings(self, tokens: Sequence[int], cache):
+        """One forward of ``tokens`` as alternative next tokens of the sequence in ``cache`` (a tree attention mask:
+        each sees the cached tokens and itself, all at the same position). Returns (logits [k, V'], per-layer new
+        (keys, values) [.., k, ..])."""
+        cache = _fork(cache)
+        k, n = len(tokens), cache.get_seq_length()
+        mask = torch.zeros(1, 1, k, n + k, dtype=torch.bool, device=self.device)
+        mask[..., :n] = True
+        ar = torch.arange(k, device=self.device)
+        mask[0, 0, ar, n + ar] = True
+        x = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+        pos = torch.full((1, k), n, dtype=torch.long, device=self.device)
+        out = self.model(input_ids=x, attention_mask=mask, position_ids=pos, use_cache=True, **{self._cache_kw: cache})
+        new = [(layer.keys[..., n:, :].clone(), layer.values[..., n:, :].clone())
+               for layer in getattr(out, self._cache_kw).layers]
+        return out.logits[0], new
 
     def stream(self, prompt: bytes | str = b""):
         """A streaming byte-level state after ``prompt`` (prefilled: one forward for the fixed trunk)."""
@@ -340,9 +409,63 @@ class _ModelStream:
         if self._prefill:
             return
         logp, nxt, cache = parent.data
-        logits, cache = self.lm._forward([token], _fork(cache))
+        ahead = parent.spec.pop(token, None) if parent.spec else None
+        if ahead is not None:          # computed ahead by an earlier batched call: no model call
+            logits, new, i = ahead
+            cache = _BranchKV(cache, new, i)
+        elif self._can_batch(cache):
+            logits, cache = self._expand(parent, token, node.offset)
+        else:
+            logits, cache = self.lm._forward([token], _fork(cache))
+            logits = logits[-1]
         mask = self._node_mask(node) if self.lm.renormalize else None
-        node.data = (logp + float(nxt[token]), self.lm._next_logprobs(logits[-1:], mask)[0], cache)
+        node.data = (logp + float(nxt[token]), self.lm._next_logprobs(logits[None], mask)[0], cache)
+
+    def _can_batch(self, cache) -> bool:
+        return self.lm.speculate > 1 and not self.lm.pretok and _is_dynamic(cache)
+
+    def _siblings(self, parent: TreeNode, n: int) -> list[int]:
+        """Up to ``speculate - 1`` valid tokens v of ``parent`` (offset j) extending s[j:n] by at least one byte,
+        largest reach first (reach(v) = p~ of the tokens that start with bytes(v)); skips those already computed."""
+        lm = self.lm
+        lo, hi = parent.lo + 1, parent.hi     # parent.lo is the token equal to s[j:n] (the node being made)
+        if hi <= lo:
+            return []
+        ids = lm.order[lo:hi]
+        row = lm.mask[parent.last]
+        logw = parent.data[1][ids] + (0.0 if lm.renormalize else row[ids])
+        cs = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(torch.exp(logw), 0)])
+        ends = torch.from_numpy(np.minimum(lm.sub_end[lo:hi], hi) - lo)
+        reach = cs[ends] - cs[:-1]
+        reach = torch.where(torch.isfinite(row[ids]), reach, torch.full_like(reach, -1.0))
+        top = torch.topk(reach, min(len(ids), lm.speculate + 4)).indices.tolist()
+        have = parent.spec or {}
+        out = [int(ids[i]) for i in top if reach[i] > 0 and int(ids[i]) not in have]
+        return out[: lm.speculate - 1]
+
+    def _expand(self, parent: TreeNode, token: int, n: int):
+        """Model data of parent + token, computed in one forward together with likely siblings (kept on the
+        parent for the bytes to come)."""
+        lm, cache = self.lm, parent.data[2]
+        sib = self._siblings(parent, n)
+        if not sib:
+            logits, c = lm._forward([token], _fork(cache))
+            return logits[-1], c
+        toks = [token] + sib
+        logits, new = lm._forward_siblings(toks, cache)
+        if not lm._spec_checked:       # once per model: the tree mask must be honoured (else fall back)
+            ref, ref_cache = lm._forward([token], _fork(cache))
+            err = float((ref[-1] - logits[0]).abs().max())
+            if not err <= 1e-3 * (1.0 + float(ref[-1].abs().max())):
+                log.warning("the model ignores the tree attention mask (max logit error %.3g); batched tree "
+                            "expansion is switched off (speculate=1)", err)
+                lm.speculate = 1
+                return ref[-1], ref_cache
+            lm._spec_checked = True
+        parent.spec = dict(parent.spec or {})
+        for i, t in enumerate(sib, 1):
+            parent.spec[t] = (logits[i], new, i)
+        return logits[0], _BranchKV(cache, new, 0)
 
     def _attach_prefill(self) -> None:
         """One forward over BOS + trunk, then each live node's (short) suffix from a copy of the trunk cache."""

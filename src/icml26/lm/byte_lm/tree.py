@@ -37,6 +37,7 @@ class TreeNode:
     lo: int
     hi: int
     data: Any = None
+    spec: Any = None     # children computed ahead by a batched model call: {token: model data} (see lm.py)
 
 
 @dataclass(eq=False)
