@@ -179,7 +179,8 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("small-8L", "small-1L"),
             "full": ("small-8L", "small-1L", "toy-4L", "toy-8L")},  # full: the speed-up-vs-depth tiers too
     "B07": {b: ("herl-sft",) for b in _BOTH},  # quick trains a 1-layer stage-0 policy in-job
-    "B11": {b: ("toy-4L", "toy-4L-v1024", "b11-regex-lm") for b in BUDGETS},
+    "B11": {"quick": ("toy-4L", "toy-4L-v1024", "b11-regex-lm"),
+            **{b: ("small-8L", "toy-4L-v1024", "b11-regex-lm") for b in _BOTH}},  # A = small-8L, B = toy-4L-v1024
 }
 
 
