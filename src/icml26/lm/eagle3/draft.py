@@ -249,14 +249,24 @@ class Eagle3Draft(nn.Module):
         return q, k, v
 
     def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin of the rotary angles at ``positions`` (a table grown on demand)."""
-        need = int(positions.max()) + 1
-        if self._rope_table is None or self._rope_table.shape[1] < need:
-            n = max(need, 2 * (0 if self._rope_table is None else self._rope_table.shape[1]), 256)
-            ang = torch.arange(n, device=self.inv_freq.device, dtype=torch.float32)[:, None] * self.inv_freq
-            ang = torch.cat([ang, ang], dim=-1)
-            self._rope_table = torch.stack([ang.cos(), ang.sin()])
-        table = self._rope_table.to(self.qkv_proj.weight)[:, positions]
+        """cos, sin of the rotary angles at ``positions`` (a table in the weights' dtype, grown on demand).
+
+        Indexing past the table raises IndexError, which grows it: no per-step host read of ``positions.max()``
+        and no per-step dtype cast (profiled: both were per-round overhead of the decoding loop)."""
+        w = self.qkv_proj.weight
+        table = self._rope_table
+        if table is not None and table.dtype == w.dtype and table.device == w.device:
+            try:
+                table = table[:, positions]
+                return table[0], table[1]
+            except IndexError:
+                pass
+        need = int(positions.max()) + 1 if positions.numel() else 1
+        n = max(need, 2 * (0 if self._rope_table is None else self._rope_table.shape[1]), 256)
+        ang = torch.arange(n, device=self.inv_freq.device, dtype=torch.float32)[:, None] * self.inv_freq
+        ang = torch.cat([ang, ang], dim=-1)
+        self._rope_table = torch.stack([ang.cos(), ang.sin()]).to(w)
+        table = self._rope_table[:, positions]
         return table[0], table[1]
 
     def _finish(self, attn: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
