@@ -218,6 +218,7 @@ class ByteLevelLM(ByteModel):
                              f"got {speculate!r}")
         self.speculate = speculate
         self._spec_checked = False
+        self.model_calls = 0     # forward passes run so far (a counter for cost reports)
         self.renormalize = renormalize
         if not callable(model) or not hasattr(model, "parameters"):
             raise TypeError(f"model must be a torch causal LM (e.g. LlamaForCausalLM), got {type(model).__name__}")
@@ -282,6 +283,7 @@ class ByteLevelLM(ByteModel):
 
     @torch.no_grad()
     def _forward(self, ids: Sequence[int], cache=None):
+        self.model_calls += 1
         x = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
         out = self.model(input_ids=x, use_cache=True, **{self._cache_kw: cache})
         return out.logits[0], getattr(out, self._cache_kw)
@@ -291,6 +293,7 @@ class ByteLevelLM(ByteModel):
         """One forward of ``tokens`` as alternative next tokens of the sequence in ``cache`` (a tree attention mask:
         each sees the cached tokens and itself, all at the same position). Returns (logits [k, V'], per-layer new
         (keys, values) [.., k, ..])."""
+        self.model_calls += 1
         cache = _fork(cache)
         k, n = len(tokens), cache.get_seq_length()
         mask = torch.zeros(1, 1, k, n + k, dtype=torch.bool, device=self.device)
