@@ -332,16 +332,19 @@ def build_testbeds(needed: list, users: dict[str, tuple[str, ...]], dry_run: boo
         t.add_column(col)
     for tb in needed:
         by = ", ".join(pid for pid, names in users.items() if tb.name in names)
-        t.add_row(tb.name, tb.description, by,
-                  f"to build, ~{_duration(tb.est_cpu_s)} CPU" if tb in todo else "[green]cached[/]")
+        cost = f"~{_duration(tb.est_cpu_s)} CPU" + (f" (~{_duration(tb.est_wall_s)} on {tb.threads} cores)"
+                                                    if tb.threads > 1 else "")
+        t.add_row(tb.name, tb.description, by, f"to build, {cost}" if tb in todo else "[green]cached[/]")
     err.print(t)
     if not todo:
         if dry_run:
             err.print(f"Nothing to build: all {len(needed)} testbeds are cached.")
         return []
-    est = sum(tb.est_cpu_s for tb in todo)
+    est, wall = sum(tb.est_cpu_s for tb in todo), sum(tb.est_wall_s for tb in todo)
+    spread = f" (about {_duration(wall)} wall: some train on 2 threads)" if wall < est - 1 else ""
     err.print(f"One-time cost: {len(todo)} testbed{'s' if len(todo) > 1 else ''} to train, about {_duration(est)} "
-              f"of CPU on one idle core (more under load); cached afterwards under {cache_root()}.", highlight=False)
+              f"of CPU on one idle core{spread} (more under load); cached afterwards under {cache_root()}.",
+              highlight=False)
     if dry_run:
         return todo
     t0 = time.perf_counter()

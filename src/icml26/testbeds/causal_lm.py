@@ -211,6 +211,20 @@ def load_causal_lm(cfg: CausalLMConfig = TOY_4L):
                        lambda d: (LlamaForCausalLM.from_pretrained(d).eval(), PreTrainedTokenizerFast.from_pretrained(d)))
 
 
+def training_log(cfg: CausalLMConfig = TOY_4L) -> dict[str, Any]:
+    """The loss curve of ``cfg``'s build (``training_log.json``: per-step training loss, validation loss every
+    ``cfg.eval_every`` steps and at the end, validation bits per byte, wall time), building the model if needed.
+    Models cached before the log existed have none: a ``FileNotFoundError`` says how to rebuild."""
+    from .cache import cached_dir
+
+    folder = cached_dir("causal_lm", cfg.cache_key(), lambda d: train_causal_lm(cfg, load_tokenizer(cfg.tokenizer), d))
+    path = folder / TRAINING_LOG
+    if not path.exists():
+        raise FileNotFoundError(f"{cfg.name} was cached before training logs were written; delete {folder} "
+                                "and load it again to rebuild it with its loss curve")
+    return json.loads(path.read_text())
+
+
 @torch.no_grad()
 def eval_loss(model, tokens: torch.Tensor, seq_len: int = 128, max_windows: int = 64) -> float:
     """Mean next-token cross-entropy (nats) over non-overlapping windows of ``tokens``."""
