@@ -186,7 +186,7 @@ def test_batched_tree_expansion_equals_one_call_per_node(tok300, snippets):
     calls = {}
     for k, lm in lms.items():
         calls[k] = 0
-        for name in ("_forward", "_forward_siblings"):
+        for name in ("_forward", "_forward_tree"):
             f = getattr(lm, name)
 
             def counted(*a, _f=f, _k=k):

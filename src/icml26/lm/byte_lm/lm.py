@@ -65,19 +65,26 @@ def _scatter_logsumexp(vals: torch.Tensor, idx: torch.Tensor, n: int) -> torch.T
 
 
 class _BranchKV:
-    """The KV entries of a parent's token sequence followed by the i-th of a batch of sibling tokens (``new``: per
-    layer (keys, values) of the siblings); concatenated on first use, so nodes that never run the model cost none."""
+    """The KV entries of a token sequence: ``base``'s (another cache, or none) followed by the columns ``cols`` of a
+    batched tree forward (``new``: per layer (keys, values)); gathered on first use, so nodes that never run the
+    model cost nothing."""
 
-    __slots__ = ("base", "new", "i", "_kv")
+    __slots__ = ("base", "new", "cols", "_kv")
 
-    def __init__(self, base, new, i: int) -> None:
-        self.base, self.new, self.i, self._kv = base, new, i, None
+    def __init__(self, base, new, cols) -> None:
+        self.base, self.new, self.cols, self._kv = base, new, cols, None
 
     def kv(self) -> list:
         if self._kv is None:
-            i = self.i
-            self._kv = [(torch.cat([k0, k[..., i:i + 1, :]], -2), torch.cat([v0, v[..., i:i + 1, :]], -2))
-                        for (k0, v0), (k, v) in zip(_kv_list(self.base), self.new)]
+            c = self.cols
+            idx = slice(c, c + 1) if isinstance(c, int) else (c if isinstance(c, slice) else torch.tensor(c))
+            take = (lambda x: x[..., idx, :]) if not isinstance(idx, torch.Tensor) else \
+                (lambda x: x.index_select(-2, idx))
+            if self.base is None:
+                self._kv = [(take(k), take(v)) for k, v in self.new]
+            else:
+                self._kv = [(torch.cat([k0, take(k)], -2), torch.cat([v0, take(v)], -2))
+                            for (k0, v0), (k, v) in zip(_kv_list(self.base), self.new)]
             self.base = self.new = None
         return self._kv
 
@@ -289,23 +296,43 @@ class ByteLevelLM(ByteModel):
         return out.logits[0], getattr(out, self._cache_kw)
 
     @torch.no_grad()
-    def _forward_siblings(self, tokens: Sequence[int], cache):
-        """One forward of ``tokens`` as alternative next tokens of the sequence in ``cache`` (a tree attention mask:
-        each sees the cached tokens and itself, all at the same position). Returns (logits [k, V'], per-layer new
-        (keys, values) [.., k, ..])."""
+    def _forward_tree(self, tokens: Sequence[int], parents: Sequence[int], cache=None):
+        """One forward of a token tree over ``cache`` (or from scratch): token i follows the cached tokens and, if
+        ``parents[i] >= 0``, the chain of batch tokens ending at ``parents[i]`` (< i); it attends to exactly those
+        and itself, at position id (cached length + its depth). Returns (logits [k, V'], per-layer (keys, values)
+        of the k new columns)."""
         self.model_calls += 1
-        cache = _fork(cache)
-        k, n = len(tokens), cache.get_seq_length()
-        mask = torch.zeros(1, 1, k, n + k, dtype=torch.bool, device=self.device)
-        mask[..., :n] = True
-        ar = torch.arange(k, device=self.device)
-        mask[0, 0, ar, n + ar] = True
+        k = len(tokens)
+        n = cache.get_seq_length() if cache is not None else 0
+        mask = torch.zeros(k, n + k, dtype=torch.bool)
+        mask[:, :n] = True
+        depth = [0] * k
+        for i, par in enumerate(parents):
+            if par >= 0:
+                mask[i, n:] = mask[par, n:]
+                depth[i] = depth[par] + 1
+            mask[i, n + i] = True
         x = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
-        pos = torch.full((1, k), n, dtype=torch.long, device=self.device)
-        out = self.model(input_ids=x, attention_mask=mask, position_ids=pos, use_cache=True, **{self._cache_kw: cache})
-        new = [(layer.keys[..., n:, :].clone(), layer.values[..., n:, :].clone())
-               for layer in getattr(out, self._cache_kw).layers]
+        pos = torch.tensor([[n + d for d in depth]], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=x, attention_mask=mask[None, None].to(self.device), position_ids=pos,
+                         use_cache=True, **{self._cache_kw: cache})
+        layers = getattr(out, self._cache_kw).layers
+        if n:
+            new = [(layer.keys[..., n:, :].clone(), layer.values[..., n:, :].clone()) for layer in layers]
+        else:
+            new = [(layer.keys, layer.values) for layer in layers]
         return out.logits[0], new
+
+    def _tree_mask_ok(self, batched: torch.Tensor, single: torch.Tensor) -> bool:
+        """Once per model: whether a batched tree forward gave the logits of a plain forward (else switch off)."""
+        err = float((batched - single).abs().max())
+        if err <= 1e-3 * (1.0 + float(single.abs().max())):
+            self._spec_checked = True
+            return True
+        log.warning("the model ignores the tree attention mask (max logit error %.3g); batched tree expansion is "
+                    "switched off (speculate=1)", err)
+        self.speculate = 1
+        return False
 
     def stream(self, prompt: bytes | str = b""):
         """A streaming byte-level state after ``prompt`` (prefilled: one forward for the fixed trunk)."""
@@ -455,33 +482,49 @@ class _ModelStream:
             logits, c = lm._forward([token], _fork(cache))
             return logits[-1], c
         toks = [token] + sib
-        logits, new = lm._forward_siblings(toks, cache)
+        logits, new = lm._forward_tree(toks, [-1] * len(toks), _fork(cache))
         if not lm._spec_checked:       # once per model: the tree mask must be honoured (else fall back)
             ref, ref_cache = lm._forward([token], _fork(cache))
-            err = float((ref[-1] - logits[0]).abs().max())
-            if not err <= 1e-3 * (1.0 + float(ref[-1].abs().max())):
-                log.warning("the model ignores the tree attention mask (max logit error %.3g); batched tree "
-                            "expansion is switched off (speculate=1)", err)
-                lm.speculate = 1
+            if not lm._tree_mask_ok(logits[0], ref[-1]):
                 return ref[-1], ref_cache
-            lm._spec_checked = True
         parent.spec = dict(parent.spec or {})
         for i, t in enumerate(sib, 1):
             parent.spec[t] = (logits[i], new, i)
         return logits[0], _BranchKV(cache, new, 0)
 
     def _attach_prefill(self) -> None:
-        """One forward over BOS + trunk, then each live node's (short) suffix from a copy of the trunk cache."""
-        lm, nf = self.lm, len(self.fixed)
+        """BOS + trunk and every live node's (short) suffix in one tree-masked forward (suffixes branch off the
+        trunk); one forward over BOS + trunk and then one per suffix if batching is off."""
+        lm = self.lm
         ids = [lm.bos_id] + self.fixed
-        logits, cache = lm._forward(ids)
-        trunk_logp, trunk_next = self._trunk(logits)
-        for u in self.nodes:
-            if not u.suffix:
-                u.data = (trunk_logp, trunk_next, cache)
+        n = len(ids)
+        chains = [list(u.suffix) for u in self.nodes]
+        flat, parents, spans = list(ids), list(range(-1, n - 1)), []
+        for c in chains:
+            spans.append((len(flat), len(flat) + len(c)))
+            for j, t in enumerate(c):
+                parents.append(n - 1 if j == 0 else len(flat) - 1)
+                flat.append(t)
+        batched = lm.speculate > 1 and len(flat) > n
+        if batched:
+            logits, new = lm._forward_tree(flat, parents)
+            if not lm._spec_checked:
+                a0, b0 = spans[next(i for i, c in enumerate(chains) if c)]
+                ref, _ = lm._forward(flat[:n] + flat[a0:b0])
+                batched = lm._tree_mask_ok(logits[a0:b0], ref[n:])
+        if not batched:
+            logits, cache = lm._forward(ids)
+            new = None
+        trunk_logp, trunk_next = self._trunk(logits[:n])
+        trunk_cache = _BranchKV(None, new, slice(0, n)) if batched else cache
+        for u, s, (a0, b0) in zip(self.nodes, chains, spans):
+            if not s:
+                u.data = (trunk_logp, trunk_next, trunk_cache)
                 continue
-            s = list(u.suffix)
-            lg, c = lm._forward(s, _fork(cache))
+            if batched:
+                lg, c = logits[a0:b0], _BranchKV(None, new, list(range(n)) + list(range(a0, b0)))
+            else:
+                lg, c = lm._forward(s, _fork(cache))
             lps = lm._next_logprobs(lg, self._suffix_masks(u) if lm.renormalize else None)
             inner = lps[torch.arange(len(s) - 1), torch.tensor(s[1:], dtype=torch.long)].sum()
             logp = trunk_logp + float(trunk_next[s[0]]) + float(inner)
