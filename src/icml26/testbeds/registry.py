@@ -129,6 +129,8 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("small-1L", "causal_lm", "SMALL_1L",
             "1-layer Llama (d=128, 400 steps) + the same BPE-2048: a same-tokenizer assistant for small-8L", 120.0),
     Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 85.0),
+    Testbed("dlm-t1c-strong", "masked_diffusion_lm", "icml26.testbeds.diffusion_lm.model:DLM_T1C_STRONG",
+            "stronger masked diffusion LM on T1c (d=128, 4 layers, batch 128, 3000 steps), A15/B01 standard+full", 900.0),
     # artefacts: est_cpu_s from a timed cold build (MoE LMs, CPU seconds) or from per-step timings (curve pools:
     # their cold builds took 155-1,111 s wall on a machine at load 10-17, about 1-1.5 min CPU each by step timings)
     Testbed("moe-4L", "artefact", "icml26.lm.moe_sparsity.testbed:MOE_4L",
@@ -173,9 +175,9 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A14": {"quick": ("vlm-3L-d32",), "standard": ("vlm-6L", "vlm-8L"), "full": ("vlm-6L", "vlm-8L")},
     "A16": {"standard": ("lm-curves", "digits-curves")},  # quick is synthetic only; full's larger pools build in-job
     "A18": {"standard": ("mixture-runs",)},  # quick is synthetic only; full's larger design builds in-job
-    "A15": {b: ("dlm-t1c",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
+    "A15": {b: ("dlm-t1c-strong",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
     "A19": {"quick": ("toy-4L",), "standard": ("small-8L",), "full": ("small-8L",)},
-    "B01": {b: ("dlm-t1c",) for b in _BOTH},  # n_trained > 0 at standard and full
+    "B01": {b: ("dlm-t1c-strong",) for b in _BOTH},  # n_trained > 0 at standard and full
     "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("small-8L", "small-1L"),
             "full": ("small-8L", "small-1L", "toy-4L", "toy-8L")},  # full: the speed-up-vs-depth tiers too
     "B07": {b: ("herl-sft",) for b in _BOTH},  # quick trains a 1-layer stage-0 policy in-job
