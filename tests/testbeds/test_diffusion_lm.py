@@ -12,6 +12,7 @@ from icml26.testbeds.diffusion_lm import (
     PhraseGrammar, PhraseGrammarConfig, SudokuOracleMLM, SudokuTask, TinyMaskedDiffusionLM, TranslationOracleMLM,
     TranslationTask, check_invariants, decode, generate, load_masked_diffusion_lm, mdlm_loss, sudoku_grids,
 )
+from icml26.testbeds.diffusion_lm.model import dlm_name, one_token_validity, train_masked_diffusion_lm
 
 SMALL = PhraseGrammarConfig(n_types=2, heads_per_type=2, n_tail_tokens=2, max_tail=1, stop_prob=0.4,
                             response_length=6, seed=3)
@@ -167,6 +168,30 @@ def test_training_reduces_loss_and_is_cached(tmp_path, monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
     assert len(list((tmp_path / "masked_diffusion_lm").iterdir())) >= 1
     del g
+
+
+def test_default_recipe_cache_key_is_unchanged_and_strong_recipe_differs():
+    from dataclasses import asdict
+
+    from icml26.testbeds.cache import config_hash
+    from icml26.testbeds.diffusion_lm import DLM_T1C_STRONG
+
+    assert config_hash(asdict(DLMTrainConfig(task="t1c"))) == "57153efb9c7bfe8e"  # dlm-t1c's cached weights
+    assert DLM_T1C_STRONG.task == "t1c" and DLM_T1C_STRONG != DLMTrainConfig(task="t1c")
+    assert dlm_name(DLM_T1C_STRONG) == "dlm-t1c-strong"
+
+
+def test_training_log_and_evaluation_do_not_change_the_weights():
+    cfg = DLMTrainConfig(task="t1c", d_model=16, n_layers=1, n_heads=2, d_ff=16, steps=6, batch_size=8,
+                         pool_size=64, warmup=2)
+    record: dict = {}
+    m1 = train_masked_diffusion_lm(cfg, record, eval_every=3)
+    m2 = train_masked_diffusion_lm(cfg)
+    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
+    assert len(record["train_loss"]) == 6 and all(math.isfinite(x) for x in record["train_loss"])
+    assert [s for s, _ in record["validity_1tok"]] == [3, 6]
+    assert all(0.0 <= v <= 1.0 for _, v in record["validity_1tok"])
+    assert one_token_validity(TranslationOracleMLM(TranslationTask()), TranslationTask(), n=16) == 1.0
 
 
 # decoder framework

@@ -37,7 +37,7 @@ from icml26.testbeds.diffusion_lm import (
     COMMIT_EXPLORE,
     COMMIT_FALLBACK,
     ConfidenceThresholdDecoder,
-    DLMTrainConfig,
+    DLM_T1C_STRONG,
     check_invariants,
     LowConfidenceRemasking,
     PFSAOracleMLM,
@@ -359,7 +359,7 @@ def _grammar(sizes: Sizes, seed: int, metrics: dict, tables: dict, figures: dict
 
 def _trained(sizes: Sizes, seed: int, metrics: dict, tables: dict) -> list[Claim]:
     task = TranslationTask()
-    model = load_masked_diffusion_lm(DLMTrainConfig(task="t1c"))
+    model = load_masked_diffusion_lm(DLM_T1C_STRONG)
     prompts, _ = task.sample(sizes.n_trained, seed=seed)
     G = task.response_length
     rows, res, valid = _run_all(model, prompts, G, 8, lambda r: task.is_valid(prompts, r.tokens), seed, 0.0)

@@ -33,12 +33,15 @@ from .decoding import (
     token_entropy,
 )
 from .model import (
+    DLM_T1C_STRONG,
     DLMTrainConfig,
     MaskedLMOutput,
     TinyMaskedDiffusionLM,
+    dlm_training_log,
     load_masked_diffusion_lm,
     make_task,
     mdlm_loss,
+    one_token_validity,
     train_masked_diffusion_lm,
 )
 from .oracles import PFSAOracleMLM, SudokuOracleMLM, TranslationOracleMLM
@@ -60,7 +63,7 @@ __all__ = [
     "sudoku_grids", "PAD", "EOS", "BOS",
     "PFSAOracleMLM", "TranslationOracleMLM", "SudokuOracleMLM",
     "TinyMaskedDiffusionLM", "MaskedLMOutput", "DLMTrainConfig", "train_masked_diffusion_lm",
-    "load_masked_diffusion_lm", "make_task", "mdlm_loss",
+    "load_masked_diffusion_lm", "make_task", "mdlm_loss", "DLM_T1C_STRONG", "one_token_validity", "dlm_training_log",
     "decode", "generate", "DecodeResult", "RoundView", "Selection", "MaskedDiffusionDecoder", "FixedBlockDecoder",
     "ConfidenceThresholdDecoder", "LowConfidenceRemasking", "threshold_commit", "token_entropy", "check_tau",
     "check_invariants", "resolve_mask_token_id",
