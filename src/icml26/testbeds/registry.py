@@ -123,9 +123,10 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("toy-8L", "causal_lm", "TOY_8L", "8-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 145.0),
     Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 25.0),
     Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 95.0),
-    # the small tier (issue 12): est_cpu_s from the timed cold build on an idle machine (small-8L trains on 2 threads)
+    # the small tier (issue 12): est_cpu_s from the timed cold build (small-8L: 2.0 s per step on 2 threads while
+    # nothing else ran, evaluations included, so ~27 min wall on 2 idle cores; small-1L: 116 s on 1 thread)
     Testbed("small-8L", "causal_lm", "SMALL_8L",
-            "8-layer Llama (d=256, 6.9M params, 800 steps) + BPE-2048 on stdlib code, the standard/full tier", 2400.0),
+            "8-layer Llama (d=256, 6.9M params, 800 steps) + BPE-2048 on stdlib code, the standard/full tier", 3200.0),
     Testbed("small-1L", "causal_lm", "SMALL_1L",
             "1-layer Llama (d=128, 400 steps) + the same BPE-2048: a same-tokenizer assistant for small-8L", 120.0),
     Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 85.0),
