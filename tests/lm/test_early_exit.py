@@ -408,6 +408,23 @@ def test_reproduction_windows_are_seeded_and_disjoint():
         _windows(toks[:100], 15, 20, torch.Generator())
 
 
+def test_exit_bound_is_an_upper_bound():
+    from icml26.lm.early_exit.reproduce import _exit_bound
+
+    g = torch.Generator().manual_seed(0)
+    la = torch.randint(0, 3, (6, 4, 50), generator=g)
+    first = [next(l for l in range(2, 7) if la[l - 1, b, t] == la[-1, b, t]) for b in range(4) for t in range(50)]
+    assert _exit_bound(la, 2, 1.0) == pytest.approx(1 - np.mean(first) / 6)     # loop recomputation
+    assert _exit_bound(la, 2, 0.0) == pytest.approx(1 - 2 / 6)                  # everyone exits at l_min
+    k = 20                                                                       # 10% may disagree
+    top = sorted(first, reverse=True)[:k]
+    assert _exit_bound(la, 2, 0.9) == pytest.approx(1 - (sum(first) - sum(top) + 2 * k) / (200 * 6))
+    traj = collect_trajectory(_llama(seed=1, layers=6), torch.randint(0, V, (4, 50), generator=g))
+    for cls in (GeometricExitCriterion, ConfidenceExitCriterion, EntropyExitCriterion, StaticExit):
+        cal = calibrate_on_trajectory(traj, cls, target_agreement=0.9, min_layer=2)
+        assert cal.evaluation.flops_saved <= _exit_bound(traj.layer_argmax, 2, cal.evaluation.agreement) + 1e-12
+
+
 def test_quick_reproduction_is_well_formed():
     from icml26.lm.early_exit.reproduce import reproduce
 
