@@ -147,8 +147,8 @@ class DLMTrainConfig:
 # The stronger T1c model of issue 12 (registered as ``dlm-t1c-strong``): the default recipe (``dlm-t1c``, d=64,
 # 1500 steps) is 24-28% valid under one token per round, too weak to compare decoders. See the testbed README
 # for the pilots that chose it. The default ``DLMTrainConfig()`` is unchanged (its cache and the quick tests).
-DLM_T1C_STRONG = DLMTrainConfig(task="t1c", d_model=128, n_layers=4, n_heads=4, d_ff=256, steps=3500,
-                                batch_size=64, lr=1e-3, warmup=100, pool_size=50000)
+DLM_T1C_STRONG = DLMTrainConfig(task="t1c", d_model=128, n_layers=3, n_heads=4, d_ff=256, steps=1500,
+                                batch_size=128)
 
 
 def make_task(name: str, seed: int = 0) -> Any:
