@@ -217,7 +217,7 @@ class ByteLevelLM(ByteModel):
     """
 
     def __init__(self, model, tokenizer, *, bos_token_id: int | None = None, renormalize: bool = True,
-                 speculate: int = 8) -> None:
+                 speculate: int = 16) -> None:
         if not isinstance(renormalize, bool):
             raise TypeError(f"renormalize must be True or False, got {renormalize!r}")
         if isinstance(speculate, bool) or not isinstance(speculate, int) or speculate < 1:
@@ -226,6 +226,7 @@ class ByteLevelLM(ByteModel):
         self.speculate = speculate
         self._spec_checked = False
         self.model_calls = 0     # forward passes run so far (a counter for cost reports)
+        self._enc_memo: dict[bytes, tuple] = {}
         self.renormalize = renormalize
         if not callable(model) or not hasattr(model, "parameters"):
             raise TypeError(f"model must be a torch causal LM (e.g. LlamaForCausalLM), got {type(model).__name__}")
@@ -322,6 +323,15 @@ class ByteLevelLM(ByteModel):
         else:
             new = [(layer.keys, layer.values) for layer in layers]
         return out.logits[0], new
+
+    def _encode_short(self, data: bytes) -> tuple:
+        """Canonical encoding of a short byte string (memoised; look-ahead paths)."""
+        ids = self._enc_memo.get(data)
+        if ids is None:
+            if len(self._enc_memo) > 200_000:
+                self._enc_memo.clear()
+            ids = self._enc_memo[data] = tuple(self.bpe.encode(data))
+        return ids
 
     def _tree_mask_ok(self, batched: torch.Tensor, single: torch.Tensor) -> bool:
         """Once per model: whether a batched tree forward gave the logits of a plain forward (else switch off)."""
@@ -441,10 +451,11 @@ class _ModelStream:
         logp, nxt, cache = parent.data
         ahead = parent.spec.pop(token, None) if parent.spec else None
         if ahead is not None:          # computed ahead by an earlier batched call: no model call
-            logits, new, i = ahead
+            logits, new, i, children = ahead
             cache = _BranchKV(cache, new, i)
+            node.spec = children or None
         elif self._can_batch(cache):
-            logits, cache = self._expand(parent, token, node.offset)
+            logits, cache = self._expand(parent, token, node)
         else:
             logits, cache = self.lm._forward([token], _fork(cache))
             logits = logits[-1]
@@ -454,9 +465,11 @@ class _ModelStream:
     def _can_batch(self, cache) -> bool:
         return self.lm.speculate > 1 and not self.lm.pretok and _is_dynamic(cache)
 
-    def _siblings(self, parent: TreeNode, n: int) -> list[int]:
-        """Up to ``speculate - 1`` valid tokens v of ``parent`` (offset j) extending s[j:n] by at least one byte,
-        largest reach first (reach(v) = p~ of the tokens that start with bytes(v)); skips those already computed."""
+    def _paths(self, parent: TreeNode, n: int) -> list[tuple]:
+        """Token paths after ``parent`` (offset j) that the next bytes may turn into tree nodes, most likely first:
+        for the valid tokens v extending s[j:n] with the largest reach (reach(v) = p~ of the tokens that start
+        with bytes(v)), the canonical encodings of bytes(v)[:m] for m = n - j + 1 .. |v| (the nodes the tree makes
+        while v is written, e.g. `ret`, `ret u`, `return`)."""
         lm = self.lm
         lo, hi = parent.lo + 1, parent.hi     # parent.lo is the token equal to s[j:n] (the node being made)
         if hi <= lo:
@@ -468,28 +481,56 @@ class _ModelStream:
         ends = torch.from_numpy(np.minimum(lm.sub_end[lo:hi], hi) - lo)
         reach = cs[ends] - cs[:-1]
         reach = torch.where(torch.isfinite(row[ids]), reach, torch.full_like(reach, -1.0))
-        top = torch.topk(reach, min(len(ids), lm.speculate + 4)).indices.tolist()
-        have = parent.spec or {}
-        out = [int(ids[i]) for i in top if reach[i] > 0 and int(ids[i]) not in have]
-        return out[: lm.speculate - 1]
+        top = torch.topk(reach, min(len(ids), lm.speculate)).indices.tolist()
+        valid, d, paths = lm.bpe.valid[parent.last], n - parent.offset, []
+        for i in top:
+            if not reach[i] > 0:
+                break
+            b = lm.bpe.token_bytes[int(ids[i])]
+            for m in range(d + 1, len(b) + 1):
+                seq = lm._encode_short(b[:m])
+                if valid[seq[0]]:
+                    paths.append(seq)
+        return paths
 
-    def _expand(self, parent: TreeNode, token: int, n: int):
-        """Model data of parent + token, computed in one forward together with likely siblings (kept on the
-        parent for the bytes to come)."""
+    def _expand(self, parent: TreeNode, token: int, node: TreeNode):
+        """Model data of node = parent + token, computed in one tree-masked forward together with the likely
+        nodes of the next bytes (``_paths``, up to ``speculate`` tokens in all); those are kept on the parent
+        and on the node (``spec``), nested by token path."""
         lm, cache = self.lm, parent.data[2]
-        sib = self._siblings(parent, n)
-        if not sib:
+        toks, pars, index = [token], [-1], {(token,): 0}
+        have = parent.spec or {}
+        for seq in self._paths(parent, node.offset):
+            if len(toks) >= lm.speculate:
+                break
+            if seq[0] in have:
+                continue
+            up = -1
+            for k in range(1, len(seq) + 1):
+                if seq[:k] not in index:
+                    if len(toks) >= lm.speculate:
+                        break
+                    index[seq[:k]] = len(toks)
+                    toks.append(seq[k - 1])
+                    pars.append(up)
+                up = index[seq[:k]]
+        if len(toks) == 1:
             logits, c = lm._forward([token], _fork(cache))
             return logits[-1], c
-        toks = [token] + sib
-        logits, new = lm._forward_tree(toks, [-1] * len(toks), _fork(cache))
+        logits, new = lm._forward_tree(toks, pars, _fork(cache))
         if not lm._spec_checked:       # once per model: the tree mask must be honoured (else fall back)
             ref, ref_cache = lm._forward([token], _fork(cache))
             if not lm._tree_mask_ok(logits[0], ref[-1]):
                 return ref[-1], ref_cache
-        parent.spec = dict(parent.spec or {})
-        for i, t in enumerate(sib, 1):
-            parent.spec[t] = (logits[i], new, i)
+        entries = [(logits[i], new, i, {}) for i in range(len(toks))]
+        parent.spec = dict(have)
+        for path, i in index.items():
+            if len(path) == 1:
+                if i:
+                    parent.spec[path[0]] = entries[i]
+            else:
+                entries[index[path[:-1]]][3][path[-1]] = entries[i]
+        node.spec = entries[0][3] or None
         return logits[0], _BranchKV(cache, new, 0)
 
     def _attach_prefill(self) -> None:
