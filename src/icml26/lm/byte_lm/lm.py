@@ -18,17 +18,17 @@ sum_i log P(s_i | s_<i) + log P(EOS | s) = log p~(encode(s) || EOS): the byte LM
 Every node owns the KV cache of its token sequence; a new node extends its parent's cache by one token (never a
 recomputation of a prefix), and prompts are prefilled once for their fixed trunk.
 
-Batched look-ahead (pairwise tokenizers, ``speculate=k``): a node u at offset j is followed by nodes u v for the
-tokens v that the next bytes complete, i.e. the prefixes of the token in progress. When a new node needs a model
-call, the call also runs up to k - 1 sibling children u v of the same parent, in one forward over the parent's KV
-cache with a tree attention mask (each extra token sees the parent's tokens and itself, at the same position). The
-siblings are the valid tokens extending s[j:] with the largest *reach*,
+Batched look-ahead (pairwise tokenizers, ``speculate=k``): while a token v is written after a node u at offset j,
+the bytes create the nodes u || encode(bytes(v)[:m]), m = 1, 2, ... (the prefixes of the token in progress). When a
+new node needs a model call, the call also runs those token paths for the valid tokens v extending s[j:] with the
+largest *reach*,
 
-    reach(v) = sum_{w : bytes(w) starts with bytes(v)} p~(w | u)     (a prefix of every token it may become),
+    reach(v) = sum_{w : bytes(w) starts with bytes(v)} p~(w | u),
 
-so the prefix tokens of the likely continuation are ready before their bytes arrive; a byte whose node was computed
-ahead costs no model call. The values are the same single-token computations (float round-off aside), so the
-distribution is unchanged; ``speculate=1`` turns it off.
+merged into a token tree of at most k tokens over u's KV cache (a tree attention mask: each token sees u's tokens
+and its own ancestors, at position id = depth). A byte whose node was computed ahead costs no model call. The values
+are the same single-token computations (float round-off aside), so the distribution is unchanged; ``speculate=1``
+turns it off.
 """
 
 from __future__ import annotations
@@ -211,6 +211,8 @@ class ByteLevelLM(ByteModel):
             masked, renormalised); the byte LM is the exact byte-level marginal of p~. ``False``: raw token
             probabilities summed over the valid cover and normalised over the 257 outcomes (the reference
             implementation); exact when the raw model puts all its mass on canonical sequences.
+        speculate: tokens per batched tree expansion (pairwise tokenizers): a model call for a new node also runs
+            the likely nodes of the next bytes in the same forward (see the module docstring); 1 = one call per node.
 
     >>> lm = ByteLevelLM(model, tok)                 # doctest: +SKIP
     >>> lm.next_byte_logprobs(b"def f(x):\\n    ret").exp().sum()   # 1.0
