@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from icml26.harness import Budget, Claim, Outcome, interleaved_times, limit_threads, seed_everything
-from icml26.testbeds.causal_lm import SMALL_8L, TOY_4L, TOY_8L, encode_split, load_causal_lm
+from icml26.testbeds.causal_lm import SMALL_8L, TOY_4L, encode_split, load_causal_lm
 
 from .adapters import get_adapter
 from .calibrate import calibrate_on_trajectory, default_grid, evaluate_exit
@@ -39,7 +39,7 @@ from .wrapper import GeometricEarlyExitLM
 
 @dataclass(frozen=True)
 class Sizes:
-    model: str              # testbed config: "toy-4L", "toy-8L" or "small-8L"
+    model: str              # testbed config: "toy-4L" or "small-8L"
     val_bytes: int          # characters of the validation split encoded
     seq_len: int            # tokens per window
     n_calib: int            # calibration windows
@@ -57,7 +57,7 @@ SIZES = {
     Budget.STANDARD: Sizes("small-8L", 1_500_000, 128, 80, 160, (2048, 8192, 32768), 32, 30, 4, 32, 24),
     Budget.FULL: Sizes("small-8L", 4_000_000, 256, 160, 320, (2048, 8192, 32768, 131072), 64, 60, 8, 64, 48),
 }
-MODELS = {"toy-4L": TOY_4L, "toy-8L": TOY_8L, "small-8L": SMALL_8L}
+MODELS = {"toy-4L": TOY_4L, "small-8L": SMALL_8L}
 TARGET_AGREEMENT = 0.98   # the paper's ">98% of full-depth accuracy", used as the calibration target
 TARGET_SAVED = 0.20       # the spec's "at >= 20% FLOPs saved" operating point
 PAPER_SAVED = 0.30        # the abstract's lower end of "reduces FLOPs by 30-35%"
