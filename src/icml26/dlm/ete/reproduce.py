@@ -6,8 +6,9 @@ Settings (each decodes the same prompts with every decoder):
 - ``t1-oracle``: T1 free generation from the phrase grammar, exact marginals, blocks of 8, temperature 1 (one BOS
   prompt). A sample's information is its exact -log p(x); quality = DFA validity and how close the samples'
   NLL distribution is to real data (two-sample KS distance).
-- ``t1c-trained`` (standard): T1c translation with the testbed's tiny masked diffusion LM (the config A15 uses,
-  cached), greedy, prefix KV cache on; tokens/s ratios from interleaved timing.
+- ``t1c-trained`` (standard): T1c translation with the testbed's stronger masked diffusion LM (``DLM_T1C_STRONG``,
+  ``dlm-t1c-strong``, the model A15 uses, cached), greedy, prefix KV cache on; tokens/s ratios from interleaved
+  timing.
 
 Decoders: Fast-dLLM confidence threshold (the confidence-only baseline, tau=0.9), LLaDA low-confidence remasking
 (one token per round), ETE without cross-block, ETE, ETE with K=4 candidate scoring, ETE with random (not
@@ -381,7 +382,7 @@ def _trained(sizes: Sizes, seed: int, metrics: dict, tables: dict) -> list[Claim
                     "t1c_trained/bound_violations": float(sum(r.get("bound_violations", 0) for r in rows)),
                     "t1c_trained/invariant_failures": _failures(rows),
                     "t1c_trained/adaptive_off_identical": _identical(res[ETE_OFF], res[BASE])})
-    claims = _common_claims("t1c-trained", by, res, valid, "Tiny trained MDLM (A15's config), greedy, KV cache on.")
+    claims = _common_claims("t1c-trained", by, res, valid, "Trained MDLM dlm-t1c-strong (A15's model), greedy, KV cache on.")
     claims.append(_identity_check("t1c-trained", _identical(res[ETE_OFF], res[BASE])))
     claims.append(Claim(
         statement="[t1c-trained] With the KV cache, ETE's fewer rounds give higher tokens/s than confidence-only",
