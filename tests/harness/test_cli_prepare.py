@@ -71,8 +71,10 @@ def test_prepare_dry_run_states_the_cost_and_builds_nothing(tmp_path, monkeypatc
     r = runner.invoke(app, ["prepare", "--budget", "full", "--dry-run"])
     assert r.exit_code == 0, r.output
     needed = [t.name for t in registry.testbeds_for([p.id for p in implemented()], "full")]
-    for name in ("toy-8L", "toy-1L", "toy-4L", "toy-4L-v1024", "dlm-t1c"):
+    for name in ("small-8L", "small-1L", "toy-8L", "toy-4L", "toy-4L-v1024"):
         assert name in r.output and name in needed
+    wall = sum(registry.TESTBEDS[n].est_wall_s for n in needed)
+    assert f"(about {wall / 60:.1f} min wall: some train on 2 threads)" in r.output
     total = sum(registry.TESTBEDS[n].est_cpu_s for n in needed)
     assert f"One-time cost: {len(needed)} testbeds to train, about {total / 60:.1f} min" in r.output
     assert "building" not in r.output and not list((tmp_path / "empty-cache").glob("*/*"))
@@ -124,8 +126,9 @@ def test_registry_matches_the_reproductions():
             assert t.loader.rpartition(":")[2] + "(" in text or t.loader.rpartition(":")[2] in text, (p.id, n)
             assert t.cache_entries()[-1][0] == t.cache_kind, (p.id, n)
     assert set(registry.NEEDS) <= {p.id for p in implemented()}
-    assert [t.name for t in registry.testbeds_for(["B04", "A19", "B04"], "full")] == ["toy-8L", "toy-1L"]
-    assert get_paper("A15").testbeds("quick") == () and get_paper("A15").testbeds("standard") == ("dlm-t1c",)
+    assert [t.name for t in registry.testbeds_for(["B04", "A19", "B04"], "full")] == \
+        ["small-8L", "small-1L", "toy-4L", "toy-8L"]
+    assert get_paper("A15").testbeds("quick") == () and get_paper("A15").testbeds("standard") == ("dlm-t1c-strong",)
     with pytest.raises(ValueError, match="unknown budget"):
         registry.testbeds_for(["A03"], "fast")
     assert registry.BUDGETS == cli_mod.BUDGETS
