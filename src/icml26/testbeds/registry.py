@@ -131,7 +131,7 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
             "1-layer Llama (d=128, 400 steps) + the same BPE-2048: a same-tokenizer assistant for small-8L", 120.0),
     Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 85.0),
     Testbed("dlm-t1c-strong", "masked_diffusion_lm", "icml26.testbeds.diffusion_lm.model:DLM_T1C_STRONG",
-            "stronger masked diffusion LM on T1c (d=128, d_ff=256, 1500 steps of batch 128), A15/B01 standard+full", 420.0),
+            "stronger masked diffusion LM on T1c (d=128, d_ff=256, 1500 steps of batch 128), A15/B01 standard+full", 500.0),
     # artefacts: est_cpu_s from a timed cold build (MoE LMs, CPU seconds) or from per-step timings (curve pools:
     # their cold builds took 155-1,111 s wall on a machine at load 10-17, about 1-1.5 min CPU each by step timings)
     Testbed("moe-4L", "artefact", "icml26.lm.moe_sparsity.testbed:MOE_4L",
