@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -202,6 +203,27 @@ def test_batched_tree_expansion_equals_one_call_per_node(tok300, snippets):
     assert calls[6] < calls[1]
     g = {k: lm.generate(b"def ", 16, seed=1, method="bytewise") for k, lm in lms.items()}
     assert g[1].data == g[6].data and abs(g[1].logprob - g[6].logprob) < 1e-9
+
+
+def test_model_ignoring_the_tree_mask_falls_back_to_one_call_per_node(tok300, snippets):
+    from transformers import LlamaForCausalLM
+
+    class NoTreeMask(LlamaForCausalLM):   # drops the custom attention mask and position ids
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kw):
+            return super().forward(input_ids=input_ids, **kw)
+
+    model = _tiny_llama(len(tok300), seed=1)
+    ref = ByteLevelLM(model, tok300, speculate=1)
+    broken = copy.deepcopy(model)
+    broken.__class__ = NoTreeMask
+    lm = ByteLevelLM(broken, tok300, speculate=8)
+    text = (snippets[21] + snippets[22])[:24]
+    a, b = lm.stream(text[:2]), ref.stream(text[:2])
+    for byte in text[2:]:
+        assert torch.allclose(a.logprobs(), b.logprobs(), atol=1e-10, rtol=0)
+        a.push(byte)
+        b.push(byte)
+    assert lm.speculate == 1
 
 
 # combining models with different tokenizers

@@ -335,16 +335,21 @@ class ByteLevelLM(ByteModel):
             ids = self._enc_memo[data] = tuple(self.bpe.encode(data))
         return ids
 
-    def _tree_mask_ok(self, batched: torch.Tensor, single: torch.Tensor) -> bool:
-        """Once per model: whether a batched tree forward gave the logits of a plain forward (else switch off)."""
-        err = float((batched - single).abs().max())
-        if err <= 1e-3 * (1.0 + float(single.abs().max())):
+    def _tree_supported(self) -> bool:
+        """Whether batched tree expansion is on: ``speculate > 1`` and, checked once per model on a small tree
+        (two branches, one of depth 2, after BOS), tree-masked logits equal plain forwards (else switched off)."""
+        if self.speculate > 1 and not self._spec_checked:
             self._spec_checked = True
-            return True
-        log.warning("the model ignores the tree attention mask (max logit error %.3g); batched tree expansion is "
-                    "switched off (speculate=1)", err)
-        self.speculate = 1
-        return False
+            t0, t1, t2 = (int(t) for t in self.bpe.order[:3])
+            _, cache = self._forward([self.bos_id])
+            logits, _ = self._forward_tree([t0, t1, t2], [-1, -1, 1], _fork(cache))
+            refs = [self._forward(p, _fork(cache))[0][-1] for p in ([t0], [t1], [t1, t2])]
+            err = max(float((logits[i] - r).abs().max()) for i, r in enumerate(refs))
+            if not err <= 1e-3 * (1.0 + max(float(r.abs().max()) for r in refs)):
+                log.warning("the model ignores the tree attention mask (max logit error %.3g); batched tree "
+                            "expansion is switched off (speculate=1)", err)
+                self.speculate = 1
+        return self.speculate > 1
 
     def stream(self, prompt: bytes | str = b""):
         """A streaming byte-level state after ``prompt`` (prefilled: one forward for the fixed trunk)."""
@@ -465,7 +470,7 @@ class _ModelStream:
         node.data = (logp + float(nxt[token]), self.lm._next_logprobs(logits[None], mask)[0], cache)
 
     def _can_batch(self, cache) -> bool:
-        return self.lm.speculate > 1 and not self.lm.pretok and _is_dynamic(cache)
+        return not self.lm.pretok and _is_dynamic(cache) and self.lm._tree_supported()
 
     def _paths(self, parent: TreeNode, n: int) -> list[tuple]:
         """Token paths after ``parent`` (offset j) that the next bytes may turn into tree nodes, most likely first:
@@ -520,10 +525,6 @@ class _ModelStream:
             logits, c = lm._forward([token], _fork(cache))
             return logits[-1], c
         logits, new = lm._forward_tree(toks, pars, _fork(cache))
-        if not lm._spec_checked:       # once per model: the tree mask must be honoured (else fall back)
-            ref, ref_cache = lm._forward([token], _fork(cache))
-            if not lm._tree_mask_ok(logits[0], ref[-1]):
-                return ref[-1], ref_cache
         entries = [(logits[i], new, i, {}) for i in range(len(toks))]
         parent.spec = dict(have)
         for path, i in index.items():
@@ -548,14 +549,10 @@ class _ModelStream:
             for j, t in enumerate(c):
                 parents.append(n - 1 if j == 0 else len(flat) - 1)
                 flat.append(t)
-        batched = lm.speculate > 1 and len(flat) > n
+        batched = len(flat) > n and lm._tree_supported()
         if batched:
             logits, new = lm._forward_tree(flat, parents)
-            if not lm._spec_checked:
-                a0, b0 = spans[next(i for i, c in enumerate(chains) if c)]
-                ref, _ = lm._forward(flat[:n] + flat[a0:b0])
-                batched = lm._tree_mask_ok(logits[a0:b0], ref[n:])
-        if not batched:
+        else:
             logits, cache = lm._forward(ids)
             new = None
         trunk_logp, trunk_next = self._trunk(logits[:n])
