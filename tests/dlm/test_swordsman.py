@@ -157,6 +157,9 @@ def test_reproduce_quick_is_well_formed():
     assert claims and all(c.falsifier for c in claims)
     assert all(c.verdict == "holds" for c in out.checks)  # adaptive off == Fast-dLLM; LLaDA uses the most rounds
     assert all("LLaDA" not in c.statement for c in claims)  # cannot fail: a check, not a claim
+    # issue 12: >= 20% fewer rounds than Fast-dLLM b=8 tau=0.9, and validity within 2 points, per setting
+    speed = [c for c in claims if ">= 20% fewer rounds" in c.statement or "at equal validity" in c.statement]
+    assert len(speed) == 4 and all(c.paired and c.measured == c.measured and c.verdict for c in speed)
     for name in ("t1c-oracle", "t1-oracle"):
         assert out.metrics[f"{name}/adaptive_off_identical"] == 1.0
         assert 0 <= out.metrics[f"{name}/non_degenerate_fraction"] <= 1

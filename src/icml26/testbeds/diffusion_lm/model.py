@@ -193,12 +193,12 @@ def one_token_validity(model: nn.Module, task: Any, n: int = 256, seed: int = 12
 
 
 def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig(), training_log: dict[str, Any] | None = None,
-                              eval_every: int = 0) -> TinyMaskedDiffusionLM:
+                              eval_every: int = 0, eval_prompts: int = 256) -> TinyMaskedDiffusionLM:
     """Train a :class:`TinyMaskedDiffusionLM` on ``cfg.task`` for ``cfg.steps`` steps (seeded, no cache).
 
     With ``training_log`` (a dict), it is filled with the per-step training loss (``"train_loss"``) and, when
-    ``eval_every > 0`` and the task is T1c, the one-token-per-round validity on 256 held-out prompts every
-    ``eval_every`` steps and at the end (``"validity_1tok"``: ``[(step, validity), ...]``). Evaluation runs under
+    ``eval_every > 0`` and the task is T1c, the one-token-per-round validity on held-out prompts every
+    ``eval_every`` steps and at the end, on ``eval_prompts`` prompts (``"validity_1tok"``: ``[(step, validity), ...]``). Evaluation runs under
     ``no_grad`` and draws no training randomness, so the weights are the same with or without it."""
     task = make_task(cfg.task, cfg.task_seed)
     torch.manual_seed(cfg.seed)
@@ -216,7 +216,7 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig(), training_l
 
     def batch_loss(step: int) -> torch.Tensor:
         if do_eval and step and step % eval_every == 0:
-            evals.append((step, one_token_validity(model, task)))
+            evals.append((step, one_token_validity(model, task, eval_prompts)))
             log.info("%s: step %d, one-token-per-round validity %.3f", dlm_name(cfg), step, evals[-1][1])
         idx = torch.randint(0, len(seqs), (cfg.batch_size,), generator=gen)
         return mdlm_loss(model, seqs[idx], task.prompt_length, task.mask_token_id, gen)
@@ -224,7 +224,7 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig(), training_l
     with limit_threads(2), BuildProgress(log, dlm_name(cfg), cfg.steps) as progress:
         train_steps(model, opt, sched, cfg.steps, batch_loss, progress, losses=losses)
         if do_eval:
-            evals.append((cfg.steps, one_token_validity(model, task)))
+            evals.append((cfg.steps, one_token_validity(model, task, eval_prompts)))
     return model.eval()
 
 
