@@ -9,7 +9,9 @@ testbed (their data are synthetic, bundled, or the standard library's source rea
 Importing this module is cheap: torch and the testbed modules load only when a testbed is checked or built.
 
     >>> [t.name for t in testbeds_for(["B11"], "quick")]
-    ['toy-4L', 'toy-4L-v1024']
+    ['toy-4L', 'toy-4L-v1024', 'b11-regex-lm']
+    >>> [t.name for t in testbeds_for(["B11"], "standard")]
+    ['small-8L', 'toy-4L-v1024', 'b11-regex-lm']
 """
 
 from __future__ import annotations
