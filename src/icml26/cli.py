@@ -276,7 +276,7 @@ def reproduce(
     if backend == "local" or not ray_address:  # jobs on this machine share its testbed cache: fill it first
         from .testbeds.registry import testbeds_for
 
-        needed = testbeds_for([p.id for p in papers], b)
+        needed = testbeds_for([p.id for p in papers], b, seeds)
         if needed:
             build_testbeds(needed, {p.id: p.testbeds(b) for p in papers}, verbose_table=False)
     result = run_with_progress([p.id for p in papers], b, seeds, jobs, backend, root, ray_address)

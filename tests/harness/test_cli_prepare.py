@@ -128,6 +128,9 @@ def test_registry_matches_the_reproductions():
     assert set(registry.NEEDS) <= {p.id for p in implemented()}
     assert [t.name for t in registry.testbeds_for(["B04", "A19", "B04"], "full")] == \
         ["small-8L", "small-1L", "toy-4L", "toy-8L"]
+    standard_b04 = [t.name for t in registry.testbeds_for(["B04"], "standard")]
+    assert standard_b04[-3:] == ["b04-drafts-s0", "b04-drafts-s1", "b04-drafts-s2"]  # per-seed drafts
+    assert [t.name for t in registry.testbeds_for(["B04"], "standard", seeds=1)] == standard_b04[:-2]
     assert get_paper("A15").testbeds("quick") == () and get_paper("A15").testbeds("standard") == ("dlm-t1c-strong",)
     with pytest.raises(ValueError, match="unknown budget"):
         registry.testbeds_for(["A03"], "fast")

@@ -40,6 +40,7 @@ class Testbed:
             ``measure_step_cost``, plus the one-off data work; see the comment above ``TESTBEDS``).
         loader: artefacts only, ``"module:function"`` that loads (building once) the artefact from its config.
         cache_kind: artefacts only, the cache kind ``loader`` stores it under.
+        seed: for an artefact built per seed, its seed; a run with ``--seeds N`` needs those with ``seed < N``.
     """
 
     name: str
@@ -49,6 +50,7 @@ class Testbed:
     est_cpu_s: float
     loader: str = ""
     cache_kind: str = ""
+    seed: int | None = None  # a per-seed artefact (e.g. [B04]'s drafts): needed only by runs with more seeds
 
     @property
     def threads(self) -> int:
@@ -84,7 +86,8 @@ class Testbed:
 
             tok = getattr(cfg, "tokenizer", None)
             shared = isinstance(tok, TokenizerConfig)
-            return ([("tokenizer", asdict(tok))] if shared else []) + [(self.cache_kind, asdict(cfg))]
+            key = cfg.cache_key() if hasattr(cfg, "cache_key") else asdict(cfg)  # a config may define its own key
+            return ([("tokenizer", asdict(tok))] if shared else []) + [(self.cache_kind, key)]
         return [("masked_diffusion_lm", asdict(cfg))]
 
     def is_cached(self) -> bool:
@@ -164,6 +167,12 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("b11-regex-lm", "artefact", "icml26.lm.byte_lm.tokenizers_regex:GPT2_REGEX_LM",
             "2-layer Llama (d=128, 250 steps) with a GPT-2-regex BPE-512 tokenizer on stdlib code [B11]", 60.0,
             loader="icml26.lm.byte_lm.tokenizers_regex:regex_causal_lm", cache_kind="b11-regex-lm"),
+    # [B04]'s EAGLE-3 drafts on small-8L (regenerated target data + trained drafts), one per seed; est_cpu_s from
+    # a seed's cold build on a loaded machine (rough)
+    *(Testbed(f"b04-drafts-s{s}", "artefact", f"icml26.lm.eagle3.reproduce:STANDARD_DRAFTS_S{s}",
+              f"EAGLE-3 + ablation drafts trained on small-8L's own continuations, seed {s} (standard) [B04]", 400.0,
+              loader="icml26.lm.eagle3.reproduce:load_drafts", cache_kind="b04_eagle3_draft", seed=s)
+      for s in range(3)),
     Testbed("herl-sft", "artefact", "icml26.agents.herl.task:SFTConfig",
             "stage-0 tiny Llama policy for the rubric task (SFT with guided revisions) [B07]", 150.0,
             loader="icml26.agents.herl.task:load_sft_policy", cache_kind="herl_sft"),
@@ -181,7 +190,8 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A15": {b: ("dlm-t1c-strong",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
     "A19": {"quick": ("toy-4L",), "standard": ("small-8L",), "full": ("small-8L",)},
     "B01": {b: ("dlm-t1c-strong",) for b in _BOTH},  # n_trained > 0 at standard and full
-    "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("small-8L", "small-1L"),
+    "B04": {"quick": ("toy-4L", "toy-1L"), "standard": ("small-8L", "small-1L", "b04-drafts-s0", "b04-drafts-s1",
+                                                         "b04-drafts-s2"),
             "full": ("small-8L", "small-1L", "toy-4L", "toy-8L")},  # full: the speed-up-vs-depth tiers too
     "B07": {b: ("herl-sft",) for b in _BOTH},  # quick trains a 1-layer stage-0 policy in-job
     "B11": {"quick": ("toy-4L", "toy-4L-v1024", "b11-regex-lm"),
@@ -189,13 +199,16 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
-def testbeds_for(paper_ids: Iterable[str], budget: str = "standard") -> list[Testbed]:
-    """The testbeds the given papers' reproductions load at ``budget``, each once, in first-use order."""
+def testbeds_for(paper_ids: Iterable[str], budget: str = "standard", seeds: int | None = None) -> list[Testbed]:
+    """The testbeds the given papers' reproductions load at ``budget``, each once, in first-use order; with
+    ``seeds``, per-seed artefacts only for seeds ``0 .. seeds - 1`` (without it, every registered seed)."""
     if budget not in BUDGETS:
         raise ValueError(f"unknown budget {budget!r}; choose one of: {', '.join(BUDGETS)}")
     names: list[str] = []
     for pid in paper_ids:
         for n in NEEDS.get(str(pid).upper(), {}).get(budget, ()):
+            if seeds is not None and TESTBEDS[n].seed is not None and TESTBEDS[n].seed >= seeds:
+                continue
             if n not in names:
                 names.append(n)
     return [TESTBEDS[n] for n in names]

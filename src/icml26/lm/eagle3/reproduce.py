@@ -162,6 +162,29 @@ def trained_drafts(target_name: str, sizes: Sizes, seed: int, ablation: bool = T
     return {"target": target, "tok": tok, **out}
 
 
+@dataclass(frozen=True)
+class DraftArtefact:
+    """One registered draft artefact: the drafts a ``budget`` run trains for ``seed`` (so ``icml26 prepare``
+    builds them before the timed runs). Its cache key is the one :func:`trained_drafts` uses."""
+
+    budget: str = "standard"
+    seed: int = 0
+
+    def sizes(self) -> Sizes:
+        return SIZES[Budget(self.budget)]
+
+    def cache_key(self) -> dict:
+        return _draft_config(self.sizes().target, self.sizes(), self.seed, True)
+
+
+STANDARD_DRAFTS_S0, STANDARD_DRAFTS_S1, STANDARD_DRAFTS_S2 = (DraftArtefact("standard", s) for s in range(3))
+
+
+def load_drafts(artefact: DraftArtefact) -> dict:
+    """``trained_drafts`` for a registered :class:`DraftArtefact` (the registry's loader)."""
+    return trained_drafts(artefact.sizes().target, artefact.sizes(), artefact.seed)
+
+
 def _offline_vs_online(target, data: dict, sizes: Sizes, seed: int):
     """One epoch over the same first ``timing_batches`` batches in each mode, from the same initialisation."""
     ids, mask = data["ids"], data["mask"]
