@@ -164,12 +164,13 @@ def train_causal_lm(cfg: CausalLMConfig, tokenizer, out_dir: Path | None = None)
     val_curve: list[tuple[int, float]] = []
     t0 = time.perf_counter()
     with pinned_training(cfg.train_threads), BuildProgress(log, cfg.name, cfg.steps) as progress:
-        # one schedule over all steps; with eval_every, training pauses for a validation loss every so often
-        report = _EvalEvery(progress, cfg.eval_every, lambda step: val_curve.append(
-            (step, eval_loss(model, val, cfg.seq_len, 16)))) if cfg.eval_every else progress
-        train_lm_on_stream(model, data, report, steps=cfg.steps, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+        def evaluate(done: int) -> None:  # the validation loss every eval_every steps (the last one: below)
+            if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
+                val_curve.append((done, eval_loss(model, val, cfg.seq_len, 16)))
+
+        train_lm_on_stream(model, data, progress, steps=cfg.steps, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
                            lr=cfg.lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay, seed=cfg.seed,
-                           losses=losses)
+                           losses=losses, on_step=evaluate)
     model.eval()
     final_val = eval_loss(model, val, cfg.seq_len, 64)
     if out_dir is not None:
@@ -184,17 +185,8 @@ def train_causal_lm(cfg: CausalLMConfig, tokenizer, out_dir: Path | None = None)
     return model
 
 
-class _EvalEvery:
-    """A ``BuildProgress`` wrapper that calls ``evaluate(step)`` every ``every`` steps (eval mode, no grad),
-    then puts the model back in training mode."""
-
-    def __init__(self, progress: BuildProgress, every: int, evaluate) -> None:
-        self.progress, self.every, self.evaluate = progress, every, evaluate
-
-    def update(self, done: int, loss: object = None) -> None:
-        self.progress.update(done, loss)
-        if done % self.every == 0 and done < self.progress.total:
-            self.evaluate(done)
+def _build(cfg: CausalLMConfig, folder: Path) -> None:
+    train_causal_lm(cfg, load_tokenizer(cfg.tokenizer), folder)
 
 
 def load_causal_lm(cfg: CausalLMConfig = TOY_4L):
@@ -203,11 +195,7 @@ def load_causal_lm(cfg: CausalLMConfig = TOY_4L):
 
     if not isinstance(cfg, CausalLMConfig):
         raise TypeError(f"cfg must be a CausalLMConfig (e.g. TOY_4L), got {type(cfg).__name__}")
-
-    def build(d: Path) -> None:
-        train_causal_lm(cfg, load_tokenizer(cfg.tokenizer), d)
-
-    return load_cached("causal_lm", cfg.cache_key(), build,
+    return load_cached("causal_lm", cfg.cache_key(), lambda d: _build(cfg, d),
                        lambda d: (LlamaForCausalLM.from_pretrained(d).eval(), PreTrainedTokenizerFast.from_pretrained(d)))
 
 
@@ -217,7 +205,7 @@ def training_log(cfg: CausalLMConfig = TOY_4L) -> dict[str, Any]:
     Models cached before the log existed have none: a ``FileNotFoundError`` says how to rebuild."""
     from .cache import cached_dir
 
-    folder = cached_dir("causal_lm", cfg.cache_key(), lambda d: train_causal_lm(cfg, load_tokenizer(cfg.tokenizer), d))
+    folder = cached_dir("causal_lm", cfg.cache_key(), lambda d: _build(cfg, d))
     path = folder / TRAINING_LOG
     if not path.exists():
         raise FileNotFoundError(f"{cfg.name} was cached before training logs were written; delete {folder} "

@@ -38,9 +38,12 @@ def pinned_training(threads: int) -> Iterator[None]:
 
 def train_steps(model: nn.Module, opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler,
                 steps: int, batch_loss: Callable[[int], torch.Tensor], progress: BuildProgress,
-                max_grad_norm: float = 1.0, losses: list[float] | None = None) -> None:
+                max_grad_norm: float = 1.0, losses: list[float] | None = None,
+                on_step: Callable[[int], None] | None = None) -> None:
     """``steps`` optimizer steps on ``batch_loss(step)``, clipping the gradient norm, reporting to ``progress``
-    (and appending each step's training loss to ``losses`` when given: the loss curve)."""
+    (and appending each step's training loss to ``losses`` when given: the loss curve). ``on_step(done)`` runs
+    after each update (``done`` = updates so far), e.g. a periodic evaluation; the model is put back in training
+    mode after it."""
     model.train()
     for step in range(steps):
         loss = batch_loss(step)
@@ -52,6 +55,9 @@ def train_steps(model: nn.Module, opt: torch.optim.Optimizer, sched: torch.optim
         progress.update(step + 1, loss.detach())
         if losses is not None:
             losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(step + 1)
+            model.train()
 
 
 def warmup_cosine(opt: torch.optim.Optimizer, warmup: int, steps: int) -> torch.optim.lr_scheduler.LambdaLR:
@@ -62,7 +68,7 @@ def warmup_cosine(opt: torch.optim.Optimizer, warmup: int, steps: int) -> torch.
 
 def train_lm_on_stream(model: nn.Module, data: torch.Tensor, progress: BuildProgress, *, steps: int, batch_size: int,
                        seq_len: int, lr: float, warmup: int, weight_decay: float, seed: int,
-                       losses: list[float] | None = None) -> None:
+                       losses: list[float] | None = None, on_step: Callable[[int], None] | None = None) -> None:
     """Next-token training of a causal LM on random windows of the 1-D token stream ``data``: AdamW
     (betas 0.9/0.95), warmup + cosine, ``steps`` steps; the windows come from a generator seeded with ``seed``
     (the tiny causal-LM testbeds and [B11]'s regex-tokenizer LM share this recipe)."""
@@ -77,7 +83,7 @@ def train_lm_on_stream(model: nn.Module, data: torch.Tensor, progress: BuildProg
         logits = model(input_ids=batch[:, :-1], use_cache=False).logits
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
 
-    train_steps(model, opt, sched, steps, batch_loss, progress, losses=losses)
+    train_steps(model, opt, sched, steps, batch_loss, progress, losses=losses, on_step=on_step)
 
 
 __all__ = ["pinned_training", "train_steps", "train_lm_on_stream", "warmup_cosine"]

@@ -213,18 +213,18 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig(), training_l
     evals: list[tuple[int, float]] = [] if training_log is None else training_log.setdefault("validity_1tok", [])
     do_eval = training_log is not None and eval_every > 0 and cfg.task == "t1c"
 
-    def batch_loss(step: int) -> torch.Tensor:
-        if do_eval and step and step % eval_every == 0:
-            evals.append((step, one_token_validity(model, task, eval_prompts)))
-            log.info("%s: step %d, one-token-per-round validity %.3f", dlm_name(cfg), step, evals[-1][1])
+    def batch_loss(_step: int) -> torch.Tensor:
         idx = torch.randint(0, len(seqs), (cfg.batch_size,), generator=gen)
         return mdlm_loss(model, seqs[idx], task.prompt_length, task.mask_token_id, gen)
 
+    def evaluate(done: int) -> None:  # every eval_every updates and after the last one
+        if do_eval and (done % eval_every == 0 or done == cfg.steps):
+            evals.append((done, one_token_validity(model, task, eval_prompts)))
+            log.info("%s: step %d, one-token-per-round validity %.3f", dlm_name(cfg), done, evals[-1][1])
+
     # one thread with deterministic algorithms: the same weights whoever builds it (as the test suite always did)
     with pinned_training(1), BuildProgress(log, dlm_name(cfg), cfg.steps) as progress:
-        train_steps(model, opt, sched, cfg.steps, batch_loss, progress, losses=losses)
-        if do_eval:
-            evals.append((cfg.steps, one_token_validity(model, task, eval_prompts)))
+        train_steps(model, opt, sched, cfg.steps, batch_loss, progress, losses=losses, on_step=evaluate)
     return model.eval()
 
 
@@ -238,24 +238,25 @@ def dlm_name(cfg: DLMTrainConfig) -> str:
 
 def dlm_training_log(cfg: DLMTrainConfig = DLMTrainConfig()) -> dict[str, Any]:
     """The build record of ``cfg``'s cached model (``training_log.json``: per-step training loss and the
-    one-token-per-round validity every ``steps // 10`` steps, for recipes of >= 500 steps); builds the model if it is not cached. Empty for
-    models cached before the log existed."""
-    from ..cache import cache_root, config_hash
+    one-token-per-round validity every ``steps // 10`` steps, for recipes of >= 500 steps); builds the model if it
+    is not cached. Empty for models cached before the log existed."""
+    from ..cache import cached_dir
 
-    load_masked_diffusion_lm(cfg)
-    path = cache_root() / "masked_diffusion_lm" / config_hash(asdict(cfg)) / TRAINING_LOG
+    path = cached_dir("masked_diffusion_lm", asdict(cfg), lambda d: _build(cfg, d)) / TRAINING_LOG
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _build(cfg: DLMTrainConfig, folder: Path) -> None:
+    """Train ``cfg`` into ``folder``: the weights and the build record."""
+    record: dict[str, Any] = {"config": asdict(cfg)}
+    model = train_masked_diffusion_lm(cfg, record, eval_every=cfg.steps // 10 if cfg.steps >= 500 else 0)
+    torch.save(model.state_dict(), folder / "model.pt")
+    (folder / TRAINING_LOG).write_text(json.dumps(record))
 
 
 def load_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMaskedDiffusionLM:
     """The trained model for ``cfg``, from the on-disk cache (trained once per config; see ``testbeds.cache``)."""
     task = make_task(cfg.task, cfg.task_seed)
-
-    def build(folder: Path) -> None:
-        record: dict[str, Any] = {"config": asdict(cfg)}
-        model = train_masked_diffusion_lm(cfg, record, eval_every=cfg.steps // 10 if cfg.steps >= 500 else 0)
-        torch.save(model.state_dict(), folder / "model.pt")
-        (folder / TRAINING_LOG).write_text(json.dumps(record))
 
     def load(folder: Path) -> TinyMaskedDiffusionLM:
         model = TinyMaskedDiffusionLM(task.vocab_size, task.prompt_length + task.response_length,
@@ -263,4 +264,4 @@ def load_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig()) -> TinyMask
         model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
         return model.eval()
 
-    return load_cached("masked_diffusion_lm", asdict(cfg), build, load)
+    return load_cached("masked_diffusion_lm", asdict(cfg), lambda d: _build(cfg, d), load)
