@@ -71,7 +71,7 @@ def test_prepare_dry_run_states_the_cost_and_builds_nothing(tmp_path, monkeypatc
     r = runner.invoke(app, ["prepare", "--budget", "full", "--dry-run"])
     assert r.exit_code == 0, r.output
     needed = [t.name for t in registry.testbeds_for([p.id for p in implemented()], "full")]
-    for name in ("small-8L", "small-1L", "toy-8L", "toy-4L", "toy-4L-v1024"):
+    for name in ("small-8L", "small-1L", "small-8L-v1024", "toy-8L", "toy-4L"):
         assert name in r.output and name in needed
     wall = sum(registry.TESTBEDS[n].est_wall_s for n in needed)
     assert f"(about {wall / 60:.1f} min wall: some train on 2 threads)" in r.output

@@ -458,3 +458,6 @@ def test_reproduce_quick_is_well_formed():
     # token identity of greedy speculative decoding is exact, so it holds at any budget
     assert out.metrics["identical_fraction_speculative"] == 1.0
     assert out.metrics["offline_online_max_loss_gap"] < 1e-4
+    # offline and online epochs are timed interleaved; the ratio is of their medians
+    assert out.metrics["online_over_offline_epoch_time"] == pytest.approx(
+        out.metrics["online_epoch_s"] / out.metrics["offline_epoch_s"])

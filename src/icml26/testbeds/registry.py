@@ -11,7 +11,7 @@ Importing this module is cheap: torch and the testbed modules load only when a t
     >>> [t.name for t in testbeds_for(["B11"], "quick")]
     ['toy-4L', 'toy-4L-v1024', 'b11-regex-lm']
     >>> [t.name for t in testbeds_for(["B11"], "standard")]
-    ['small-8L', 'toy-4L-v1024', 'b11-regex-lm']
+    ['small-8L', 'small-8L-v1024', 'b11-regex-lm']
 """
 
 from __future__ import annotations
@@ -128,10 +128,13 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("toy-8L", "causal_lm", "TOY_8L", "8-layer Llama (d=128, 300 steps) + BPE-512 on stdlib code", 145.0),
     Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 25.0),
     Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 95.0),
-    # the small tier (issue 12): est_cpu_s from the timed cold build (small-8L: 2.0 s per step on 2 threads while
-    # nothing else ran, evaluations included, so ~27 min wall on 2 idle cores; small-1L: 116 s on 1 thread)
+    # the small tier (issue 12): est_cpu_s from the timed cold builds on 2 threads while nothing else ran
+    # (small-8L: 1,145 s wall, 2.0 s per step, evaluations included; small-8L-v1024: SMALL_8L_V1024_WALL; small-1L:
+    # 116 s on 1 thread)
     Testbed("small-8L", "causal_lm", "SMALL_8L",
-            "8-layer Llama (d=256, 6.9M params, 800 steps) + BPE-2048 on stdlib code, the standard/full tier", 3200.0),
+            "8-layer Llama (d=256, 6.9M params, 560 steps) + BPE-2048 on stdlib code, the standard/full tier", 2300.0),
+    Testbed("small-8L-v1024", "causal_lm", "SMALL_8L_V1024",
+            "8-layer Llama (d=192, 800 steps) + BPE-1024: a second small-tier tokenizer ([B11]'s ensemble)", 2000.0),
     Testbed("small-1L", "causal_lm", "SMALL_1L",
             "1-layer Llama (d=128, 400 steps) + the same BPE-2048: a same-tokenizer assistant for small-8L", 120.0),
     Testbed("dlm-t1c", "masked_diffusion_lm", "t1c", "tiny masked diffusion LM on T1c translation, 1500 steps", 85.0),
@@ -195,7 +198,7 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
             "full": ("small-8L", "small-1L", "toy-4L", "toy-8L")},  # full: the speed-up-vs-depth tiers too
     "B07": {b: ("herl-sft",) for b in _BOTH},  # quick trains a 1-layer stage-0 policy in-job
     "B11": {"quick": ("toy-4L", "toy-4L-v1024", "b11-regex-lm"),
-            **{b: ("small-8L", "toy-4L-v1024", "b11-regex-lm") for b in _BOTH}},  # A = small-8L, B = toy-4L-v1024
+            **{b: ("small-8L", "small-8L-v1024", "b11-regex-lm") for b in _BOTH}},  # A = small-8L, B = small-8L-v1024
 }
 
 

@@ -1,9 +1,10 @@
 """[B11] Reproduction: the prompt boundary problem, exactness, and an ensemble across tokenizers.
 
 Models (per budget, ``Sizes.model_a`` / ``model_b``): at standard and full, A = the small tier ``SMALL_8L`` (8 layers,
-d = 256, byte-level BPE vocab 2048) and B = ``TOY_4L_V1024`` (4 layers, BPE-1024: a different tokenizer, for the
-ensemble); the quick budget keeps the toys A = ``TOY_4L`` (BPE-512) and B = ``TOY_4L_V1024``. All are trained on the
-standard-library code corpus; text is the held-out split (``asyncio``, ``email``).
+d = 256, byte-level BPE vocab 2048) and B = ``SMALL_8L_V1024`` (8 layers, d = 192, BPE-1024: a different tokenizer
+and a model about as strong per byte, for the ensemble); the quick budget keeps the toys A = ``TOY_4L`` (BPE-512)
+and B = ``TOY_4L_V1024``. All are trained on the standard-library code corpus; text is the held-out split
+(``asyncio``, ``email``).
 
 - Exp I (prompt boundary): cut points drawn uniformly over the bytes of held-out files; the prefix (up to
   ``context_bytes`` before the cut) is given to three next-byte predictors of model A: naive (first byte of the next
@@ -32,7 +33,8 @@ import numpy as np
 import torch
 
 from icml26.harness import Budget, Claim, Outcome, interleaved_times, seed_everything
-from icml26.testbeds.causal_lm import SMALL_8L, TOY_4L, TOY_4L_V1024, CausalLMConfig, corpus_texts, load_causal_lm
+from icml26.testbeds.causal_lm import (SMALL_8L, SMALL_8L_V1024, TOY_4L, TOY_4L_V1024, CausalLMConfig, corpus_texts,
+                                       load_causal_lm)
 
 from .baselines import naive_next_byte_logprobs, token_healing_next
 from .combine import ByteEnsemble
@@ -59,8 +61,8 @@ class Sizes:
 
 SIZES = {
     Budget.QUICK: Sizes(12, 48, 1, 60, 1, 48, 12, 1, 6, 24, 32),
-    Budget.STANDARD: Sizes(400, 128, 6, 500, 4, 300, 96, 5, 80, 48, 150, model_a=SMALL_8L),
-    Budget.FULL: Sizes(2000, 192, 20, 600, 10, 600, 256, 5, 400, 96, 400, model_a=SMALL_8L),
+    Budget.STANDARD: Sizes(400, 128, 6, 500, 4, 300, 96, 5, 80, 48, 150, model_a=SMALL_8L, model_b=SMALL_8L_V1024),
+    Budget.FULL: Sizes(2000, 192, 20, 600, 10, 600, 256, 5, 400, 96, 400, model_a=SMALL_8L, model_b=SMALL_8L_V1024),
 }
 LN2 = math.log(2)
 GAIN = 0.15     # the spec's ">= 15 points above naive at mid-token cuts"
