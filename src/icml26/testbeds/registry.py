@@ -129,8 +129,8 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("toy-1L", "causal_lm", "TOY_1L", "1-layer Llama (d=64, 300 steps) + BPE-512 on stdlib code", 25.0),
     Testbed("toy-4L-v1024", "causal_lm", "TOY_4L_V1024", "4-layer Llama (d=128, 300 steps) + BPE-1024", 95.0),
     # the small tier (issue 12): est_cpu_s from the timed cold builds on 2 threads while nothing else ran
-    # (small-8L: 1,145 s wall, 2.0 s per step, evaluations included; small-8L-v1024: SMALL_8L_V1024_WALL; small-1L:
-    # 116 s on 1 thread)
+    # (small-8L: 1,145 s wall, 2.0 s per step, evaluations included; small-8L-v1024: ~17 min wall from 1.3 s per
+    # step idle, its real build shared the cores; small-1L: 116 s on 1 thread)
     Testbed("small-8L", "causal_lm", "SMALL_8L",
             "8-layer Llama (d=256, 6.9M params, 560 steps) + BPE-2048 on stdlib code, the standard/full tier", 2300.0),
     Testbed("small-8L-v1024", "causal_lm", "SMALL_8L_V1024",
