@@ -170,10 +170,10 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("b11-regex-lm", "artefact", "icml26.lm.byte_lm.tokenizers_regex:GPT2_REGEX_LM",
             "2-layer Llama (d=128, 250 steps) with a GPT-2-regex BPE-512 tokenizer on stdlib code [B11]", 60.0,
             loader="icml26.lm.byte_lm.tokenizers_regex:regex_causal_lm", cache_kind="b11-regex-lm"),
-    # [B04]'s EAGLE-3 drafts on small-8L (regenerated target data + trained drafts), one per seed; est_cpu_s from
-    # a seed's cold build on a loaded machine (rough)
+    # [B04]'s EAGLE-3 drafts on small-8L (regenerated target data + trained drafts), one per seed, built on 2
+    # threads like their target; est_cpu_s from the idle builds (about 7.5 min wall per seed)
     *(Testbed(f"b04-drafts-s{s}", "artefact", f"icml26.lm.eagle3.reproduce:STANDARD_DRAFTS_S{s}",
-              f"EAGLE-3 + ablation drafts trained on small-8L's own continuations, seed {s} (standard) [B04]", 400.0,
+              f"EAGLE-3 + ablation drafts trained on small-8L's own continuations, seed {s} (standard) [B04]", 900.0,
               loader="icml26.lm.eagle3.reproduce:load_drafts", cache_kind="b04_eagle3_draft", seed=s)
       for s in range(3)),
     Testbed("herl-sft", "artefact", "icml26.agents.herl.task:SFTConfig",

@@ -175,8 +175,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     texts = [texts[i] for i in order]
     metrics: dict[str, float] = {}
 
+    # Exp I draws its cuts from the first n_cut_files files, Exp II its chunks from the files after a gap of 8, so
+    # the two never share a file; n_cut_files leaves Exp II two files per chunk (the full budget's 2,000 cuts
+    # would otherwise take every held-out file)
+    n_cut_files = min(max(8, sz.n_cuts // 10), len(texts) - 8 - 2 * sz.n_chunks)
+
     # Exp I: the prompt boundary problem
-    rows = _prompt_boundary(lm_a, texts[: max(8, sz.n_cuts // 10)], sz.n_cuts, sz.context_bytes, rng)
+    rows = _prompt_boundary(lm_a, texts[:n_cut_files], sz.n_cuts, sz.context_bytes, rng)
     table_pb = _table(rows, ("naive", "healing", "bytelm"), metrics)
     groups = {"mid-token": [r for r in rows if not r["boundary"]]}
     metrics["frac_mid_token"] = float(np.mean([not r["boundary"] for r in rows]))
@@ -200,7 +205,11 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     bits = {name_a: [], name_b: [], "mixture A+B": [], "product A+B": []}
     chunk_bits: list[dict[str, float]] = []   # per chunk: mean bits/byte of each model (the paired unit)
     n_bytes = 0
-    for t in _chunks(texts[sz.n_cuts // 10 + 8:], sz.n_chunks, sz.chunk_bytes, rng):
+    chunks = _chunks(texts[n_cut_files + 8:], sz.n_chunks, sz.chunk_bytes, rng)
+    if len(chunks) < sz.n_chunks:
+        raise ValueError(f"the held-out split has {len(chunks)} files long enough for Exp II's {sz.n_chunks} chunks "
+                         f"of {sz.chunk_bytes} bytes: lower n_chunks or chunk_bytes")
+    for t in chunks:
         start = {k: len(v) for k, v in bits.items()}
         sa, sb = lm_a.stream(), lm_b.stream()
         for b in t:

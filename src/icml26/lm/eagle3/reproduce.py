@@ -35,6 +35,7 @@ import torch
 from icml26.harness import Budget, Claim, Outcome, interleaved_times, median_ratio, seed_everything
 from icml26.testbeds.cache import load_cached
 from icml26.testbeds.causal_lm import SMALL_1L, SMALL_8L, TOY_1L, TOY_4L, TOY_8L, encode_split, load_causal_lm
+from icml26.testbeds.training import pinned_training
 
 from .decoding import DEFAULT_TREE, _new_cache, _target_forward, eagle3_generate, greedy_generate
 from .draft import DraftCache
@@ -121,13 +122,19 @@ def trained_drafts(target_name: str, sizes: Sizes, seed: int, ablation: bool = T
     Returns a dict with ``target``, ``tok``, ``ids``, ``mask``, ``vocab_ids``, ``coverage``, ``e3`` (EAGLE-3
     draft, ``sizes.epochs`` offline epochs with K = ``sizes.ttt_length``), ``e3_log`` (losses, step accuracies),
     and with ``ablation`` also ``e1`` / ``e1_log`` (the EAGLE-1-style ablation, top-layer feature, K = 1).
-    Deterministic for a given (target, seed, sizes): the build runs once and later runs load the weights.
+    Deterministic for a given (target, seed, sizes): the build runs once, on as many threads as the target's own
+    training (``pinned_training``: 1 for the toys, 2 for small-8L) with deterministic algorithms, so the same key
+    gives the same weights whoever builds it; later runs load the weights.
     """
     target, tok = load_causal_lm(TARGETS[target_name])
     vocab = target_vocab_size(target)
     top = num_decoder_layers(target) - 1
 
     def build(folder: Path) -> None:
+        with pinned_training(TARGETS[target_name].train_threads):
+            _build(folder)
+
+    def _build(folder: Path) -> None:
         gen = torch.Generator().manual_seed(seed)
         train = encode_split(tok, "train", sizes.train_bytes)
         prompts = _windows(train, sizes.n_train, sizes.prompt_len, gen)
@@ -178,6 +185,11 @@ class DraftArtefact:
 
     def cache_key(self) -> dict:
         return _draft_config(self.sizes().target, self.sizes(), self.seed, True)
+
+    @property
+    def train_threads(self) -> int:
+        """Threads the build trains on (its target's; ``icml26 prepare`` states the wall time from it)."""
+        return TARGETS[self.sizes().target].train_threads
 
 
 STANDARD_DRAFTS_S0, STANDARD_DRAFTS_S1, STANDARD_DRAFTS_S2 = (DraftArtefact("standard", s) for s in range(3))
