@@ -196,8 +196,8 @@ def train_masked_diffusion_lm(cfg: DLMTrainConfig = DLMTrainConfig(), training_l
     """Train a :class:`TinyMaskedDiffusionLM` on ``cfg.task`` for ``cfg.steps`` steps (seeded, no cache).
 
     With ``training_log`` (a dict), it is filled with the per-step training loss (``"train_loss"``) and, when
-    ``eval_every > 0`` and the task is T1c, the one-token-per-round validity on held-out prompts every
-    ``eval_every`` steps and at the end, on ``eval_prompts`` prompts (``"validity_1tok"``: ``[(step, validity), ...]``). Evaluation runs under
+    ``eval_every > 0`` and the task is T1c, the one-token-per-round validity on ``eval_prompts`` held-out prompts
+    every ``eval_every`` steps and at the end (``"validity_1tok"``: ``[(step, validity), ...]``). Evaluation runs under
     ``no_grad`` and draws no training randomness, so the weights are the same with or without it."""
     task = make_task(cfg.task, cfg.task_seed)
     torch.manual_seed(cfg.seed)
