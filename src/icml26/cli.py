@@ -179,19 +179,23 @@ def list_papers(out: str = typer.Option("runs", help="Output folder to read last
 
 
 def last_verdict(s: dict[str, Any] | None) -> str:
-    """``claims: 3 holds, 1 inconclusive; checks: 2 holds (standard, 3 seeds)``; ``—`` when never run."""
+    """``claims: 3 holds, 1 inconclusive; seed-invariant: 1 holds; checks: 2 holds; 2 without a control (standard,
+    3 seeds)``; ``—`` when never run. Seed-invariant claims (the same number on every seed) are counted apart."""
     if s is None:
         return "—"
     if s["crashed"] and not s["claims"]:
         return "[red]crashed[/]"
-    from .harness.stats import verdict_counts
+    from .harness.stats import verdict_counts, without_control
 
     counts = verdict_counts(s["claims"])
     parts = []
-    for kind in ("claims", "checks"):
+    for kind in ("claims", "seed-invariant", "checks"):
         if counts[kind]:
             parts.append(f"{kind}: " + ", ".join(f"[{VERDICT_STYLE.get(v, 'white')}]{n} {v}[/]"
                                                  for v, n in counts[kind].items()))
+    n_nc = without_control(s["claims"])
+    if n_nc:
+        parts.append(f"{n_nc} without a control")
     n = len(s["seeds"])
     crashed = f", {len(s['crashed'])} crashed" if s["crashed"] else ""
     return "; ".join(parts) + f" ({s['budget']}, {n} seed{'s' if n != 1 else ''}{crashed})"
@@ -486,7 +490,38 @@ def reference_cell(c: dict[str, Any]) -> str:
         rci = c.get("reference_ci") or []
         if len(rci) == 2 and _finite(*rci) and rci[0] != rci[1]:
             s += f" [{_n(rci[0], 3)}, {_n(rci[1], 3)}]"
-    return s + (f" ({c['baseline']})" if c.get("baseline") else "")
+    s += f" ({c['baseline']})" if c.get("baseline") else ""
+    others = {k: v for k, v in (c.get("baselines") or {}).items() if k != c.get("strongest_baseline")}
+    if c.get("strongest_baseline"):
+        s += f"; strongest of {len(others) + 1}" + (": others " + ", ".join(f"{k} {_n(v)}" for k, v in others.items())
+                                                    if others else "")
+    return s
+
+
+def control_cell(c: dict[str, Any]) -> str:
+    """The control's value and verdict under the same test, or why none exists."""
+    if c.get("control") is None:
+        arm = c.get("control_arm") or ""
+        return arm if arm else "—"
+    s = f"{_n(c['control'])} ({c.get('control_arm') or 'control'})"
+    if c.get("control_verdict"):
+        s += f": {c['control_verdict']}"
+    return s
+
+
+def verdict_cell(c: dict[str, Any]) -> str:
+    """The verdict, with why an undecided claim is undecided and what would decide it."""
+    v = c.get("verdict", "inconclusive")
+    s = _verdict(v)
+    if c.get("seed_invariant"):
+        s += " (seed-invariant: one piece of evidence)"
+    if v == "inconclusive":
+        if c.get("reason"):
+            s += f"; {c['reason']}"
+        p = c.get("power")
+        if p and p.get("interval") and _finite(*p["interval"]):
+            s += f"; Δ [{_n(p['interval'][0], 3)}, {_n(p['interval'][1], 3)}], {p['text']}"
+    return s
 
 
 def _verdict(v: str) -> str:
@@ -496,11 +531,12 @@ def _verdict(v: str) -> str:
 def print_claims(summaries: dict) -> None:
     """Claims (refutable, with their falsifiers) and checks (true by construction) in two tables, then the
     verdict counts of each, counted apart."""
-    from .harness.stats import verdict_counts
+    from .harness.stats import verdict_counts, without_control
 
     claims = Table(title="Claims (verdicts computed from this run's measurements against same-run baselines)",
                    show_lines=True)
-    for col in ("paper", "claim", "would not hold if", "paper's figure", "measured", "reference (baseline)", "verdict"):
+    for col in ("paper", "claim", "would not hold if", "paper's figure", "measured", "reference (baseline)", "control",
+                "verdict"):
         claims.add_column(col, overflow="fold")
     checks = Table(title="Checks (true by construction or by a theorem; reported, not counted as evidence)",
                    show_lines=True)
@@ -509,23 +545,30 @@ def print_claims(summaries: dict) -> None:
     everything: list[dict[str, Any]] = []
     for pid, s in summaries.items():
         if s["crashed"]:
-            claims.add_row(pid, f"crashed on seeds {s['crashed']}", "", "", "", "", "[red]crashed[/]")
+            claims.add_row(pid, f"crashed on seeds {s['crashed']}", "", "", "", "", "", "[red]crashed[/]")
         for c in s["claims"]:
             everything.append(c)
             if c.get("kind") == "check":
                 checks.add_row(pid, c["statement"], measured_cell(c), reference_cell(c), _verdict(c["verdict"]))
             else:
                 claims.add_row(pid, c["statement"], c.get("falsifier") or "(not stated)", c.get("paper") or "—",
-                               measured_cell(c), reference_cell(c), _verdict(c["verdict"]))
+                               measured_cell(c), reference_cell(c), control_cell(c), verdict_cell(c))
     console.print(claims)
     if checks.row_count:
         console.print(checks)
     counts = verdict_counts(everything)
-    for kind in ("claims", "checks"):
+    labels = {"claims": "Claims decided over seeds", "seed-invariant": "Seed-invariant claims (the same number on "
+              "every seed: one piece of evidence each)", "checks": "Checks"}
+    for kind in ("claims", "seed-invariant", "checks"):
         total = sum(counts[kind].values())
+        if kind == "seed-invariant" and not total:
+            continue
         detail = ", ".join(f"[{VERDICT_STYLE.get(v, 'white')}]{n} {v}[/]" for v, n in counts[kind].items()) or "none"
-        console.print(f"{kind.capitalize()}: {total} ({detail})")
-
+        console.print(f"{labels[kind]}: {total} ({detail})")
+    n_nc = without_control(everything)
+    if n_nc:
+        console.print(f"{n_nc} of {sum(counts['claims'].values()) + sum(counts['seed-invariant'].values())} claims "
+                      "carry no control (fine against a same-run baseline)")
 
 if __name__ == "__main__":  # pragma: no cover
     app()

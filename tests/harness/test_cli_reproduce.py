@@ -64,12 +64,12 @@ def test_claims_and_checks_apart_with_falsifiers_and_seed_counts(fake_papers):
     assert "m at or above 2" in text and "would not hold if" in text
     assert "Checks (true by construction" in text and "fake identity exact" in text
     assert "1/2 seeds finite" in text  # the NaN seed makes the claim inconclusive
-    assert re.search(r"Claims: 4 \(2 holds, 2 inconclusive\)", text)
+    assert re.search(r"Claims decided over seeds: 4 \(2 holds, 2 inconclusive\)", text)
     assert re.search(r"Checks: 2 \(2 holds\)", text)
     # `list` counts claims and checks apart too
     r = run(["list", "--out", str(out)])
     row = next(line for line in r.output.splitlines() if "│ A03 " in line)
-    assert "claims: 1 holds, 1 inconclusive; checks: 1 holds (quick, 2 seeds)" in row
+    assert "claims: 1 holds, 1 inconclusive; checks: 1 holds; 2 without a control (quick, 2 seeds)" in row
 
 
 def test_one_seed_shows_n_equals_1_not_a_degenerate_interval(fake_papers):

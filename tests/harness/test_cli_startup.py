@@ -55,7 +55,7 @@ def test_list_with_records_is_fast_too(tmp_path):
     (tmp_path / "runs" / "records" / "A03-quick-seed0-r1.json").write_text(json.dumps(rec))
     proc, cpu = run_cpu(["list"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "claims: 1 holds; checks: 1 holds (quick, 1 seed)" in proc.stdout
+    assert "claims: 1 holds; checks: 1 holds; 1 without a control (quick, 1 seed)" in proc.stdout
     assert cpu < CPU_LIMIT_S, f"`icml26 list` with a record took {cpu:.2f} s of CPU"
 
 

@@ -46,8 +46,10 @@ def test_summarize_interval():
     assert summarize([]).n == 0
 
 
-def _c(m, r, op="<"):
-    return Claim("s", measured=m, op=op, reference=r, falsifier="the comparison fails").to_dict()
+def _c(m, r, op="<", **kw):
+    if op == "in":
+        kw.setdefault("control_arm", "none: a test of the aggregation rule")
+    return Claim("s", measured=m, op=op, reference=r, falsifier="the comparison fails", **kw).to_dict()
 
 
 def test_aggregate_holds_on_means_and_goes_inconclusive_when_seeds_disagree():

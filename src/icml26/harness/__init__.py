@@ -14,6 +14,7 @@ _WHERE = {
     "seed_everything": "seeding", "aggregate_claims": "stats", "aggregate_metrics": "stats",
     "summarize": "stats", "verdict_counts": "stats", "limit_threads": "threads",
     "interleaved_times": "timing", "median_ratio": "timing", "timed": "timing",
+    "compare_times": "timing", "TimedComparison": "timing", "power": "intervals", "without_control": "stats",
 }
 
 __all__ = list(_WHERE)
@@ -22,9 +23,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .budget import Budget
     from .outcome import Claim, Outcome, compare
     from .seeding import seed_everything
-    from .stats import aggregate_claims, aggregate_metrics, summarize, verdict_counts
+    from .stats import aggregate_claims, aggregate_metrics, summarize, verdict_counts, without_control
     from .threads import limit_threads
-    from .timing import interleaved_times, median_ratio, timed
+    from .intervals import power
+    from .timing import TimedComparison, compare_times, interleaved_times, median_ratio, timed
 
 
 def __getattr__(name: str) -> Any:

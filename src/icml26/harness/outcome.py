@@ -54,7 +54,8 @@ class Claim:
         statement: the claim in the paper's words (shortened).
         measured: the value measured in this run.
         op: how ``measured`` must relate to ``reference`` for the claim to hold.
-        reference: the baseline's value measured in the same run, a bound, or a ``(lo, hi)`` band.
+        reference: the baseline's value measured in the same run, a bound, or a ``(lo, hi)`` band. Leave it out
+            when ``baselines`` is given: the strongest of them is the reference.
         baseline: what the reference is (e.g. ``"ULA at equal gradient evaluations"``).
         metric: what ``measured`` is (e.g. ``"W2 of SRK-LMC"``).
         paper: the paper's own figure, if it states one (text, e.g. ``"1.6x"``).
@@ -63,58 +64,170 @@ class Claim:
             ``"SRK-LMC's W2 at or above ULA's at equal gradient evaluations"``.
         kind: ``"claim"`` (refutable, counted) or ``"check"`` (true by construction; reported separately).
         paired: optional per-instance differences ``measured_i - reference_i`` over the run's instances; a
-            single-seed verdict is inconclusive when their 95% interval contains 0.
+            single-seed verdict is inconclusive when their 95% interval contains 0. With ``baselines``, a dict
+            ``{name: differences against that baseline}``; the strongest baseline's list is used.
+        baselines: ``{name: value}`` of every baseline the run measured for this claim. The reference is the
+            strongest for the claim's direction (the largest for ``>``/``>=``, the smallest for ``<``/``<=``);
+            the record names it (``strongest_baseline``) and lists the others.
+        control: the same quantity measured in the same run on an arm with the paper's contribution removed
+            (untrained / random-init model, shuffled labels, random plan, method switched off, unguided prior).
+            The claim holds only if the method passes its test *and the control fails it* against the same
+            reference; a control that passes too makes the verdict ``inconclusive`` ("the control passes too").
+        control_arm: what the control is (required with ``control``); for a fixed-bar claim without a control,
+            why none exists (e.g. ``"none: theory against an exact simulation"``).
+        control_paired: optional per-instance differences ``control_i - reference_i``.
+        bar: the reference is a fixed bar (a number not measured in this run: "AUROC > 0.9", "≥ 2 tokens per
+            call", a theoretical slope). Default: True for bands (``op="in"``), else False. A fixed-bar claim must
+            carry a ``control`` or say in ``control_arm`` why none exists; ``Claim`` refuses it otherwise.
+        timing_control: for a timed claim, the same-work control ratio (the baseline timed against itself; see
+            :func:`icml26.harness.compare_times`). More than ``timing_tolerance`` from 1 makes the claim
+            ``inconclusive`` ("timing unstable").
     """
 
     statement: str
     measured: float
     op: Op
-    reference: float | tuple[float, float]
+    reference: float | tuple[float, float] | None = None
     baseline: str = ""
     metric: str = ""
     paper: str | None = None
     note: str = ""
     falsifier: str = ""
     kind: Kind = "claim"
-    paired: list[float] | None = None
+    paired: list[float] | dict[str, list[float]] | None = None
+    baselines: dict[str, float] | None = None
+    control: float | None = None
+    control_arm: str = ""
+    control_paired: list[float] | None = None
+    bar: bool | None = None
+    timing_control: float | None = None
+    timing_tolerance: float = 0.05
+    strongest_baseline: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.statement, str) or not self.statement.strip():
+            raise ValueError("Claim needs a non-empty statement (the claim in the paper's words)")
         if self.kind not in KINDS:
             raise ValueError(f"unknown kind {self.kind!r}; use 'claim' (refutable) or 'check' (true by construction)")
         if self.kind == "claim" and not str(self.falsifier).strip():
             raise ValueError(f"claim {self.statement!r} needs falsifier=...: the outcome that would have made it not hold "
                              "(if no outcome could, it is a check: pass kind='check')")
-        if self.paired is not None:
-            self.paired = [float(x) for x in self.paired]
         if self.op not in ("<", "<=", ">", ">=", "in"):
             raise ValueError(f"unknown comparison {self.op!r}; use one of <, <=, >, >=, in")
+        self._resolve_reference()
+        if isinstance(self.paired, dict):
+            raise ValueError(f"claim {self.statement!r}: paired is a dict of per-baseline differences, which needs "
+                             "baselines=... with the same names")
+        if self.paired is not None:
+            self.paired = [float(x) for x in self.paired]
+        self.measured = float(self.measured)
+        if self.bar is None:
+            self.bar = self.op == "in"
+        self._check_control()
+        if self.timing_control is not None:
+            self.timing_control = float(self.timing_control)
+            if not (isinstance(self.timing_tolerance, (int, float)) and 0 < self.timing_tolerance < 1):
+                raise ValueError(f"timing_tolerance must be in (0, 1), got {self.timing_tolerance!r}")
+
+    def _resolve_reference(self) -> None:
+        if self.baselines is not None:
+            if self.reference is not None:
+                raise ValueError(f"claim {self.statement!r}: give reference=... or baselines={{...}}, not both (the "
+                                 "strongest baseline is the reference)")
+            if self.op == "in":
+                raise ValueError("op='in' compares with a band (lo, hi), not with baselines")
+            if not isinstance(self.baselines, dict) or not self.baselines:
+                raise ValueError(f"claim {self.statement!r}: baselines must be a non-empty dict {{name: value}}")
+            self.baselines = {str(k): float(v) for k, v in self.baselines.items()}
+            finite = {k: v for k, v in self.baselines.items() if math.isfinite(v)}
+            if finite:
+                pick = max if self.op in (">", ">=") else min
+                name = pick(finite, key=lambda k: finite[k])
+            else:
+                name = next(iter(self.baselines))
+            self.strongest_baseline = name
+            self.reference = self.baselines[name]
+            if not self.baseline:
+                self.baseline = name
+            if isinstance(self.paired, dict):
+                if set(self.paired) - set(self.baselines):
+                    raise ValueError(f"claim {self.statement!r}: paired names {sorted(set(self.paired) - set(self.baselines))} "
+                                     "are not in baselines")
+                self.paired = self.paired.get(name)
+            return
+        if self.reference is None:
+            raise ValueError(f"claim {self.statement!r} needs reference=... (a same-run baseline, a bound or a band) "
+                             "or baselines={name: value}")
         if self.op == "in":
             if not (isinstance(self.reference, (tuple, list)) and len(self.reference) == 2):
                 raise ValueError("op='in' needs reference=(lo, hi)")
             self.reference = (float(self.reference[0]), float(self.reference[1]))
         else:
             self.reference = float(self.reference)  # type: ignore[arg-type]
-        self.measured = float(self.measured)
+
+    def _check_control(self) -> None:
+        if self.control is not None:
+            self.control = float(self.control)
+            if not str(self.control_arm).strip():
+                raise ValueError(f"claim {self.statement!r}: control=... needs control_arm='what the control is' "
+                                 "(untrained model, shuffled labels, method switched off, ...)")
+        if self.control_paired is not None:
+            if self.control is None:
+                raise ValueError(f"claim {self.statement!r}: control_paired needs control=...")
+            self.control_paired = [float(x) for x in self.control_paired]
+        if self.kind == "claim" and self.bar and self.control is None and not str(self.control_arm).strip():
+            raise ValueError(
+                f"claim {self.statement!r} compares with a fixed bar ({_ref_text(self.op, self.reference)}), not with a "
+                "baseline measured in this run, so it needs control=... (the same quantity with the paper's contribution "
+                "removed: untrained, shuffled, random, switched off), or control_arm='none: <why no control exists>'")
 
     @property
     def paired_ci(self) -> tuple[float, float] | None:
         """95% t-interval of the mean per-instance difference, or None without ``paired`` (or < 2 finite)."""
-        if not self.paired:
-            return None
-        from .stats import summarize
+        return _ci(self.paired)  # type: ignore[arg-type]
 
-        s = summarize(self.paired)
-        return (s.lo, s.hi) if s.n >= 2 else None
+    @property
+    def control_verdict(self) -> Verdict | None:
+        """The control's own verdict under the claim's test (None without a control)."""
+        if self.control is None:
+            return None
+        h = compare(self.control, self.op, self.reference)  # type: ignore[arg-type]
+        ci = _ci(self.control_paired)
+        if h is not None and self.op != "in" and ci is not None and ci[0] <= 0.0 <= ci[1]:
+            h = None
+        return "inconclusive" if h is None else ("holds" if h else "does not hold")
+
+    @property
+    def timing_stable(self) -> bool | None:
+        if self.timing_control is None:
+            return None
+        return math.isfinite(self.timing_control) and abs(self.timing_control - 1.0) <= self.timing_tolerance
+
+    def _decide(self) -> tuple[bool | None, str]:
+        h = compare(self.measured, self.op, self.reference)  # type: ignore[arg-type]
+        if h is None:
+            return None, "not a finite number"
+        ci = self.paired_ci
+        if self.op != "in" and ci is not None and ci[0] <= 0.0 <= ci[1]:
+            return None, "the per-instance interval of (measured − reference) contains 0"
+        if self.timing_stable is False:
+            return None, f"timing unstable (same-work ratio {self.timing_control:.3f}, not within {self.timing_tolerance:g} of 1)"
+        if h and self.control is not None:
+            cv = self.control_verdict
+            if cv == "holds":
+                return None, f"the control passes too ({self.control_arm}: {self.control:.4g})"
+        return h, ""
 
     @property
     def holds(self) -> bool | None:
-        """Computed verdict: True / False, or None when the measurement is not a finite number or the
-        per-instance paired interval (when given) contains 0."""
-        h = compare(self.measured, self.op, self.reference)
-        ci = self.paired_ci
-        if h is not None and self.op != "in" and ci is not None and ci[0] <= 0.0 <= ci[1]:
-            return None
-        return h
+        """Computed verdict: True / False, or None when the measurement is not a finite number, the per-instance
+        paired interval (when given) contains 0, the timing was unstable, or the control passes too."""
+        return self._decide()[0]
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict is inconclusive ("" when it is not)."""
+        return self._decide()[1]
 
     @property
     def verdict(self) -> Verdict:
@@ -123,24 +236,48 @@ class Claim:
 
     def to_dict(self) -> dict[str, Any]:
         ref = list(self.reference) if isinstance(self.reference, tuple) else self.reference
-        return {
+        d = {
             "statement": self.statement, "measured": _num(self.measured), "op": self.op,
-            "reference": ref, "baseline": self.baseline, "metric": self.metric,
-            "paper": self.paper, "note": self.note, "verdict": self.verdict, "kind": self.kind,
-            "falsifier": self.falsifier, "paired": [_num(x) for x in self.paired] if self.paired else None,
+            "reference": _num(ref) if not isinstance(ref, list) else ref, "baseline": self.baseline,
+            "metric": self.metric, "paper": self.paper, "note": self.note, "verdict": self.verdict, "kind": self.kind,
+            "reason": self.reason, "falsifier": self.falsifier, "bar": bool(self.bar),
+            "paired": [_num(x) for x in self.paired] if self.paired else None,  # type: ignore[union-attr]
             "paired_ci": [_num(x) for x in self.paired_ci] if self.paired_ci else None,
+            "baselines": {k: _num(v) for k, v in self.baselines.items()} if self.baselines else None,
+            "strongest_baseline": self.strongest_baseline or None,
+            "control": _num(self.control) if self.control is not None else None,
+            "control_arm": self.control_arm, "control_verdict": self.control_verdict,
+            "control_paired_ci": [_num(x) for x in ci] if (ci := _ci(self.control_paired)) else None,
+            "timing_control": _num(self.timing_control) if self.timing_control is not None else None,
+            "timing_tolerance": self.timing_tolerance if self.timing_control is not None else None,
         }
+        if d["verdict"] == "inconclusive" and self.paired and self.op != "in":
+            from .intervals import power
+
+            d["power"] = power(self.paired, unit="instances")  # type: ignore[arg-type]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Claim":
         ref = d["reference"]
         ref = tuple(ref) if isinstance(ref, list) else ref
-        measured = d["measured"] if d["measured"] is not None else float("nan")
-        return cls(statement=d["statement"], measured=measured, op=d["op"], reference=ref,
+        nan = float("nan")
+        measured = d["measured"] if d["measured"] is not None else nan
+        baselines = d.get("baselines")
+        kind = d.get("kind", "claim")
+        bar = d.get("bar")
+        control = d.get("control")
+        arm = d.get("control_arm", "") or ""
+        if kind == "claim" and (bar if bar is not None else d["op"] == "in") and control is None and not arm:
+            arm = "(none recorded)"  # an old record from before controls: readable, not re-judged
+        return cls(statement=d["statement"], measured=measured, op=d["op"],
+                   reference=None if baselines else (nan if ref is None else ref),
                    baseline=d.get("baseline", ""), metric=d.get("metric", ""), paper=d.get("paper"),
-                   note=d.get("note", ""), falsifier=d.get("falsifier", "") or "(not stated)",
-                   kind=d.get("kind", "claim"),
-                   paired=[float("nan") if x is None else x for x in d["paired"]] if d.get("paired") else None)
+                   note=d.get("note", ""), falsifier=d.get("falsifier", "") or "(not stated)", kind=kind,
+                   paired=[nan if x is None else x for x in d["paired"]] if d.get("paired") else None,
+                   baselines={k: nan if v is None else v for k, v in baselines.items()} if baselines else None,
+                   control=control, control_arm=arm, bar=bar,
+                   timing_control=d.get("timing_control"), timing_tolerance=d.get("timing_tolerance") or 0.05)
 
 
 @dataclass
@@ -174,6 +311,22 @@ class Outcome:
     def checks(self) -> list[Claim]:
         """The entries of ``claims`` that are checks (true by construction), not refutable claims."""
         return [c for c in self.claims if c.kind == "check"]
+
+
+def _ci(values: list[float] | None) -> tuple[float, float] | None:
+    """95% t-interval of the mean of ``values``; None when fewer than 2 are finite."""
+    if not values:
+        return None
+    from .intervals import summarize
+
+    s = summarize(values)
+    return (s.lo, s.hi) if s.n >= 2 else None
+
+
+def _ref_text(op: str, reference: Any) -> str:
+    if op == "in" and isinstance(reference, (tuple, list)):
+        return f"in [{reference[0]:g}, {reference[1]:g}]"
+    return f"{op} {reference}"
 
 
 def _num(x: Any) -> Any:

@@ -1,45 +1,48 @@
 """Aggregating seeds: mean, 95% interval, and a claim's verdict over seeds.
 
-Rule (documented in the README and in :func:`aggregate_claims`): a claim's verdict over seeds is its
-comparison applied to the *mean* measurement and the *mean* reference, downgraded to ``inconclusive`` when any
-seed is not finite, when the 95% t-interval of the paired difference (measured - reference) contains 0, or,
-for a band claim (``op="in"``), when the interval of the measurement crosses an edge of the band.
+Rules (documented in the README and in :func:`aggregate_claims`): a claim's verdict over seeds is its comparison
+applied to the *mean* measurement and the *mean* reference (with ``baselines``, the baseline strongest on the
+means), downgraded to ``inconclusive`` when any seed is not finite, when the 95% t-interval of the paired
+difference (measured - reference) contains 0, for a band claim (``op="in"``) when the interval of the
+measurement crosses an edge of the band, when the control passes the same test on the aggregate, or when a timed
+claim's same-work control drifted. A claim whose measured value and reference are the same on every seed is
+``seed-invariant``: one piece of evidence, counted apart from claims decided over seeds.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats as _st
 
-from .outcome import Claim, compare
+from .intervals import Summary, power, summarize
+from .outcome import compare
 
-
-@dataclass
-class Summary:
-    mean: float
-    lo: float
-    hi: float
-    n: int
-
-    def to_dict(self) -> dict[str, Any]:
-        f = lambda x: x if math.isfinite(x) else None  # noqa: E731
-        return {"mean": f(self.mean), "lo": f(self.lo), "hi": f(self.hi), "n": self.n}
+#: relative / absolute tolerance under which per-seed values count as the same number
+_SAME_RTOL, _SAME_ATOL = 1e-9, 1e-12
+#: the bucket of verdict_counts for claims whose numbers are identical on every seed
+SEED_INVARIANT = "seed-invariant"
 
 
-def summarize(values: Sequence[float], level: float = 0.95) -> Summary:
-    """Mean and t-interval of the finite values (interval collapses to the mean for n = 1)."""
-    x = np.asarray([v for v in values if v is not None and math.isfinite(float(v))], dtype=float)
-    if x.size == 0:
-        return Summary(float("nan"), float("nan"), float("nan"), 0)
-    m = float(x.mean())
-    if x.size == 1:
-        return Summary(m, m, m, 1)
-    half = float(_st.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return Summary(m, m - half, m + half, int(x.size))
+def _same(values: Sequence[float]) -> bool:
+    x = np.asarray(values, dtype=float)
+    return bool(x.size >= 2 and np.all(np.isfinite(x)) and np.allclose(x, x[0], rtol=_SAME_RTOL, atol=_SAME_ATOL))
+
+
+def _strongest(group: Sequence[dict[str, Any]], op: str) -> tuple[str | None, dict[str, float]]:
+    """The baseline with the strongest mean over seeds for ``op``, and every baseline's mean."""
+    names: list[str] = []
+    for c in group:
+        names += [k for k in (c.get("baselines") or {}) if k not in names]
+    if not names:
+        return None, {}
+    means = {k: summarize([_f((c.get("baselines") or {}).get(k)) for c in group]).mean for k in names}
+    finite = {k: v for k, v in means.items() if math.isfinite(v)}
+    if not finite:
+        return names[0], means
+    pick = max if op in (">", ">=") else min
+    return pick(finite, key=lambda k: finite[k]), means
 
 
 def aggregate_claims(per_seed: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -49,68 +52,167 @@ def aggregate_claims(per_seed: Sequence[Sequence[dict[str, Any]]]) -> list[dict[
 
     1. A claim with any non-finite seed (measured, or a reference that is not a band) is ``inconclusive``;
        ``n_finite``/``n_seeds`` say how many seeds were usable. One finite seed never decides for three.
-    2. One seed: that seed's own verdict (which already honours a per-instance ``paired`` interval).
-    3. Two or more: the comparison on the means, downgraded to ``inconclusive`` when the 95% t-interval of the
-       paired difference (measured - reference) contains 0, or, for a band, when the measurement's interval
-       crosses an edge. A *claim* (not a check) whose measured value equals its reference exactly on every seed
-       is ``inconclusive``: the comparison cannot separate the two sides, so it is no evidence either way.
+    2. One seed: that seed's own verdict (which already honours ``paired``, the control and the timing control).
+    3. Two or more: the comparison on the means (with ``baselines``: against the baseline strongest on the means,
+       per seed that baseline's value), downgraded to ``inconclusive`` when the 95% t-interval of the paired
+       difference (measured - reference) contains 0, or, for a band, when the measurement's interval crosses an
+       edge. A *claim* (not a check) whose measured value equals its reference exactly on every seed is
+       ``inconclusive``: the comparison cannot separate the two sides.
+    4. Control: when the claim holds so far and carries a control, the same rule is applied to the control's
+       values (against the same per-seed reference); if the control holds too, the claim is ``inconclusive``
+       ("the control passes too"). A control that is not finite on some seed cannot show that it fails: also
+       ``inconclusive``.
+    5. Timing: a claim carrying ``timing_control`` is ``inconclusive`` when the median same-work ratio over seeds is
+       more than its tolerance from 1.
+    6. ``seed_invariant``: measured and reference identical on every seed (n >= 2). The verdict is the one that
+       number gives, but it is one piece of evidence: :func:`verdict_counts` counts it apart.
+
+    Every inconclusive claim gets ``power``: the interval of (measured - reference) over seeds and how many seeds
+    the observed effect would need to be decided at 95% (see :func:`icml26.harness.intervals.power`).
     """
     if not per_seed:
         return []
     out = []
     for first in per_seed[0]:
         group = [c for claims in per_seed for c in claims if c["statement"] == first["statement"]]
-        meas = [_f(c["measured"]) for c in group]
-        band = first["op"] == "in"
-        refs = [_f(c["reference"]) for c in group] if not band else []
-        finite = [math.isfinite(m) and (band or math.isfinite(r)) for m, r in zip(meas, refs or meas)]
-        ms = summarize(meas)
-        row = dict(first)
-        row["kind"] = first.get("kind", "claim")
-        row["measured"] = ms.mean
-        row["measured_ci"] = [ms.lo, ms.hi]
-        row["n_seeds"] = len(group)
-        row["n_finite"] = int(sum(finite))
-        row["seed_verdicts"] = [c["verdict"] for c in group]
-        row["seed_measured"] = [c["measured"] for c in group]
-        h: bool | None
-        if band:
-            lo, hi = first["reference"]
-            row["reference"] = [lo, hi]
-            h = compare(ms.mean, "in", (lo, hi))
-            if h is not None and ms.n >= 2 and (ms.lo < lo <= ms.hi or ms.lo <= hi < ms.hi):
-                h = None
-        else:
-            rs = summarize(refs)
-            row["reference"] = rs.mean
-            row["reference_ci"] = [rs.lo, rs.hi]
-            h = compare(ms.mean, first["op"], rs.mean)
-            diffs = [m - r for m, r in zip(meas, refs)]
-            if h is not None and len(group) >= 2:
-                ds = summarize(diffs)
-                row["difference_ci"] = [ds.lo, ds.hi]
-                if ds.lo == ds.hi == 0.0:
-                    if row["kind"] == "claim":
-                        h = None
-                elif ds.lo <= 0.0 <= ds.hi:
-                    h = None
-        if not all(finite):
-            h = None
-        if len(group) == 1:
-            row["verdict"] = group[0]["verdict"] if all(finite) else "inconclusive"
-        else:
-            row["verdict"] = "inconclusive" if h is None else ("holds" if h else "does not hold")
-        out.append(row)
+        out.append(_aggregate_one(first, group))
     return out
+
+
+def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    op = first["op"]
+    band = op == "in"
+    meas = [_f(c["measured"]) for c in group]
+    row = dict(first)
+    row["kind"] = first.get("kind", "claim")
+    strongest, base_means = (None, {}) if band else _strongest(group, op)
+    if strongest is not None:
+        refs = [_f((c.get("baselines") or {}).get(strongest)) for c in group]
+        row["strongest_baseline"] = strongest
+        row["baselines"] = base_means
+        if not first.get("baseline") or first.get("baseline") == first.get("strongest_baseline"):
+            row["baseline"] = strongest
+    else:
+        refs = [] if band else [_f(c["reference"]) for c in group]
+    finite = [math.isfinite(m) and (band or math.isfinite(r)) for m, r in zip(meas, refs or meas)]
+    ms = summarize(meas)
+    row["measured"] = ms.mean
+    row["measured_ci"] = [ms.lo, ms.hi]
+    row["n_seeds"] = len(group)
+    row["n_finite"] = int(sum(finite))
+    row["seed_verdicts"] = [c["verdict"] for c in group]
+    row["seed_measured"] = [c["measured"] for c in group]
+    invariant = len(group) >= 2 and all(finite) and _same(meas) and (band or _same(refs))
+    row["seed_invariant"] = invariant
+    reason = ""
+    h: bool | None
+    diffs: list[float] = []
+    effect: float | None = None
+    if band:
+        lo, hi = first["reference"]
+        row["reference"] = [lo, hi]
+        h = compare(ms.mean, "in", (lo, hi))
+        if h is not None and ms.n >= 2 and not invariant and (ms.lo < lo <= ms.hi or ms.lo <= hi < ms.hi):
+            h, reason = None, "the interval over seeds crosses an edge of the band"
+        diffs = [m - (lo if abs(m - lo) < abs(m - hi) else hi) for m in meas]  # distance to the nearest edge
+        effect = min(abs(ms.mean - lo), abs(ms.mean - hi)) if math.isfinite(ms.mean) else None
+    else:
+        rs = summarize(refs)
+        row["reference"] = rs.mean
+        row["reference_ci"] = [rs.lo, rs.hi]
+        h = compare(ms.mean, op, rs.mean)
+        diffs = [m - r for m, r in zip(meas, refs)]
+        if h is not None and len(group) >= 2:
+            ds = summarize(diffs)
+            row["difference_ci"] = [ds.lo, ds.hi]
+            if ds.lo == ds.hi == 0.0:
+                if row["kind"] == "claim":
+                    h, reason = None, "measured equals the reference on every seed"
+            elif ds.lo <= 0.0 <= ds.hi:
+                h, reason = None, "the interval of (measured − reference) over seeds contains 0"
+    if not all(finite):
+        h, reason = None, f"{len(group) - int(sum(finite))} of {len(group)} seeds not finite"
+    if len(group) >= 2 and h is not None:
+        h, reason = _timing_rule(group, h, reason)
+    if len(group) >= 2 and h:
+        h, reason = _control_rule(row, group, refs, band, h, reason)
+    elif any(c.get("control") is not None for c in group):
+        row["control"] = summarize([_f(c.get("control")) for c in group]).mean
+    if len(group) == 1:
+        row["verdict"] = group[0]["verdict"] if all(finite) else "inconclusive"
+        row["reason"] = group[0].get("reason", "") if all(finite) else reason
+    else:
+        row["verdict"] = "inconclusive" if h is None else ("holds" if h else "does not hold")
+        row["reason"] = reason if h is None else ""
+    if row["verdict"] == "inconclusive" and len(group) >= 2:
+        row["power"] = power(diffs, unit="seeds", effect=effect)
+    elif len(group) >= 2:
+        row.pop("power", None)
+    return row
+
+
+def _timing_rule(group: Sequence[dict[str, Any]], h: bool, reason: str) -> tuple[bool | None, str]:
+    tcs = [_f(c.get("timing_control")) for c in group if c.get("timing_control") is not None]
+    if not tcs:
+        return h, reason
+    tol = float(group[0].get("timing_tolerance") or 0.05)
+    med = float(np.median(tcs)) if tcs and all(math.isfinite(t) for t in tcs) else float("nan")
+    if not (math.isfinite(med) and abs(med - 1.0) <= tol):
+        return None, f"timing unstable (median same-work ratio {med:.3f} over seeds, not within {tol:g} of 1)"
+    return h, reason
+
+
+def _control_rule(row: dict[str, Any], group: Sequence[dict[str, Any]], refs: list[float], band: bool,
+                  h: bool, reason: str) -> tuple[bool | None, str]:
+    ctrl = [c.get("control") for c in group]
+    if all(c is None for c in ctrl):
+        return h, reason
+    vals = [_f(c) for c in ctrl]
+    cs = summarize(vals)
+    row["control"] = cs.mean
+    row["control_ci"] = [cs.lo, cs.hi]
+    arm = group[0].get("control_arm") or "control"
+    if not all(math.isfinite(v) for v in vals):
+        row["control_verdict"] = "inconclusive"
+        return None, f"the control ({arm}) is not finite on every seed, so it cannot show that it fails"
+    if band:
+        lo, hi = row["reference"]
+        hc = compare(cs.mean, "in", (lo, hi))
+        if hc and (cs.lo < lo <= cs.hi or cs.lo <= hi < cs.hi) and not _same(vals):
+            hc = None
+    else:
+        hc = compare(cs.mean, row["op"], row["reference"])
+        cd = summarize([v - r for v, r in zip(vals, refs)])
+        row["control_difference_ci"] = [cd.lo, cd.hi]
+        if hc and cd.lo <= 0.0 <= cd.hi:
+            hc = None
+    row["control_verdict"] = "inconclusive" if hc is None else ("holds" if hc else "does not hold")
+    if hc:
+        return None, f"the control passes too ({arm}: {cs.mean:.4g})"
+    return h, reason
 
 
 def verdict_counts(claims: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """``{"claims": {verdict: n}, "checks": {verdict: n}}``: claims and checks are counted separately."""
-    out: dict[str, dict[str, int]] = {"claims": {}, "checks": {}}
+    """``{"claims": {verdict: n}, "seed-invariant": {verdict: n}, "checks": {verdict: n}}``.
+
+    Claims decided over seeds, claims whose numbers were the same on every seed (one piece of evidence however
+    many seeds ran) and checks are counted apart.
+    """
+    out: dict[str, dict[str, int]] = {"claims": {}, SEED_INVARIANT: {}, "checks": {}}
     for c in claims:
-        bucket = out["checks" if c.get("kind") == "check" else "claims"]
+        if c.get("kind") == "check":
+            bucket = out["checks"]
+        elif c.get("seed_invariant"):
+            bucket = out[SEED_INVARIANT]
+        else:
+            bucket = out["claims"]
         bucket[c["verdict"]] = bucket.get(c["verdict"], 0) + 1
     return out
+
+
+def without_control(claims: Sequence[dict[str, Any]]) -> int:
+    """How many refutable claims carry no control (checks are not counted)."""
+    return sum(1 for c in claims if c.get("kind", "claim") == "claim" and c.get("control") is None)
 
 
 def aggregate_metrics(per_seed: Sequence[dict[str, float]]) -> dict[str, dict[str, Any]]:
@@ -127,4 +229,5 @@ def _f(x: Any) -> float:
         return float("nan")
 
 
-__all__ = ["Summary", "summarize", "aggregate_claims", "aggregate_metrics", "verdict_counts", "Claim"]
+__all__ = ["Summary", "summarize", "aggregate_claims", "aggregate_metrics", "verdict_counts", "without_control",
+           "SEED_INVARIANT", "power"]

@@ -185,7 +185,7 @@ def _reproduce(s: Sizes, seed: int) -> Outcome:
     if n_hi >= 16:
         claims.append(Claim(
             f"The HALD gap closes once crops are plentiful (|gap| <= 1 pp at n = {n_hi})",
-            measured=gap[(PRIMARY, n_hi)], op="in", reference=(-0.01, 0.01),
+            measured=gap[(PRIMARY, n_hi)], op="in", reference=(-0.01, 0.01), bar=False,
             baseline="soft-only at the same n, same run", metric=f"acc(HALD-S6) - acc(soft-only) at n={n_hi}",
             falsifier=f"HALD-S6 and soft-only differ by more than 1 pp at n={n_hi} (either way)",
             note=f"gap at n={n_lo}: {gap[(PRIMARY, n_lo)]:+.3f}"))

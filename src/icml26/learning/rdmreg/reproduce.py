@@ -184,6 +184,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             claims.append(Claim(
                 f"...while learning sparse representations: 50-85% of the entries of z are exactly zero at mu={m:g}",
                 measured=zeros, op="in", reference=SPARSITY_BAND, baseline="band 50-85% (spec)",
+                control=1.0 - gauss["l0"], control_arm="the Gaussian target (LeJEPA-style) in place of the RDM target",
                 metric=f"fraction of zero entries of z at p=1, mu={m:g} (test split)",
                 falsifier=f"fewer than 50% or more than 85% zeros at mu={m:g}",
                 note=f"the RGG target itself has {1 - rgg_expected_l0(1.0, m):.1%} zeros (analytic)"))

@@ -284,6 +284,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     claims = [
         Claim(statement="UniFast-HGR's cost is O(m^2 K): forward+backward time grows ~linearly in K",
               measured=metrics["slope_unifast"], op="in", reference=(0.7, 1.3),
+              control=metrics["slope_dcca"], control_arm="covariance-form (K x K) whitening in place of UniFast's",
               metric="log-log slope of UniFast time vs K (K >= 4m)", baseline="linear-cost band from the spec",
               paper="dominant cost O(m^2 K)",
               falsifier="a log-log slope of UniFast's time vs K outside [0.7, 1.3] (e.g. quadratic in K)",

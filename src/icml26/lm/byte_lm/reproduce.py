@@ -303,7 +303,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               falsifier="byte-level accuracy more than 2 points below token healing's (or an interval that cannot rule "
                         "that out)", note=per_cut),
         Claim("At token boundaries the byte-level LM matches naive prompting (within 2 points)",
-              measured=bnd("bytelm") - bnd("naive"), op="in", reference=(-MARGIN, MARGIN),
+              measured=bnd("bytelm") - bnd("naive"), op="in", reference=(-MARGIN, MARGIN), bar=False,
               baseline="naive at boundary cuts", metric="accuracy difference at boundary cuts",
               falsifier="the accuracy difference at boundary cuts outside +-2 points",
               note=f"{sum(r['boundary'] for r in rows)} boundary cuts; binomial noise is a few points at this count"),

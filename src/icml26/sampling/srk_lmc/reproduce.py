@@ -229,6 +229,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     claims = [
         # claims: refutable by this run
         Claim("SRK-LMC has strong order 1.5", slopes["srk_lmc"], "in", (1.25, 1.75), baseline="order 1.5 band",
+              control=slopes["no_levy"], control_arm="SRK-LMC with dZ replaced by h dW / 2 (its Levy-area term removed)",
               metric="empirical strong-order slope, SRK-LMC", paper="1.5", note=band_note,
               falsifier="fitted slope of SRK-LMC's RMS strong error outside [1.25, 1.75] (e.g. ~1, as the "
                         "no-dZ control gives)"),

@@ -1,0 +1,179 @@
+"""The evidence rules of the harness (issue "Verdicts that are evidence"): controls, strongest baselines,
+seed-invariant claims, power, and timing that survives load."""
+
+import math
+import time
+
+import pytest
+
+from icml26.cli import last_verdict
+from icml26.harness import Claim, aggregate_claims, compare_times, verdict_counts, without_control
+from icml26.harness.intervals import n_needed, power
+from icml26.harness.timing import TimedComparison
+
+F = "the comparison fails"
+
+
+def claim(m, r=None, op=">", **kw):
+    return Claim("s", measured=m, op=op, reference=r, falsifier=F, **kw)
+
+
+# 1. controls
+
+def test_control_that_passes_too_makes_the_claim_inconclusive():
+    c = claim(0.95, 0.9, bar=True, control=0.93, control_arm="untrained model")
+    assert c.verdict == "inconclusive" and "control passes too" in c.reason
+    assert c.control_verdict == "holds"
+    ok = claim(0.95, 0.9, bar=True, control=0.5, control_arm="untrained model")
+    assert ok.verdict == "holds" and ok.control_verdict == "does not hold" and ok.reason == ""
+    # the control does not rescue a method that fails its own test
+    assert claim(0.85, 0.9, bar=True, control=0.5, control_arm="untrained").verdict == "does not hold"
+
+
+def test_control_paired_interval_decides_whether_the_control_passes():
+    # the control's point value passes, but its per-instance interval contains 0: it is not shown to pass
+    c = claim(0.95, 0.9, control=0.91, control_arm="random", control_paired=[0.2, -0.2, 0.05, -0.03])
+    assert c.control_verdict == "inconclusive" and c.verdict == "holds"
+
+
+def test_fixed_bar_claim_without_control_is_refused():
+    with pytest.raises(ValueError, match="fixed bar"):
+        claim(0.95, 0.9, bar=True)
+    with pytest.raises(ValueError, match="fixed bar"):
+        Claim("band", measured=1.5, op="in", reference=(1.3, 1.7), falsifier=F)  # bands are fixed bars
+    # allowed with a reason why no control exists, with a control, or as a check
+    claim(0.95, 0.9, bar=True, control_arm="none: theory against an exact simulation")
+    Claim("band", measured=1.5, op="in", reference=(1.3, 1.7), falsifier=F, control=1.0, control_arm="no Levy area")
+    Claim("band", measured=1.5, op="in", reference=(1.3, 1.7), kind="check")
+    with pytest.raises(ValueError, match="control_arm"):
+        claim(0.95, 0.9, control=0.5)
+
+
+def test_control_over_seeds():
+    passes = [[claim(0.9 + 0.01 * s, 0.5, bar=True, control=0.8 + 0.01 * s, control_arm="untrained").to_dict()]
+              for s in range(3)]
+    agg = aggregate_claims(passes)[0]
+    assert agg["verdict"] == "inconclusive" and "control passes too" in agg["reason"]
+    assert agg["control_verdict"] == "holds"
+    fails = [[claim(0.9 + 0.01 * s, 0.5, bar=True, control=0.3 + 0.01 * s, control_arm="untrained").to_dict()]
+             for s in range(3)]
+    agg = aggregate_claims(fails)[0]
+    assert agg["verdict"] == "holds" and agg["control_verdict"] == "does not hold"
+    assert math.isclose(agg["control"], 0.31)
+    nan = [[claim(0.9, 0.5, bar=True, control=c, control_arm="untrained").to_dict()] for c in (0.3, float("nan"))]
+    assert aggregate_claims(nan)[0]["verdict"] == "inconclusive"
+
+
+# 2. strongest baseline
+
+def test_strongest_baseline_is_the_reference_for_the_direction():
+    up = claim(0.8, baselines={"keyword": 0.71, "random": 0.09})
+    assert up.reference == 0.71 and up.strongest_baseline == "keyword" and up.baseline == "keyword"
+    assert up.verdict == "holds"
+    down = claim(0.5, op="<", baselines={"ULA": 0.6, "SRK-LD": 0.4})
+    assert down.reference == 0.4 and down.strongest_baseline == "SRK-LD" and down.verdict == "does not hold"
+    d = up.to_dict()
+    assert d["strongest_baseline"] == "keyword" and d["baselines"] == {"keyword": 0.71, "random": 0.09}
+    assert Claim.from_dict(d).to_dict() == d
+    with pytest.raises(ValueError, match="not both"):
+        claim(0.8, 0.7, baselines={"a": 0.1})
+    with pytest.raises(ValueError, match="non-empty"):
+        claim(0.8, baselines={})
+
+
+def test_paired_by_baseline_uses_the_strongest():
+    c = claim(0.8, baselines={"keyword": 0.7, "random": 0.1},
+              paired={"keyword": [0.3, -0.3, 0.1], "random": [0.7, 0.7, 0.6]})
+    assert c.verdict == "inconclusive"  # the keyword differences straddle 0
+
+
+def test_strongest_baseline_over_seeds_is_chosen_on_the_means():
+    seeds = [[claim(0.8, baselines={"a": 0.75 if s else 0.5, "b": 0.6}).to_dict()] for s in range(3)]
+    agg = aggregate_claims(seeds)[0]
+    assert agg["strongest_baseline"] == "a" and math.isclose(agg["reference"], (0.5 + 0.75 + 0.75) / 3)
+
+
+# 3. seed-invariant claims
+
+def test_seed_invariant_claims_are_counted_apart():
+    same = aggregate_claims([[claim(2.0, 1.0).to_dict()] for _ in range(3)])[0]
+    assert same["seed_invariant"] and same["verdict"] == "holds"
+    varies = aggregate_claims([[claim(2.0 + 0.1 * s, 1.0).to_dict()] for s in range(3)])[0]
+    assert not varies["seed_invariant"]
+    check = aggregate_claims([[Claim("c", 1.0, ">=", 1.0, kind="check").to_dict()] for _ in range(3)])[0]
+    counts = verdict_counts([same, varies, check])
+    assert counts == {"claims": {"holds": 1}, "seed-invariant": {"holds": 1}, "checks": {"holds": 1}}
+    assert without_control([same, varies, check]) == 2
+    summary = {"claims": [same, varies, check], "crashed": [], "seeds": [0, 1, 2], "budget": "quick"}
+    text = last_verdict(summary)
+    assert "seed-invariant: " in text and "2 without a control" in text
+
+
+# 4. power
+
+def test_n_needed_matches_the_t_interval():
+    # effect 1, sd 2: the smallest n with t(0.975, n-1) * 2 / sqrt(n) < 1 is 18 (t(.975,17)=2.110, 2*2.110/4.243=0.995)
+    assert n_needed(1.0, 2.0) == 18
+    assert n_needed(1.0, 0.0) == 2
+    assert n_needed(0.0, 1.0) is None
+    assert n_needed(0.01, 1.0) is None  # not within 100
+    p = power([0.1, -0.05, 0.3])
+    assert p["n"] == 3 and p["unit"] == "seeds" and p["needed"] is not None and p["needed"] > 3
+
+
+def test_power_on_a_known_effect_recovers_the_seed_count():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal(400)
+    diffs = list(0.5 + 1.0 * (z - z.mean()) / z.std(ddof=1))  # mean 0.5, sd 1 exactly
+    p = power(diffs)
+    assert p["needed"] == n_needed(0.5, 1.0) == 18  # t(.975,17)*1/sqrt(18) = 0.497 < 0.5
+
+
+def test_inconclusive_aggregate_reports_power():
+    rows = [[claim(m, 1.0).to_dict()] for m in (1.2, 0.9, 1.3)]
+    agg = aggregate_claims(rows)[0]
+    assert agg["verdict"] == "inconclusive"
+    assert agg["power"]["unit"] == "seeds" and agg["power"]["n"] == 3
+    assert agg["power"]["interval"][0] < 0 < agg["power"]["interval"][1]
+    assert "power" not in aggregate_claims([[claim(m, 1.0).to_dict()] for m in (2.0, 2.1, 2.2)])[0]
+    single = claim(1.1, 1.0, paired=[0.3, -0.2, 0.1]).to_dict()
+    assert single["verdict"] == "inconclusive" and single["power"]["unit"] == "instances"
+
+
+# 6. timing
+
+def test_timing_claim_with_drifting_same_work_control_is_inconclusive():
+    tc = TimedComparison(method=[1.0] * 5, baseline=[2.0] * 5, control=[2.4] * 5)
+    assert not tc.stable and math.isclose(tc.control_ratio, 1.2)
+    c = tc.claim("2x faster", ">=", 1.5, falsifier=F, control_arm="none: a speed-up over a same-run baseline")
+    assert c.verdict == "inconclusive" and "timing unstable" in c.reason
+    stable = TimedComparison(method=[1.0, 1.01, 0.99, 1.0, 1.02], baseline=[2.0, 2.02, 1.99, 2.01, 2.0],
+                             control=[2.01, 2.0, 2.0, 1.99, 2.02])
+    c = stable.claim("2x faster", ">=", 1.5, falsifier=F, control_arm="none: same-run baseline")
+    assert stable.stable and c.verdict == "holds"
+    rows = [[TimedComparison([1.0] * 3, [2.0] * 3, [2.0 * k] * 3).claim(
+        "t", ">=", 1.5, falsifier=F, control_arm="none").to_dict()] for k in (1.2, 1.15, 1.25)]
+    assert aggregate_claims(rows)[0]["verdict"] == "inconclusive"
+
+
+def test_compare_times_measures_cpu_time_and_same_work():
+    def busy(n):
+        def f():
+            s = 0
+            for i in range(n):
+                s += i
+            return s
+        return f
+
+    tc = compare_times(busy(20_000), busy(80_000), repeats=5, clock="cpu")
+    assert len(tc.method) == len(tc.baseline) == len(tc.control) == 5
+    assert tc.speedup > 1.5  # 4x less work
+    # sleeping costs no CPU time: a CPU-time comparison is blind to it, as it is to other processes' load
+    tc = compare_times(lambda: time.sleep(0.01), busy(20_000), repeats=3, clock="cpu")
+    assert tc.ratio < 0.5
+    with pytest.raises(ValueError, match="repeats"):
+        compare_times(busy(1), busy(1), repeats=2)
+    with pytest.raises(ValueError, match="clock"):
+        compare_times(busy(1), busy(1), clock="gpu")  # type: ignore[arg-type]
