@@ -520,7 +520,8 @@ def verdict_cell(c: dict[str, Any]) -> str:
             s += f"; {c['reason']}"
         p = c.get("power")
         if p and p.get("interval") and _finite(*p["interval"]):
-            s += f"; Δ [{_n(p['interval'][0], 3)}, {_n(p['interval'][1], 3)}], {p['text']}"
+            lo, hi = p["interval"]
+            s += (f"; Δ [{_n(lo, 3)}, {_n(hi, 3)}]" if lo != hi else f"; Δ {_n(lo, 3)} on every one") + f", {p['text']}"
     return s
 
 

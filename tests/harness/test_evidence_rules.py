@@ -177,3 +177,43 @@ def test_compare_times_measures_cpu_time_and_same_work():
         compare_times(busy(1), busy(1), repeats=2)
     with pytest.raises(ValueError, match="clock"):
         compare_times(busy(1), busy(1), clock="gpu")  # type: ignore[arg-type]
+
+
+# the report and the SQLite index show the new fields
+
+def test_report_and_index_show_controls_baselines_power_and_seed_invariant(tmp_path):
+    import sqlite3
+
+    from icml26.harness.report import build_report
+    from icml26.harness.store import ResultStore
+
+    store = ResultStore(tmp_path)
+    for seed in range(3):
+        claims = [
+            Claim("beats the keyword baseline", 0.9 + 0.01 * seed, ">", falsifier=F,
+                  baselines={"keyword": 0.71, "random": 0.09}).to_dict(),
+            Claim("AUROC above 0.9", 0.95 + 0.01 * seed, ">", 0.9, bar=True, control=0.93 + 0.01 * seed,
+                  control_arm="untrained GNN", falsifier=F).to_dict(),
+            Claim("undecided effect", 1.0 + (0.2, -0.1, 0.15)[seed], ">", 1.0, falsifier=F).to_dict(),
+            Claim("same on every seed", 2.0, ">", 1.0, falsifier=F).to_dict(),
+        ]
+        store.save({"run_id": f"A04-{seed}", "batch": "b1", "paper": "A04", "budget": "quick", "seed": seed,
+                    "status": "ok", "started": 1.7e9 + seed, "error": None, "wall_time": 1.0, "tables": {},
+                    "figures": [], "env": {}, "claims": claims, "metrics": {}})
+    index = build_report(tmp_path).read_text()
+    page = (tmp_path / "report" / "A04.html").read_text()
+    for text in ("strongest of 2 baselines: keyword", "others: random 0.09", "untrained GNN",
+                 "the control passes too", "Seed-invariant claims", "would decide it", "Claims without a control"):
+        assert text in index, text
+    assert "control (same test)" in page and "seed-invariant" in page
+    md = (tmp_path / "report.md").read_text()
+    assert "Seed-invariant claims" in md and "untrained GNN" in md
+    db = sqlite3.connect(store.reindex())
+    rows = dict(db.execute("select statement, seed_invariant from verdicts").fetchall())
+    assert rows == {"beats the keyword baseline": 0, "AUROC above 0.9": 0, "undecided effect": 0,
+                    "same on every seed": 1}
+    verdict, reason = db.execute("select verdict, reason from verdicts where statement = 'AUROC above 0.9'").fetchone()
+    assert verdict == "inconclusive" and "control passes too" in reason
+    (sb,) = db.execute("select strongest_baseline from claims where statement = 'beats the keyword baseline'"
+                       " limit 1").fetchone()
+    assert sb == "keyword"

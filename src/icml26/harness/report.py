@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .runner import summarize_records
-from .stats import verdict_counts
+from .stats import SEED_INVARIANT, verdict_counts, without_control
 from .store import ResultStore, atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,40 @@ def fmt_n(x: Any, ci: Any, n: int | None) -> str:
 def claim_reference(c: dict[str, Any]) -> str:
     """``op reference`` of an aggregated claim (the reference's own interval only when it is not degenerate)."""
     return f"{c['op']} {fmt(c['reference'], c.get('reference_ci'))}"
+
+
+def baselines_text(c: dict[str, Any]) -> str:
+    """Which baseline was the strongest, and the others' values; "" for a claim with one reference."""
+    name = c.get("strongest_baseline")
+    if not name:
+        return ""
+    others = {k: v for k, v in (c.get("baselines") or {}).items() if k != name}
+    s = f"strongest of {len(others) + 1} baselines: {name}"
+    if others:
+        s += "; others: " + ", ".join(f"{k} {fmt(v)}" for k, v in others.items())
+    return s
+
+
+def control_text(c: dict[str, Any]) -> str:
+    """The control arm's value under the claim's own test, or why no control exists; "—" when neither."""
+    if c.get("control") is None:
+        return c.get("control_arm") or "—"
+    s = f"{fmt(c['control'], c.get('control_ci'))} ({c.get('control_arm') or 'control'})"
+    return s + (f": {c['control_verdict']}" if c.get("control_verdict") else "")
+
+
+def why_undecided(c: dict[str, Any]) -> str:
+    """For an inconclusive claim: the reason, the interval of (measured − reference) and the seeds (or instances)
+    the observed effect would need; "" otherwise."""
+    if c.get("verdict") != "inconclusive":
+        return "seed-invariant: the same number on every seed, one piece of evidence" if c.get("seed_invariant") else ""
+    parts = [c["reason"]] if c.get("reason") else []
+    p = c.get("power")
+    if p and p.get("interval") and all(_finite(x) for x in p["interval"]):
+        lo, hi = p["interval"]
+        iv = f"Δ [{lo:.3g}, {hi:.3g}]" if _spread([lo, hi]) else f"Δ {lo:.3g} on every one"
+        parts.append(f"{iv} over {p['n']} {p['unit']}; {p['text']}")
+    return "; ".join(parts)
 
 
 _GREEK = dict(alpha="α", beta="β", gamma="γ", delta="δ", epsilon="ε", varepsilon="ε", zeta="ζ", eta="η", theta="θ",
@@ -361,9 +395,9 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
         if s is None:
             cls = "" if p.implemented else "planned"
             paper_rows.append(f"<tr class='{cls}'><td>{p.id}</td><td>{e(p.method)}</td><td>{link_html}</td>"
-                              f"<td colspan='4'>{e(latex_to_text(p.claim))}</td>"
+                              f"<td colspan='5'>{e(latex_to_text(p.claim))}</td>"
                               f"<td>{p.status}{'' if not p.implemented else ' (not run)'}</td></tr>")
-            md_papers.append(f"| {p.id} | {_md(p.method)} | {link_md} | | | {p.status} |")
+            md_papers.append(f"| {p.id} | {_md(p.method)} | {link_md} | | | | {p.status} |")
             continue
         why = why_section(readmes[p.id]) if readmes[p.id] else None
         c_counts = verdict_counts(s["claims"])
@@ -373,15 +407,17 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
                   if s["crashed"] else "ran")
         paper_rows.append(
             f"<tr><td><a href='{p.id}.html'>{p.id}</a></td><td>{e(p.method)}</td><td>{link_html}</td>"
-            f"<td>{_count_html(c_counts['claims'])}</td><td>{_count_html(c_counts['checks'], checks=True)}</td>"
+            f"<td>{_count_html(c_counts['claims'])}</td><td>{_count_html(c_counts[SEED_INVARIANT])}</td>"
+            f"<td>{_count_html(c_counts['checks'], checks=True)}</td>"
             f"<td>{e(_ranges(s['seeds']) or '—')}</td><td>{e(s['budget'])}</td><td>{status}</td></tr>")
         md_papers.append(f"| {p.id} | {_md(p.method)} | {link_md} | {_count_text(c_counts['claims'])} | "
-                         f"{_count_text(c_counts['checks'])} | {s['budget']}, seeds {_ranges(s['seeds']) or '—'} |")
+                         f"{_count_text(c_counts[SEED_INVARIANT])} | {_count_text(c_counts['checks'])} | "
+                         f"{s['budget']}, seeds {_ranges(s['seeds']) or '—'} |")
         for c in claims:
             claim_rows.append(_claim_row(p.id, c, why, index=True))
             md_claims.append(f"| {p.id} | {_md(latex_to_text(c['statement']))} | {_md(latex_to_text(c.get('falsifier') or ''))} | "
                              f"{_md(c.get('paper') or '')} | {fmt_n(c['measured'], c.get('measured_ci'), c.get('n_finite', len(s['seeds'])))} | "
-                             f"{_md(claim_reference(c))} | {_verdict_text(c)} |")
+                             f"{_md(claim_reference(c))} | {_md(control_text(c))} | {_md(_verdict_text(c))} |")
         for c in checks:
             check_rows.append(_check_row(p.id, c, index=True))
             md_checks.append(f"| {p.id} | {_md(latex_to_text(c['statement']))} | {fmt(c['measured'])} | "
@@ -391,11 +427,16 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
     n_impl = sum(p.implemented for p in PAPERS)
     prov_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov)
     n_papers = f"{len(summaries)} paper{'' if len(summaries) == 1 else 's'}"
-    counts_html = (f"<p class='counts'><b>Claims</b> ({sum(counts['claims'].values())}, in {n_papers}): "
-                   f"{_count_html(counts['claims'], zero=True)}<br><b>Checks</b> (true by construction or by a theorem; "
-                   f"reported, never counted as evidence): {_count_html(counts['checks'], zero=True, checks=True)}</p>")
+    n_nc = without_control(all_claims)
+    counts_html = (f"<p class='counts'><b>Claims decided over seeds</b> ({sum(counts['claims'].values())}, in {n_papers}): "
+                   f"{_count_html(counts['claims'], zero=True)}<br><b>Seed-invariant claims</b> (the same number on every "
+                   f"seed: one piece of evidence each; {sum(counts[SEED_INVARIANT].values())}): "
+                   f"{_count_html(counts[SEED_INVARIANT], zero=True)}<br><b>Checks</b> (true by construction or by a theorem; "
+                   f"reported, never counted as evidence): {_count_html(counts['checks'], zero=True, checks=True)}<br>"
+                   f"<b>Claims without a control</b>: {n_nc} (fine against a same-run baseline; a fixed bar needs one)</p>")
     claims_head = ("<tr><th>id</th><th>claim</th><th>it would not hold if</th><th>paper's figure</th><th>measured (95% CI)</th>"
-                   "<th>reference (same run)</th><th>measured − reference (95% CI)</th><th>verdict</th></tr>")
+                   "<th>reference (same run)</th><th>control (same test)</th><th>measured − reference (95% CI)</th>"
+                   "<th>verdict</th></tr>")
     checks_head = "<tr><th>id</th><th>check</th><th>measured</th><th>reference</th><th>verdict</th></tr>"
     index = (HEAD.format(title="icml26 report", css=CSS)
              + "<h1>icml26 — reproductions of ICML 2026 papers</h1>"
@@ -404,7 +445,8 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
              "holds on the means, every seed is finite and the 95% interval of (measured − reference) excludes 0; "
              "otherwise it is inconclusive. A claim that does not hold links to the README section that explains why.</p>"
              f"<h2>Provenance</h2><table class='prov'>{prov_html}</table><h2>Verdicts</h2>{counts_html}"
-             + _table("Papers", "<tr><th>id</th><th>method</th><th>paper and code</th><th>claims</th><th>checks</th>"
+             + _table("Papers", "<tr><th>id</th><th>method</th><th>paper and code</th><th>claims</th>"
+                      "<th>seed-invariant</th><th>checks</th>"
                       "<th>seeds</th><th>budget</th><th>status</th></tr>", paper_rows, open_=True)
              + _table("Claims", claims_head, claim_rows, open_=True)
              + _table("Checks (not counted)", checks_head, check_rows, open_=False)
@@ -412,11 +454,14 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
     atomic_write_bytes(rdir / "index.html", index.encode())
 
     md = ["# icml26 report", "", "## Provenance", ""] + [f"- **{k}:** {v}" for k, v in prov]
-    md += ["", "## Verdicts", "", f"- **Claims:** {_count_text(counts['claims'], zero=True)}",
+    md += ["", "## Verdicts", "", f"- **Claims decided over seeds:** {_count_text(counts['claims'], zero=True)}",
+           f"- **Seed-invariant claims** (one piece of evidence each): {_count_text(counts[SEED_INVARIANT], zero=True)}",
+           f"- **Claims without a control:** {n_nc}",
            f"- **Checks** (true by construction; not counted): {_count_text(counts['checks'], zero=True)}", "",
-           "## Papers", "", "| id | method | paper and code | claims | checks | run |", "|---|---|---|---|---|---|",
+           "## Papers", "", "| id | method | paper and code | claims | seed-invariant | checks | run |",
+           "|---|---|---|---|---|---|---|",
            *md_papers, ""]
-    md += _md_fold("Claims", "| id | claim | it would not hold if | paper | measured (95% CI) | reference | verdict |",
+    md += _md_fold("Claims", "| id | claim | it would not hold if | paper | measured (95% CI) | reference | control | verdict |",
                    md_claims, fold=False)
     md += _md_fold("Checks (not counted)", "| id | check | measured | reference | verdict |", md_checks)
     atomic_write_bytes(store.root / "report.md", "\n".join(md).encode())
@@ -455,7 +500,8 @@ def _verdict_text(c: dict[str, Any]) -> str:
     n, nf = c.get("n_seeds"), c.get("n_finite")
     if n is not None and nf is not None and nf < n:
         v += f" ({nf}/{n} seeds finite)"
-    return v
+    why = why_undecided(c) if c.get("kind", "claim") == "claim" else ""
+    return f"{v} — {why}" if why else v
 
 
 def _verdict_cell(c: dict[str, Any], why: tuple[str, str] | None, page: str) -> str:
@@ -466,7 +512,11 @@ def _verdict_cell(c: dict[str, Any], why: tuple[str, str] | None, page: str) -> 
     link = ""
     if why and v != "holds" and c.get("kind", "claim") == "claim":
         link = f"<br><a class='small' href='{page}#{why[1]}'>why: README § {html.escape(latex_to_text(why[0]))}</a>"
-    return f"<td class='{cls}'>{html.escape(_verdict_text(c))}{link}</td>"
+    n, nf = c.get("n_seeds"), c.get("n_finite")
+    text = v + (f" ({nf}/{n} seeds finite)" if n is not None and nf is not None and nf < n else "")
+    undecided = why_undecided(c) if c.get("kind", "claim") == "claim" else ""
+    detail = f"<br><span class='small why-undecided'>{html.escape(undecided)}</span>" if undecided else ""
+    return f"<td class='{cls}'>{html.escape(text)}{detail}{link}</td>"
 
 
 def _diff(c: dict[str, Any]) -> str:
@@ -483,10 +533,13 @@ def _claim_row(pid: str, c: dict[str, Any], why: tuple[str, str] | None, index: 
     e = html.escape
     n = c.get("n_finite", c.get("n_seeds"))
     ref = e(claim_reference(c)) + (f"<br><span class='small'>{e(c['baseline'])}</span>" if c.get("baseline") else "")
+    if baselines_text(c):
+        ref += f"<br><span class='small baselines'>{e(baselines_text(c))}</span>"
     first = f"<td><a href='{pid}.html'>{pid}</a></td>" if index else ""
     cells = (f"{first}<td>{e(latex_to_text(c['statement']))}</td><td>{e(latex_to_text(c.get('falsifier') or '(not stated)'))}</td>"
              f"<td>{e(c.get('paper') or '—')}</td><td>{e(fmt_n(c['measured'], c.get('measured_ci'), n))}</td>"
-             f"<td>{ref}</td><td>{e(_diff(c))}</td>" + _verdict_cell(c, why, f"{pid}.html" if index else ""))
+             f"<td>{ref}</td><td class='control'>{e(control_text(c))}</td><td>{e(_diff(c))}</td>"
+             + _verdict_cell(c, why, f"{pid}.html" if index else ""))
     if not index:
         per_seed = ", ".join(f"{fmt(m)} ({v})" for m, v in zip(c.get("seed_measured") or [], c.get("seed_verdicts") or []))
         cells += f"<td>{e(per_seed)}</td><td>{e(latex_to_text(c.get('note') or ''))}</td>"
@@ -539,14 +592,16 @@ def _paper_page(rdir: Path, p: Any, s: dict[str, Any], why: tuple[str, str] | No
              f"<p><b>Paper and code:</b> {link_html}{readme_link}</p>",
              f"<p><b>Budget:</b> {e(s['budget'])}; <b>seeds:</b> {e(_ranges(s['seeds']) or 'none')}{crashed}; "
              f"<b>mean wall time:</b> {fmt(s['wall_time'])} s.</p>",
-             f"<p class='counts'><b>Claims:</b> {_count_html(counts['claims'], zero=True)} · <b>Checks:</b> "
+             f"<p class='counts'><b>Claims:</b> {_count_html(counts['claims'], zero=True)} · <b>Seed-invariant:</b> "
+             f"{_count_html(counts[SEED_INVARIANT], zero=True)} · <b>Checks:</b> "
              f"{_count_html(counts['checks'], zero=True, checks=True)}</p>",
              "<details><summary>Provenance</summary><table class='prov'>"
              + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov if k != "report generated")
              + "</table></details>",
              f"<h2>Abstract</h2><p>{e(latex_to_text(p.abstract))}</p>"]
     head = ("<tr><th>claim</th><th>it would not hold if</th><th>paper's figure</th><th>measured (95% CI)</th>"
-            "<th>reference (same run)</th><th>measured − reference (95% CI)</th><th>verdict</th><th>per seed</th>"
+            "<th>reference (same run)</th><th>control (same test)</th><th>measured − reference (95% CI)</th>"
+            "<th>verdict</th><th>per seed</th>"
             "<th>note</th></tr>")
     parts.append(_table("Claims", head, [_claim_row(p.id, c, why, index=False) for c in claims], open_=True))
     parts.append(_table("Checks (true by construction; not counted)",
@@ -577,5 +632,5 @@ def _paper_page(rdir: Path, p: Any, s: dict[str, Any], why: tuple[str, str] | No
     atomic_write_bytes(rdir / f"{p.id}.html", "".join(parts).encode())
 
 
-__all__ = ["build_report", "fmt", "fmt_n", "claim_reference", "latex_to_text", "arxiv_links", "why_section",
+__all__ = ["build_report", "fmt", "fmt_n", "claim_reference", "baselines_text", "control_text", "why_undecided", "latex_to_text", "arxiv_links", "why_section",
            "render_readme", "provenance"]

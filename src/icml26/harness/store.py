@@ -236,7 +236,9 @@ class ResultStore:
         return latest
 
     def reindex(self) -> Path:
-        """Rebuild ``index.sqlite`` (one row per run, one row per claim) from the usable JSON records."""
+        """Rebuild ``index.sqlite`` from the usable JSON records: ``runs`` (one row per run), ``claims`` (one row per
+        claim per run, with its control and strongest baseline) and ``verdicts`` (one row per claim per batch: the
+        verdict over that batch's seeds, ``seed_invariant`` marking claims with the same number on every seed)."""
         db = self.root / INDEX
         tmp = self.root / f".{INDEX}.tmp"
         if tmp.exists():
@@ -247,21 +249,47 @@ class ResultStore:
                 con.execute("create table runs (run_id text primary key, batch text, paper text, budget text, seed int,"
                             " status text, started real, wall_time real, path text)")
                 con.execute("create table claims (run_id text, idx int, statement text, kind text, measured real,"
-                            " op text, reference text, verdict text, falsifier text)")
-                for p, r in self._loaded():
+                            " op text, reference text, verdict text, falsifier text, reason text,"
+                            " strongest_baseline text, control real, control_arm text, control_verdict text, bar int)")
+                con.execute("create table verdicts (batch text, paper text, budget text, n_seeds int, statement text,"
+                            " kind text, seed_invariant int, verdict text, reason text, has_control int,"
+                            " seeds_needed int)")
+                loaded = self._loaded()
+                for p, r in loaded:
                     con.execute("insert or replace into runs values (?,?,?,?,?,?,?,?,?)",
                                 (r["run_id"], r.get("batch"), r["paper"], r["budget"], r["seed"], r["status"],
                                  r.get("started"), r.get("wall_time"), p.name))
                     con.execute("delete from claims where run_id = ?", (r["run_id"],))
-                    con.executemany("insert into claims values (?,?,?,?,?,?,?,?,?)",
+                    con.executemany("insert into claims values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                     [(r["run_id"], i, c["statement"], c.get("kind", "claim"), c["measured"], c["op"],
-                                      json.dumps(c["reference"]), c["verdict"], c.get("falsifier"))
+                                      json.dumps(c["reference"]), c["verdict"], c.get("falsifier"), c.get("reason"),
+                                      c.get("strongest_baseline"), c.get("control"), c.get("control_arm"),
+                                      c.get("control_verdict"), int(bool(c.get("bar"))))
                                      for i, c in enumerate(r.get("claims") or [])])
+                con.executemany("insert into verdicts values (?,?,?,?,?,?,?,?,?,?,?)", _verdict_rows(loaded))
         finally:
             con.close()
         os.chmod(tmp, file_mode())
         os.replace(tmp, db)
         return db
+
+
+def _verdict_rows(loaded: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Any, ...]]:
+    """One row per (batch, paper, claim): the verdict over that batch's seeds, seed-invariant entries marked."""
+    from .stats import aggregate_claims
+
+    groups: dict[tuple[Any, str], list[dict[str, Any]]] = {}
+    for _, r in loaded:
+        if r.get("status") == "ok":
+            groups.setdefault((r.get("batch"), r["paper"]), []).append(r)
+    rows = []
+    for (batch, paper), recs in groups.items():
+        recs.sort(key=lambda r: r["seed"])
+        for c in aggregate_claims([r.get("claims") or [] for r in recs]):
+            rows.append((batch, paper, recs[0]["budget"], len(recs), c["statement"], c.get("kind", "claim"),
+                         int(bool(c.get("seed_invariant"))), c["verdict"], c.get("reason"),
+                         int(c.get("control") is not None), (c.get("power") or {}).get("needed")))
+    return rows
 
 
 def _json_default(o: Any) -> Any:
