@@ -109,6 +109,111 @@ def test_kernel_dynamics_exact_for_linear_model_with_momentum():
     assert torch.allclose(f_te, Phi[n:] @ theta, atol=1e-12)
 
 
+def _three_output_linear(seed=0):
+    torch.manual_seed(seed)
+    return nn.Linear(4, 3).double()
+
+
+@pytest.mark.parametrize("loss", ["mse", "ce"])
+@pytest.mark.parametrize("preconditioned", [False, True])
+def test_multi_output_linear_one_sgd_step_exact(loss, preconditioned):
+    """[issue 31] a 3-output nn.Linear: one (preconditioned) SGD step on the network equals one kernel step with the
+    full (nC x nC) kernel, to rounding. The old output-summed kernel applied per column was 3x too large (error
+    ~0.46); it is now refused."""
+    model = _three_output_linear()
+    n, m, C, lr = 10, 5, 3, 0.7
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(n + m, 4, generator=g, dtype=torch.float64)
+    y = (torch.randn(n, C, generator=g, dtype=torch.float64) if loss == "mse"
+         else torch.randint(0, C, (n,), generator=g))
+    n_par = sum(p.numel() for p in model.parameters())
+    # a preconditioner that differs per head (so no 1/C rescaling of the traced kernel could fix it)
+    P = (torch.rand(n_par, generator=g, dtype=torch.float64) * 3 + 0.1) if preconditioned else None
+    K = optimizer_aware_kernel(model, X, X[:n], precond=P)
+    assert K.shape == ((n + m) * C, n * C)
+    with torch.no_grad():
+        f0 = model(X)
+    pred = kernel_finetune_predict(K[: n * C], K[n * C:], f0[:n], f0[n:], y, lr, 1, loss=loss)[1]
+    # the exact SGD step, L = n^-1 sum_j l(f_j, y_j)
+    out = model(X[:n])
+    L = (0.5 * ((out - y) ** 2).sum(1).mean() if loss == "mse"
+         else torch.nn.functional.cross_entropy(out, y))
+    grads = torch.autograd.grad(L, list(model.parameters()))
+    with torch.no_grad():
+        flat = torch.cat([gr.reshape(-1) for gr in grads])
+        step = lr * (flat if P is None else P * flat)
+        i = 0
+        for p in model.parameters():
+            p -= step[i:i + p.numel()].reshape(p.shape)
+            i += p.numel()
+        f1 = model(X)
+    assert pred[0].shape == (n, C) and pred[1].shape == (m, C)
+    assert torch.allclose(pred[0], f1[:n], atol=1e-12)
+    assert torch.allclose(pred[1], f1[n:], atol=1e-12)
+    # the output-summed kernel is refused with a message naming the full kernel
+    Kt = optimizer_aware_kernel(model, X, X[:n], precond=P, full=False)
+    assert Kt.shape == (n + m, n)
+    with pytest.raises(ValueError, match="full"):
+        kernel_finetune_predict(Kt[:n], Kt[n:], f0[:n], f0[n:], y, lr, 1, loss=loss)
+    # and it was wrong: the old per-column use of the traced kernel misses the exact step by far more than rounding
+    r = (f0[:n] - y) if loss == "mse" else torch.softmax(f0[:n], 1) - torch.nn.functional.one_hot(y, C).double()
+    old = f0[:n] - (lr / n) * Kt[:n] @ r
+    assert float((old - f1[:n]).norm() / (f1[:n] - f0[:n]).norm()) > 0.3
+
+
+def test_multi_output_adam_like_dynamics_exact_many_steps():
+    """Full block kernel + momentum: T steps of preconditioned heavy-ball on a 3-output linear layer, exactly."""
+    model = _three_output_linear(1)
+    n, C, lr, beta1, T = 8, 3, 0.2, 0.9, 25
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(n, 4, generator=g, dtype=torch.float64)
+    y = torch.randn(n, C, generator=g, dtype=torch.float64)
+    P = torch.rand(sum(p.numel() for p in model.parameters()), generator=g, dtype=torch.float64) + 0.2
+    K = optimizer_aware_kernel(model, X, precond=P)
+    with torch.no_grad():
+        f0 = model(X)
+    pred = kernel_finetune_predict(K, K[:C], f0, f0[:1], y, lr, T, beta1=beta1)[T][0]
+    params = list(model.parameters())
+    mom = [torch.zeros_like(p) for p in params]
+    Ps, i = [], 0
+    for p in params:
+        Ps.append(P[i:i + p.numel()].reshape(p.shape))
+        i += p.numel()
+    for k in range(T):
+        L = 0.5 * ((model(X) - y) ** 2).sum(1).mean()
+        grads = torch.autograd.grad(L, params)
+        with torch.no_grad():
+            for p, gr, mo, pp in zip(params, grads, mom, Ps):
+                mo.mul_(beta1).add_((1 - beta1) * gr)
+                p -= lr * pp * mo / (1 - beta1 ** (k + 1))
+    with torch.no_grad():
+        assert torch.allclose(pred, model(X), atol=1e-10)
+
+
+def test_signgd_full_kernel_blocks_trace_to_summed():
+    model = _three_output_linear(2)
+    X = torch.randn(6, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    Kf = asymmetric_signgd_kernel(model, X)
+    Kt = asymmetric_signgd_kernel(model, X, full=False)
+    assert Kf.shape == (18, 18) and Kt.shape == (6, 6)
+    blocks = Kf.reshape(6, 3, 6, 3)
+    assert torch.allclose(torch.einsum("icjc->ij", blocks), Kt, atol=1e-12)
+
+
+def test_multi_output_matched_learning_rate_uses_full_kernel():
+    model = _three_output_linear(3)
+    X = torch.randn(7, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    y = torch.randn(7, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    K = optimizer_aware_kernel(model, X)
+    with torch.no_grad():
+        f0 = model(X)
+    lr = matched_learning_rate(K, f0, y, 0.3)
+    f1 = kernel_finetune_predict(K, K[:3], f0, f0[:1], y, lr, 1)[1][0]
+    assert float((f1 - f0).norm()) == pytest.approx(0.3, rel=1e-10)
+    with pytest.raises(ValueError, match="full"):
+        matched_learning_rate(optimizer_aware_kernel(model, X, full=False), f0, y, 0.3)
+
+
 def test_kernel_gd_closed_form():
     n, lam, lr, T = 5, 2.0, 0.3, 7
     K = lam * torch.eye(n, dtype=torch.float64)
@@ -158,6 +263,10 @@ def test_bad_inputs():
         kernel_finetune_predict(K, K, f0, f0, y, 0.1, 3, beta1=1.0)
     with pytest.raises(ValueError, match="unknown loss"):
         kernel_finetune_predict(K, K, f0, f0, y, 0.1, 3, loss="hinge")
+    with pytest.raises(ValueError, match="shaped like"):
+        kernel_finetune_predict(K, K, f0, f0, y[:, None].repeat(1, 2), 0.1, 3)
+    with pytest.raises(TypeError, match="K_train"):
+        kernel_finetune_predict(K.numpy(), K, f0, f0, y, 0.1, 3)
     with pytest.raises(ValueError, match="eps"):
         estimate_preconditioner(m, from_optimizer=torch.optim.Adam(m.parameters()), eps=-1.0)
     with pytest.raises(TypeError, match="Adam"):
@@ -180,8 +289,15 @@ def test_quick_reproduction_structure():
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 5 and len(out.checks) == 1
+    assert len(claims) == 4 and len(out.checks) == 2
     assert all(c.falsifier for c in claims)
+    first = claims[0]   # the strongest of eNTK / A-SignGD decides, with a shuffled-P control
+    assert set(first.baselines) == {"eNTK (lr matched)", "A-SignGD (lr matched)"}
+    assert first.reference == min(first.baselines.values())
+    assert first.control is not None and math.isfinite(first.control)
+    acc = claims[3]     # fixed bar: carries the unmoved-network control
+    assert acc.bar and acc.control == out.metrics["acc_gap_unmoved_T0"]
+    assert all(c.verdict == "holds" for c in out.checks)
     assert all(math.isfinite(c.measured) for c in out.claims)
     assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
     assert all(math.isfinite(v) for v in out.metrics.values())

@@ -45,8 +45,8 @@ def _residual(f: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
     if loss == "mse":
         return f - y
     if loss == "ce":
-        if f.ndim == 1:     # binary logistic, y in {0, 1}
-            return torch.sigmoid(f) - y
+        if f.ndim == 1 or f.shape[1] == 1:     # binary logistic, y in {0, 1}
+            return torch.sigmoid(f) - y.reshape(f.shape)
         return torch.softmax(f, dim=1) - torch.nn.functional.one_hot(y.long(), f.shape[1]).to(f.dtype)
     raise ValueError(f"unknown loss {loss!r}; use 'mse' or 'ce'")
 
@@ -104,16 +104,42 @@ def estimate_preconditioner(model: nn.Module, loss_fn: LossFn | None = None,
 # kernels
 
 def optimizer_aware_kernel(model: nn.Module, X1: torch.Tensor, X2: torch.Tensor | None = None, *,
-                           precond: torch.Tensor | None = None) -> torch.Tensor:
-    """K_OAK(X1, X2) = J1 diag(precond) J2^T (summed over outputs); ``precond=None`` gives the plain eNTK."""
-    return empirical_ntk(model, X1, X2, precond=precond)
+                           precond: torch.Tensor | None = None, full: bool | None = None) -> torch.Tensor:
+    """K_OAK(X1, X2) = J1 diag(precond) J2^T; ``precond=None`` gives the plain eNTK.
+
+    For a model with C outputs the exact function-space dynamics need the full kernel, the (n1 C, n2 C) matrix of
+    C x C blocks K_(ic),(jc') = grad f_c(x_i)^T P grad f_c'(x_j) (sample-major: row i * C + c). ``full=None``
+    (default) returns that for C > 1 and the (n1, n2) kernel for C = 1; ``full=False`` forces the output-summed
+    (traced) n1 x n2 kernel, sum_c of the diagonal blocks, which is *not* the dynamics of a multi-output model.
+    """
+    if full is None:
+        full = _n_outputs(model, X1) > 1
+    return empirical_ntk(model, X1, X2, precond=precond, trace_outputs=not full)
 
 
-def asymmetric_signgd_kernel(model: nn.Module, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
-    """Malladi et al. (2023) A-SignGD kernel K(x, x') = grad f(x)^T sign(grad f(x')) (summed over outputs)."""
+def asymmetric_signgd_kernel(model: nn.Module, X1: torch.Tensor, X2: torch.Tensor | None = None, *,
+                             full: bool | None = None) -> torch.Tensor:
+    """Malladi et al. (2023) A-SignGD kernel K(x, x') = grad f(x)^T sign(grad f(x')).
+
+    ``full`` as in :func:`optimizer_aware_kernel`: for C > 1 outputs the (n1 C, n2 C) block kernel (default), or the
+    output-summed n1 x n2 one with ``full=False``.
+    """
     J1 = jacobian(model, X1)
     J2 = J1 if X2 is None else jacobian(model, X2)
-    return torch.einsum("icp,jcp->ij", J1, torch.sign(J2))
+    if full is None:
+        full = J1.shape[1] > 1
+    if not full:
+        return torch.einsum("icp,jcp->ij", J1, torch.sign(J2))
+    return J1.reshape(-1, J1.shape[2]) @ torch.sign(J2).reshape(-1, J2.shape[2]).T
+
+
+def _n_outputs(model: nn.Module, X: torch.Tensor) -> int:
+    if not isinstance(X, torch.Tensor) or X.ndim < 1 or X.shape[0] == 0:
+        raise ValueError("X1 must be a tensor with a leading batch dimension holding at least one input")
+    p = next(iter(trainable_parameters(model).values()))
+    with torch.no_grad():
+        out = model(X[:1].to(p.dtype) if X.is_floating_point() else X[:1])
+    return int(out.numel())
 
 
 # kernel dynamics
@@ -125,22 +151,61 @@ def kernel_finetune_predict(K_train: torch.Tensor, K_test_train: torch.Tensor, f
                             ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
     """Discrete kernel dynamics f_{k+1} = f_k - (lr/n) K mu_k / (1 - beta1^k) on train and test points.
 
-    Multi-output f (n, C) applies the (output-traced) kernel to every output column. Returns
-    {step: (f_train, f_test)} at ``checkpoints`` (default: the last step).
+    Loss convention: L = n^-1 sum_j l(f_j, y_j) with l = |f_j - y_j|^2 / 2 (``"mse"``) or the softmax / logistic
+    cross-entropy (``"ce"``), so r_j = dl/df_j and one gradient step on theta moves f_i by
+    -(lr/n) sum_j K_(i,j) r_j, where K_(i,j) is the C x C block grad f(x_i)^T P grad f(x_j).
+
+    - One output (f0 of shape (n,) or (n, 1)): ``K_train`` (n, n), ``K_test_train`` (m, n).
+    - C > 1 outputs (f0 of shape (n, C)): the full block kernels ``K_train`` (n C, n C) and ``K_test_train``
+      (m C, n C), sample-major (row i * C + c), as returned by ``optimizer_aware_kernel`` /
+      ``empirical_ntk(..., trace_outputs=False)``. An output-summed (n, n) kernel is refused for C > 1: applied to
+      every output column it ignores the cross-output blocks and counts each head's gradient C times (a 3-output
+      linear layer's SGD step comes out 3x too large), and no rescaling fixes it when P differs per head.
+
+    Returns {step: (f_train, f_test)} at ``checkpoints`` (default: the last step), shaped like ``f0_train`` /
+    ``f0_test``. For f linear in theta with frozen P this is exactly preconditioned heavy-ball with Adam's
+    bias-corrected first moment.
     """
-    n = K_train.shape[0]
-    if K_train.shape != (n, n):
-        raise ValueError(f"K_train must be square (n, n), got {tuple(K_train.shape)}")
-    if K_test_train.ndim != 2 or K_test_train.shape[1] != n:
-        raise ValueError(f"K_test_train must be (m, {n}), got {tuple(K_test_train.shape)}")
-    if f0_train.shape[0] != n or y.shape[0] != n or f0_test.shape[0] != K_test_train.shape[0]:
-        raise ValueError("f0_train, y must have n rows and f0_test m rows, matching the kernels")
-    if not math.isfinite(lr) or lr <= 0:
+    for name, t in (("K_train", K_train), ("K_test_train", K_test_train), ("f0_train", f0_train),
+                    ("f0_test", f0_test), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if f0_train.ndim not in (1, 2) or f0_test.ndim != f0_train.ndim:
+        raise ValueError(f"f0_train must be (n,) or (n, C) and f0_test the same rank, got {tuple(f0_train.shape)} "
+                         f"and {tuple(f0_test.shape)}")
+    n = f0_train.shape[0]
+    C = 1 if f0_train.ndim == 1 else f0_train.shape[1]
+    if f0_test.ndim == 2 and f0_test.shape[1] != C:
+        raise ValueError(f"f0_test has {f0_test.shape[1]} outputs, f0_train {C}")
+    m = f0_test.shape[0]
+    if C > 1 and K_train.shape == (n, n):
+        raise ValueError(f"f0_train has C = {C} outputs but K_train is the output-summed ({n}, {n}) kernel; the "
+                         f"dynamics of a multi-output model need the full ({n * C}, {n * C}) block kernel: compute it "
+                         "with optimizer_aware_kernel(model, X1, X2) (full for C > 1) or "
+                         "empirical_ntk(..., trace_outputs=False)")
+    if K_train.shape != (n * C, n * C):
+        raise ValueError(f"K_train must be ({n * C}, {n * C}) for n = {n} points with C = {C} outputs, got "
+                         f"{tuple(K_train.shape)}")
+    if K_test_train.shape != (m * C, n * C):
+        raise ValueError(f"K_test_train must be ({m * C}, {n * C}) for m = {m} test points, got "
+                         f"{tuple(K_test_train.shape)}")
+    if y.shape[0] != n:
+        raise ValueError(f"y must have n = {n} rows, got {tuple(y.shape)}")
+    if loss == "mse":
+        if y.numel() != n * C:
+            raise ValueError(f"loss='mse' needs y shaped like f0_train {tuple(f0_train.shape)}, got {tuple(y.shape)}")
+        y = y.reshape(f0_train.shape)
+    elif y.shape != (n,):
+        raise ValueError(f"loss='ce' needs y as (n,) labels (class indices for C > 1, 0/1 for one output), got "
+                         f"{tuple(y.shape)}")
+    if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if not isinstance(steps, int) or steps < 0:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
     if not 0.0 <= beta1 < 1.0:
         raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    if loss not in ("mse", "ce"):
+        raise ValueError(f"unknown loss {loss!r}; use 'mse' or 'ce'")
     checkpoints = sorted(set(checkpoints)) if checkpoints is not None else [steps]
     if any(c < 0 or c > steps for c in checkpoints):
         raise ValueError(f"checkpoints must lie in [0, steps={steps}]")
@@ -156,9 +221,9 @@ def kernel_finetune_predict(K_train: torch.Tensor, K_test_train: torch.Tensor, f
             break
         r = _residual(f_tr, y, loss)
         mu = beta1 * mu + (1 - beta1) * r
-        m_hat = mu / (1 - beta1 ** (k + 1))
-        f_tr = f_tr - (lr / n) * (K_train @ m_hat)
-        f_te = f_te - (lr / n) * (K_test_train @ m_hat)
+        m_hat = (mu / (1 - beta1 ** (k + 1))).reshape(-1)          # sample-major (n C,)
+        f_tr = f_tr - (lr / n) * (K_train @ m_hat).reshape(f_tr.shape)
+        f_te = f_te - (lr / n) * (K_test_train @ m_hat).reshape(f_te.shape)
     return out
 
 
@@ -171,12 +236,19 @@ def matched_learning_rate(K_train: torch.Tensor, f0_train: torch.Tensor, y: torc
     - ``match="loss"``: L0 - L(lr) equals ``target``, with L(lr) = L0 - lr r^T K r / n^2 + lr^2 |K r|^2 / (2 n^3)
       (smaller root; the minimiser if out of reach). Undefined when the network's first step raises the loss,
       which Adam's sign-like first step often does near a pretrained minimum.
-    Used to give the plain eNTK and A-SignGD a fair learning rate [B14 spec].
+    Used to give the plain eNTK and A-SignGD a fair learning rate [B14 spec]. For C > 1 outputs pass the full
+    (n C, n C) block kernel (sample-major), as for :func:`kernel_finetune_predict`.
     """
     if not math.isfinite(target) or target <= 0:
         raise ValueError(f"target must be a positive finite number, got {target!r}")
-    n = K_train.shape[0]
-    r = (f0_train - y).reshape(n, -1).to(K_train.dtype)
+    n = f0_train.shape[0]
+    C = 1 if f0_train.ndim == 1 else int(f0_train[0].numel())
+    if K_train.shape != (n * C, n * C):
+        raise ValueError(f"K_train must be ({n * C}, {n * C}) for n = {n} points with C = {C} outputs (the full "
+                         f"block kernel for C > 1), got {tuple(K_train.shape)}")
+    if y.numel() != n * C:
+        raise ValueError(f"y must be shaped like f0_train {tuple(f0_train.shape)}, got {tuple(y.shape)}")
+    r = (f0_train.reshape(-1) - y.reshape(-1)).to(K_train.dtype)
     Kr = K_train @ r
     if match == "displacement":
         norm = float(Kr.norm())
