@@ -8,7 +8,7 @@ import pytest
 
 from icml26.harness import Budget, Outcome
 from icml26.scaling.successive_halving import (ASHA, CurveTable, GPCurveSurrogate, PowerLawCurveSurrogate,
-                                                SuccessiveHalving, SyntheticCurveConfig, TablePool,
+                                                RandomSearch, SuccessiveHalving, SyntheticCurveConfig, TablePool,
                                                 UniformAllocation, fit_power_law, fit_scaling_law,
                                                 loss_compute_frontier, optuna_allocation, synthetic_curve_pool)
 
@@ -41,7 +41,9 @@ def test_affordable_never_exceeds_budget(table):
 
 
 @pytest.mark.parametrize("make", [lambda: UniformAllocation(), lambda: SuccessiveHalving(),
-                                  lambda: SuccessiveHalving(criterion="power_law"), lambda: ASHA(seed=1)])
+                                  lambda: SuccessiveHalving(criterion="power_law"), lambda: ASHA(seed=1),
+                                  lambda: RandomSearch(seed=2), lambda: SuccessiveHalving(criterion="random"),
+                                  lambda: UniformAllocation(redistribute=False)])
 @pytest.mark.parametrize("frac", [0.03, 0.2, 0.5])
 def test_spend_never_exceeds_budget(table, make, frac):
     pool = TablePool(table)
@@ -50,6 +52,48 @@ def test_spend_never_exceeds_budget(table, make, frac):
     assert res.compute_used <= B * (1 + 1e-9)
     assert res.compute_used == pytest.approx(pool.spent) == pytest.approx(res.compute_per_config.sum())
     assert res.best_loss == pytest.approx(min(L.min() for _, L in res.curves if len(L)))
+
+
+@pytest.mark.parametrize("frac", [0.05, 0.2, 0.5])
+def test_uniform_passes_unused_compute_on(table, frac):
+    """Regression (issue 30): uniform gave each configuration B / K and left the rest unspent (50% of B at
+    B = exhaustive, 76% at 20%). With leftovers redistributed it spends B up to one recorded step of one curve,
+    and every configuration gets at least the compute of the old share."""
+    B = frac * table.compute[:, -1].sum()
+    res = UniformAllocation().run(TablePool(table), B)
+    step = np.diff(table.compute, axis=1).max()
+    assert B - step <= res.compute_used <= B * (1 + 1e-9)
+    old = UniformAllocation(redistribute=False).run(TablePool(table), B)
+    assert np.all(res.compute_per_config >= old.compute_per_config - 1e-6 * B)
+    assert res.best_loss <= old.best_loss
+
+
+def test_uniform_at_the_exhaustive_budget_finishes_every_curve(table):
+    res = UniformAllocation().run(TablePool(table), table.compute[:, -1].sum())
+    assert all(len(c) == table.n_points for c, _ in res.curves)
+    assert res.best_loss == table.loss.min()
+
+
+def test_random_search_trains_configurations_to_completion(table):
+    pool = TablePool(table)
+    B = 0.2 * pool.exhaustive_compute
+    res = RandomSearch(seed=4).run(pool, B)
+    full = [len(c) == table.n_points for c, _ in res.curves]
+    partial = [0 < len(c) < table.n_points for c, _ in res.curves]
+    assert sum(full) >= 1 and sum(partial) <= 1          # at most the last one is cut by the budget
+    again = RandomSearch(seed=4).run(TablePool(table), B)
+    assert again.best_loss == res.best_loss
+
+
+def test_random_ranking_control_differs_from_current_loss_ranking(table):
+    B = 0.2 * table.compute[:, -1].sum()
+    a = SuccessiveHalving(criterion="random", seed=0).run(TablePool(table), B)
+    b = SuccessiveHalving(criterion="random", seed=0).run(TablePool(table), B)
+    assert a.best_loss == b.best_loss and a.rung_sizes == b.rung_sizes
+    sh = SuccessiveHalving(criterion="current").run(TablePool(table), B)
+    assert a.rung_sizes[:2] == sh.rung_sizes[:2] == [32, 16]            # same halving schedule
+    assert not np.array_equal(a.compute_per_config > 0.3 * table.compute[:, -1],
+                              sh.compute_per_config > 0.3 * table.compute[:, -1])  # other survivors
 
 
 def test_sh_rungs_follow_ceil_n_over_eta(table):
@@ -99,6 +143,19 @@ def test_scaling_law_fit_is_deterministic_and_reports_uncertainty():
     assert (a.E, a.A, a.alpha) == (b.E, b.A, b.alpha)
     assert a.alpha == pytest.approx(0.3, rel=0.05) and a.E == pytest.approx(1.7, rel=0.05)
     assert a.predict_std(C).shape == C.shape and np.all(np.isfinite(a.predict_std(C)))
+
+
+def test_power_law_surrogate_default_is_the_least_squares_fit_on_short_prefixes():
+    """Regression (issue 30): the default surrogate kept the 64-point alpha grid (alpha off by 1e-2 to 7e-2,
+    L(c_max) by ~1e-2 on a noise-free prefix). The default now refines by least squares."""
+    c = np.geomspace(1e15, 1.6e16, 32)
+    for E, A, alpha in ((1.9, 3.0, 0.4), (2.5, 1.2, 0.77), (0.5, 4.0, 0.23)):
+        L = E + A * (c / c[0]) ** -alpha
+        for n in (4, 6, 8):
+            s = PowerLawCurveSurrogate().fit(c[:n], L[:n])
+            assert s.fit_.alpha == pytest.approx(alpha, abs=1e-4)
+            assert s.predict(c[-1])[0] == pytest.approx(L[-1], rel=1e-5)
+    assert SuccessiveHalving(criterion="power_law")  # SH's scores use this default
 
 
 def test_power_law_surrogate_few_points_falls_back_to_last_loss():

@@ -9,13 +9,13 @@ allocation (Schram, Hiller, Beck, Cohn; arXiv 2605.17234).
 
 from icml26.testbeds.learning_curves import CurveTable, SyntheticCurveConfig, synthetic_curve_pool
 
-from .allocation import ASHA, CRITERIA, AllocationResult, SuccessiveHalving, UniformAllocation
+from .allocation import ASHA, CRITERIA, AllocationResult, RandomSearch, SuccessiveHalving, UniformAllocation
 from .peers import optuna_allocation
 from .pool import LearningCurvePool, TablePool
 from .surrogates import (GPCurveSurrogate, PowerLawCurveSurrogate, PowerLawFit, ScalingLawFit, fit_power_law,
                          fit_scaling_law, loss_compute_frontier)
 
 __all__ = ["CurveTable", "SyntheticCurveConfig", "synthetic_curve_pool", "LearningCurvePool", "TablePool",
-           "AllocationResult", "UniformAllocation", "SuccessiveHalving", "ASHA", "CRITERIA", "optuna_allocation",
+           "AllocationResult", "UniformAllocation", "RandomSearch", "SuccessiveHalving", "ASHA", "CRITERIA", "optuna_allocation",
            "PowerLawFit", "fit_power_law", "PowerLawCurveSurrogate", "GPCurveSurrogate", "ScalingLawFit",
            "fit_scaling_law", "loss_compute_frontier"]

@@ -1,4 +1,5 @@
-"""Compute allocation over a pool of learning curves [A16]: uniform, successive halving (SH) with three ranking
+"""Compute allocation over a pool of learning curves [A16]: uniform (leftovers redistributed), random search,
+successive halving (SH) with three ranking
 criteria, and asynchronous SH (ASHA, minimal sequential driver).
 
 SH (eta, R): rung r trains every survivor up to the fraction eta^(r - R) of its own full training
@@ -7,7 +8,8 @@ increment; after rung r < R it keeps ceil(n_r / eta) survivors ranked by the cri
 
 - ``"current"`` (SH-only): the last observed loss;
 - ``"power_law"``: each curve's own fit L = E + A c^-alpha extrapolated to its full compute;
-- ``"gp"``: the pooled GP's lower confidence bound exp(mu - kappa sigma) at the full compute.
+- ``"gp"``: the pooled GP's lower confidence bound exp(mu - kappa sigma) at the full compute;
+- ``"random"``: a seeded random ranking (the control: the halving schedule with the ranking switched off).
 
 Every strategy stops as soon as the next increment would exceed the budget B (it then advances the current
 configuration as far as the remaining budget allows), so the spend never exceeds B.
@@ -23,7 +25,7 @@ import numpy as np
 from .pool import LearningCurvePool, _check_compute
 from .surrogates import GPCurveSurrogate, PowerLawCurveSurrogate
 
-CRITERIA = ("current", "power_law", "gp")
+CRITERIA = ("current", "power_law", "gp", "random")
 
 
 @dataclass
@@ -79,17 +81,70 @@ def _spend(pool: LearningCurvePool, k: int, target: float, left: float) -> tuple
 
 
 class UniformAllocation:
-    """Naive uniform allocation: every configuration gets B / K of compute (as far as its curve goes)."""
+    """Naive uniform allocation [A16 baseline]: every configuration gets an equal share of B, and compute a
+    configuration cannot use (its curve ends before its share) is passed on to the others.
+
+    Water-filling: with A the configurations not yet finished and L the budget left, each k in A is advanced to
+    ``affordable(k, L / |A|)``; finished ones leave A; repeat until no configuration can advance. Compute left
+    over by the recorded grid's rounding is then spent in configuration order, as far as it reaches, so the spend
+    is B up to less than one recorded step of one curve (or everything, when B covers the exhaustive sweep).
+    ``redistribute=False`` gives the old, wasteful variant (each configuration B / K, leftovers unspent).
+    """
+
+    def __init__(self, *, redistribute: bool = True) -> None:
+        self.redistribute = bool(redistribute)
 
     def run(self, pool: LearningCurvePool, budget: float) -> AllocationResult:
         b = _check_budget(pool, budget)
-        share, used = b / pool.n_configs, 0.0
-        for k in range(pool.n_configs):
-            reach = pool.affordable(k, share)
-            if reach > 0:
-                used += pool.cost_to(k, reach)
-                pool.advance(k, reach)
-        return _result("uniform", pool, b, used=used)
+        left = b
+        if not self.redistribute:
+            share = b / pool.n_configs
+            for k in range(pool.n_configs):
+                reach = pool.affordable(k, share)
+                if reach > 0:
+                    left -= pool.cost_to(k, reach)
+                    pool.advance(k, reach)
+            return _result("uniform (no redistribution)", pool, b, used=b - left)
+        active = [k for k in range(pool.n_configs) if pool.cost_to(k, pool.full_compute(k)) > 0]
+        while active and left > 0:
+            share, moved, still = left / len(active), False, []
+            for k in active:
+                reach = pool.affordable(k, share)
+                cost = pool.cost_to(k, reach) if reach > 0 else 0.0
+                if cost > 0:
+                    pool.advance(k, reach)
+                    left -= cost
+                    moved = True
+                if pool.cost_to(k, pool.full_compute(k)) > 0:
+                    still.append(k)
+            active = still
+            if not moved:
+                break
+        for k in active:                       # rounding leftovers: one more step where it fits
+            if left <= 0:
+                break
+            charged, _ = _spend(pool, k, pool.full_compute(k), left)
+            left -= charged
+        return _result("uniform", pool, b, used=b - left)
+
+
+class RandomSearch:
+    """Random search [baseline]: configurations in a seeded random order, each trained to its full compute,
+    until the next one does not fit (it is then advanced as far as the rest of B allows, as every strategy
+    here does)."""
+
+    def __init__(self, *, seed: int = 0) -> None:
+        self.seed = seed
+
+    def run(self, pool: LearningCurvePool, budget: float) -> AllocationResult:
+        b = _check_budget(pool, budget)
+        left = b
+        for k in np.random.default_rng(self.seed).permutation(pool.n_configs):
+            charged, out = _spend(pool, int(k), pool.full_compute(int(k)), left)
+            left -= charged
+            if out:
+                break
+        return _result("random search", pool, b, used=b - left)
 
 
 class SuccessiveHalving:
@@ -100,7 +155,7 @@ class SuccessiveHalving:
         n_rungs: R + 1 rungs at fractions eta^(r - R) of each configuration's full training; ``"auto"`` (default)
             picks the fewest rungs whose plan fits the budget when survivors cost the pool's mean per
             configuration (our choice); survivors costlier than the mean can still hit the budget cap.
-        criterion: ``"current"`` (SH-only), ``"power_law"`` or ``"gp"``.
+        criterion: ``"current"`` (SH-only), ``"power_law"``, ``"gp"``, or ``"random"`` (control: random ranking).
         kappa: GP optimism, rank by exp(mu - kappa sigma).
         seed: random state of the GP fit.
     """
@@ -119,7 +174,7 @@ class SuccessiveHalving:
 
     @property
     def name(self) -> str:
-        return {"current": "SH", "power_law": "SH+power-law", "gp": "SH+GP"}[self.criterion]
+        return {"current": "SH", "power_law": "SH+power-law", "gp": "SH+GP", "random": "SH+random-rank"}[self.criterion]
 
     def fractions(self, n_rungs: int | None = None) -> np.ndarray:
         """Rung budgets as fractions of each configuration's full training: eta^(r - R)."""
@@ -151,6 +206,8 @@ class SuccessiveHalving:
         full = np.array([pool.full_compute(k) for k in survivors])
         if self.criterion == "current":
             return np.array([pool.observed(k)[1][-1] for k in survivors])
+        if self.criterion == "random":   # the control: halving with the ranking switched off
+            return np.random.default_rng([self.seed, len(survivors)]).random(len(survivors))
         if self.criterion == "power_law":
             return np.array([PowerLawCurveSurrogate().fit(*pool.observed(k)).predict(f)[0]
                              for k, f in zip(survivors, full)], dtype=float)
@@ -220,4 +277,4 @@ class ASHA:
         return _result("ASHA", pool, b, [len(x) for x in rungs], used=b - left)
 
 
-__all__ = ["AllocationResult", "UniformAllocation", "SuccessiveHalving", "ASHA", "CRITERIA"]
+__all__ = ["AllocationResult", "UniformAllocation", "RandomSearch", "SuccessiveHalving", "ASHA", "CRITERIA"]

@@ -119,12 +119,14 @@ def fit_power_law(c: np.ndarray, L: np.ndarray, alpha_bounds: tuple[float, float
 class PowerLawCurveSurrogate:
     """Per-curve parametric extrapolation [A16]: fit L = E + A c^-alpha to the observed prefix, predict at c.
 
-    With fewer than ``min_points`` points the prediction is the last observed loss (std NaN). ``refine=False``
-    (default, fast: used inside SH) keeps the alpha-grid solution; ``refine=True`` polishes it with scipy.
+    With fewer than ``min_points`` points the prediction is the last observed loss (std NaN). ``refine=True``
+    (default; used inside SH) is the least-squares fit: the alpha-grid start polished by scipy ``least_squares``;
+    ``refine=False`` keeps the 64-point grid solution (faster, but on a noise-free 4-point prefix alpha can be off
+    by ~7e-2 and L(c_max) by ~1e-2).
     """
 
     def __init__(self, *, min_points: int = 3, alpha_bounds: tuple[float, float] = ALPHA_BOUNDS,
-                 refine: bool = False) -> None:
+                 refine: bool = True) -> None:
         if min_points < 3:
             raise ValueError(f"min_points must be >= 3 (three parameters), got {min_points}")
         self.min_points, self.alpha_bounds, self.refine = int(min_points), alpha_bounds, bool(refine)
