@@ -54,6 +54,15 @@ def test_reactant_set_is_canonical_and_order_invariant():
     assert reactant_set("OCC.C(=O)(C)O") == reactant_set(["CC(=O)O", "CCO"]) == ("CC(=O)O", "CCO")
 
 
+def test_atom_mapped_smiles_match_their_unmapped_form():
+    # issue 31: canonical_smiles kept atom-map numbers, so a USPTO-style mapped reaction never matched
+    assert reactant_set("[CH3:1][C:2](=[O:3])[OH:4].[NH3:5]") == reactant_set("CC(=O)O.N")
+    assert canonical_smiles("[CH3:1][C:2](=[O:3])[NH:4][CH2:5]c1ccccc1") == canonical_smiles(AMIDE)
+    mapped = "[CH3:1][C:2](=[O:3])[NH:4][CH2:5][c:6]1[cH:7][cH:8][cH:9][cH:10][cH:11]1"
+    assert retro_outcomes(mapped) == retro_outcomes(AMIDE)
+    assert verify_rationale(mapped, Rationale(0, (1, 3), ("[NH2:4][CH2:5]c1ccccc1", "[CH3:1][C:2](=O)O")))
+
+
 def test_amide_retro_template_gives_the_truth_at_the_amide_bond():
     outs = TEMPLATES[0].apply(AMIDE)
     assert outs == [((1, 3), ("CC(=O)O", "NCc1ccccc1"))]
@@ -86,6 +95,25 @@ def test_synthetic_reactions_round_trip_and_are_deterministic(rset):
         assert r.product in TEMPLATES[r.template_id].run_forward(r.reactants)        # round trip
         assert all(verify_rationale(r.product, Rationale(r.template_id, c, r.reactants)) for c in r.centres)
     assert rset.stats["retro_recall"] == 1.0 or rset.stats["retro_recall"] > 0.9
+
+
+def test_stock_does_not_depend_on_the_reactions_or_the_split():
+    # issue 31: the stock was drawn from the reactants of all reactions, test truths included
+    from icml26.agents.retro_expert import building_blocks, make_stock
+
+    a, b = make_synthetic_reactions(12, seed=3), make_synthetic_reactions(30, seed=3)
+    assert a.stock == b.stock == make_stock(seed=3)              # same stock whatever reactions / test set are drawn
+    truths = {m for r in b.test for m in r.reactants}
+    cat = set(building_blocks())
+    assert truths <= cat                                         # truths are catalogue molecules (the real signal)
+    assert make_stock(seed=3).in_catalogue <= cat
+    frac = len(make_stock(seed=3).in_catalogue) / len(cat)
+    assert 0.65 < frac < 0.75
+    # decoys: a fixed function of the molecule, about decoy_fraction of non-catalogue molecules
+    others = [f"C{'C' * i}O{'C' * j}N" for i in range(30) for j in range(30)]
+    rate = np.mean([m in a.stock for m in others if m not in cat])
+    assert 0.12 < rate < 0.28
+    assert 42 not in a.stock
 
 
 def test_bad_data_arguments():
@@ -209,6 +237,17 @@ def test_kgpo_runs_counts_budget_and_is_deterministic(tok, rset, spec):
     assert np.all(ea.top3 >= ea.top1)
 
 
+def test_sft_without_decision_space_learns_the_true_rationale(tok, rset):
+    from icml26.agents.retro_expert import sft_train
+
+    exs = [Example(r, [], product_prompt(r.product)) for r in rset.train[:64]]
+    m = GrammarConstrainedLM(make_policy(tok, seed=0), grammar_bias(tok, decision_space=False), tok)
+    losses = sft_train(m, tok, exs, steps=30, seed=0, decision_space=False)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])
+    res = evaluate_policy(m, tok, exs[:16], decision_space=False, n_samples=2)
+    assert res.well_formed.mean() == 1.0 and len(res.answers) == 16
+
+
 def test_group_size_below_two_is_rejected():
     from icml26.testbeds.grpo import GRPOConfig
 
@@ -243,3 +282,10 @@ def test_quick_reproduction_structure():
     assert {r["arm"] for r in out.tables["arms"]} and "arms" in out.figures
     rl = [r for r in out.tables["arms"] if r["samples"]]
     assert len(rl) == 3 and len({r["samples"] for r in rl}) == 1                 # equal samples per RL arm
+    sft = [r for r in out.tables["arms"] if r["labelled_examples"]]
+    assert len(sft) == 2 and len({r["labelled_examples"] for r in sft}) == 1     # both SFT arms: equal labels
+    llm_only = next(c for c in out.claims if "LLM-only" in c.statement)
+    assert set(llm_only.baselines) == {"no decision space, SFT on the true (class, centre)",
+                                       "no decision space, KGPO (same samples)"}
+    grounded = next(c for c in out.claims if "execute" in c.statement)
+    assert grounded.control is not None and grounded.control_arm

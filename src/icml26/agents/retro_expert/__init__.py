@@ -5,7 +5,7 @@
 
 from .chemistry import (TEMPLATE_NAMES, TEMPLATES, Rationale, ReactionTemplate, canonical_smiles, reactant_set,
                         retro_outcomes, verify_rationale)
-from .data import Reaction, ReactionSet, building_blocks, load_reaction_set, make_synthetic_reactions
+from .data import Reaction, ReactionSet, Stock, building_blocks, load_reaction_set, make_stock, make_synthetic_reactions
 from .kgpo import (EvalResult, Example, KGPOConfig, KGPOTrainer, RewardWeights, evaluate_policy, execute, judge,
                    kgpo_reward, sft_train)
 from .reasoner import (GrammarConstrainedLM, Vocab, build_tokenizer, ds_prompt, grammar_bias, grounded_completion,
@@ -25,7 +25,7 @@ def topk_exact_match(preds: list[list[tuple[str, ...]]], truths: list[tuple[str,
 
 
 __all__ = ["TEMPLATES", "TEMPLATE_NAMES", "ReactionTemplate", "Rationale", "canonical_smiles", "reactant_set",
-           "retro_outcomes", "verify_rationale", "Reaction", "ReactionSet", "building_blocks", "load_reaction_set",
+           "retro_outcomes", "verify_rationale", "Reaction", "ReactionSet", "Stock", "make_stock", "building_blocks", "load_reaction_set",
            "make_synthetic_reactions", "Candidate", "SpecialistModel", "cross_fitted_decision_spaces", "Vocab",
            "build_tokenizer", "make_policy", "ds_prompt", "product_prompt", "grounded_completion", "parse_completion",
            "grammar_bias", "GrammarConstrainedLM", "RewardWeights", "Example", "KGPOConfig", "KGPOTrainer",

@@ -32,13 +32,19 @@ _AMINE_R = _AMINE_P + ";!H0"                                                    
 # helper functions
 
 def canonical_smiles(smiles: str, *, what: str = "molecule") -> str:
-    """Canonical SMILES of ``smiles``; ``ValueError`` naming the molecule when RDKit cannot parse it."""
+    """Canonical SMILES of ``smiles`` with atom-map numbers cleared (an atom-mapped, USPTO-style
+    ``[CH3:1][C:2](=[O:3])[OH:4]`` and ``CC(=O)O`` give the same string); ``ValueError`` naming the molecule when
+    RDKit cannot parse it."""
     if not isinstance(smiles, str):
         raise TypeError(f"{what} must be a SMILES string, got {type(smiles).__name__}")
     mol = Chem.MolFromSmiles(smiles) if smiles.strip() else None
     if mol is None:
         raise ValueError(f"invalid SMILES for {what}: {smiles!r} (RDKit cannot parse it); pass a valid SMILES "
                          "string such as 'CC(=O)Nc1ccccc1'")
+    if any(a.GetAtomMapNum() for a in mol.GetAtoms()):
+        for a in mol.GetAtoms():
+            a.SetAtomMapNum(0)
+        mol = Chem.MolFromSmiles(Chem.MolToSmiles(mol))   # re-parse: explicit [CH3] brackets become plain atoms
     return Chem.MolToSmiles(mol)
 
 
@@ -180,5 +186,5 @@ def verify_rationale(product: str, rationale: Rationale, templates: tuple[Reacti
     if not (isinstance(t, int) and 0 <= t < len(templates)):
         return False
     c = tuple(sorted(int(a) for a in rationale.centre))
-    want = tuple(sorted(rationale.reactants))
+    want = reactant_set(list(rationale.reactants))      # canonical, maps cleared, order-invariant
     return any(cc == c and rr == want for cc, rr in _apply(templates[t], smi))

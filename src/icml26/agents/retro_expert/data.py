@@ -6,13 +6,21 @@ the forward template and keeps one random outcome, so every product and every gr
 sanitised molecule, and the forward template on the true reactants reproduces the product by construction.
 Reactions whose truth the retro templates cannot recover are dropped and counted (``retro_recall``).
 
-Stock: a random ``stock_fraction`` of the building blocks plus a random ``decoy_fraction`` of the other
-molecules the retro templates produce (our choice, from the spec) -- a signal the reasoner can read.
+Stock (what a chemist could buy, :class:`Stock`): membership is a function of the molecule alone -- a random
+``stock_fraction`` of the whole building-block catalogue, drawn independently of which blocks the reactions use,
+and any other molecule with probability ``decoy_fraction`` (a seeded hash of its SMILES: decoys) -- so nothing
+about the reactions, the split or the test set enters it (our choice, from the spec). An earlier version drew the
+stock from the reactants of all reactions, test truths included. True reactants are still in stock more often
+than other candidates' (``stats``: ``test_truth_in_stock``, ``test_other_in_stock``) because every true reactant is
+a catalogue molecule by construction of the data (as purchasable reactants are in practice): that is the signal
+the reasoner can read and the specialist does not see.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Container
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -33,11 +41,35 @@ class Reaction:
     centres: tuple[Centre, ...]     # every centre at which the true template gives the truth (symmetry)
 
 
+@dataclass(frozen=True)
+class Stock(Container):
+    """Purchasable molecules: ``m in stock`` iff ``m`` is one of the drawn catalogue molecules (``in_catalogue``),
+    or ``m`` is not a catalogue molecule and a seeded hash of its SMILES falls below ``decoy_fraction``.
+    Depends on the molecule alone, never on a reaction or a split."""
+
+    in_catalogue: frozenset[str]
+    catalogue: frozenset[str]
+    decoy_fraction: float
+    seed: int
+
+    def __contains__(self, smiles: object) -> bool:
+        if not isinstance(smiles, str):
+            return False
+        if smiles in self.catalogue:
+            return smiles in self.in_catalogue
+        return _unit_hash(smiles, self.seed) < self.decoy_fraction
+
+
+def _unit_hash(smiles: str, seed: int) -> float:
+    h = hashlib.blake2b(f"{seed}|{smiles}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "big") / 2.0 ** 64
+
+
 @dataclass
 class ReactionSet:
     train: list[Reaction]
     test: list[Reaction]
-    stock: frozenset[str]
+    stock: Stock
     stats: dict[str, float] = field(default_factory=dict)
 
 
@@ -143,12 +175,28 @@ def make_synthetic_reactions(n: int, *, seed: int = 0, test_fraction: float = 1 
     train = [r for i, r in enumerate(reactions) if i not in test_idx]
     test = [r for i, r in enumerate(reactions) if i in test_idx]
 
-    used = sorted({m for r in reactions for m in r.reactants})
-    others = sorted({m for r in reactions for _, _, rs in retro_outcomes(r.product, templates) for m in rs} - set(used))
-    stock = {m for m in used if rng.random() < stock_fraction} | {m for m in others if rng.random() < decoy_fraction}
+    stock = make_stock(seed=seed, max_block_atoms=max_block_atoms, stock_fraction=stock_fraction,
+                       decoy_fraction=decoy_fraction)
+    used = {m for r in reactions for m in r.reactants}
+    truth_mols = [m for r in test for m in r.reactants]
+    other_mols = [m for r in test for _, _, rs in retro_outcomes(r.product, templates) if rs != r.reactants
+                  for m in rs]
     stats = {"retro_recall": (tries and n / (n + dropped)), "n_scaffolds": float(len(groups)),
-             "n_building_blocks_used": float(len(used))}
-    return ReactionSet(train, test, frozenset(stock), stats)
+             "n_building_blocks_used": float(len(used)), "n_stock_catalogue": float(len(stock.in_catalogue)),
+             "test_truth_in_stock": float(np.mean([m in stock for m in truth_mols])) if truth_mols else float("nan"),
+             "test_other_in_stock": float(np.mean([m in stock for m in other_mols])) if other_mols else float("nan")}
+    return ReactionSet(train, test, stock, stats)
+
+
+def make_stock(*, seed: int = 0, max_block_atoms: int = 20, stock_fraction: float = 0.7,
+               decoy_fraction: float = 0.2) -> Stock:
+    """The :class:`Stock` for ``seed``: ``stock_fraction`` of the catalogue (its own random stream) + hashed decoys."""
+    if not (0.0 <= stock_fraction <= 1.0 and 0.0 <= decoy_fraction <= 1.0):
+        raise ValueError("stock_fraction and decoy_fraction must lie in [0, 1]")
+    catalogue = building_blocks(max_block_atoms)
+    keep = np.random.default_rng([seed, 1]).random(len(catalogue)) < stock_fraction
+    return Stock(frozenset(m for m, k in zip(catalogue, keep) if k), frozenset(catalogue), float(decoy_fraction),
+                 int(seed))
 
 
 # cached artefact
@@ -160,7 +208,7 @@ def load_reaction_set(n: int, *, seed: int = 0, **kwargs) -> ReactionSet:
 
     from icml26.testbeds.cache import load_cached
 
-    config = {"n": n, "seed": seed, "version": 1, **{k: v for k, v in sorted(kwargs.items()) if k != "templates"},
+    config = {"n": n, "seed": seed, "version": 3, **{k: v for k, v in sorted(kwargs.items()) if k != "templates"},
               "templates": [(t.name, t.retro, t.forward) for t in kwargs.get("templates", TEMPLATES)]}
 
     def enc(rs: list[Reaction]) -> list:
@@ -172,10 +220,13 @@ def load_reaction_set(n: int, *, seed: int = 0, **kwargs) -> ReactionSet:
     def build(folder: Path) -> None:
         data = make_synthetic_reactions(n, seed=seed, **kwargs)
         (folder / "reactions.json").write_text(json.dumps(
-            {"train": enc(data.train), "test": enc(data.test), "stock": sorted(data.stock), "stats": data.stats}))
+            {"train": enc(data.train), "test": enc(data.test), "stock": sorted(data.stock.in_catalogue),
+             "catalogue": sorted(data.stock.catalogue), "decoy_fraction": data.stock.decoy_fraction,
+             "stock_seed": data.stock.seed, "stats": data.stats}))
 
     def load(folder: Path) -> ReactionSet:
         d = json.loads((folder / "reactions.json").read_text())
-        return ReactionSet(dec(d["train"]), dec(d["test"]), frozenset(d["stock"]), d["stats"])
+        stock = Stock(frozenset(d["stock"]), frozenset(d["catalogue"]), float(d["decoy_fraction"]), int(d["stock_seed"]))
+        return ReactionSet(dec(d["train"]), dec(d["test"]), stock, d["stats"])
 
     return load_cached("b06_reactions", config, build, load)

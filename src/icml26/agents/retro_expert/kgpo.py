@@ -172,14 +172,23 @@ class KGPOTrainer:
 # SFT re-ranker
 
 def sft_train(model, tokenizer, examples: list[Example], *, steps: int, batch_size: int = 32, lr: float = 2e-3,
-              seed: int = 0) -> list[float]:
-    """Supervised re-ranker: cross-entropy on the grounded completion of the true candidate (examples whose
-    decision space misses the truth are skipped). Returns the loss per step."""
-    data = [(e.prompt, grounded_completion(e.cands[k], k)) for e in examples
-            for k in [next((i for i, c in enumerate(e.cands) if c.reactants == e.reaction.reactants), None)]
-            if k is not None]
+              seed: int = 0, decision_space: bool = True) -> list[float]:
+    """Supervised training by cross-entropy. With a decision space (the SFT re-ranker): on the grounded completion
+    of the true candidate (examples whose decision space misses the truth are skipped). Without
+    (``decision_space=False``, the SFT-trained no-decision-space generator): on the true rationale
+    ``<t_true> <i_a> <j_b> <eos>`` at the first true centre, read from the product prompt alone. Returns the loss
+    per step."""
+    if decision_space:
+        data = [(e.prompt, grounded_completion(e.cands[k], k)) for e in examples
+                for k in [next((i for i, c in enumerate(e.cands) if c.reactants == e.reaction.reactants), None)]
+                if k is not None]
+    else:
+        data = [(e.prompt, grounded_completion(Candidate(e.reaction.template_id, e.reaction.centres[0],
+                                                         e.reaction.reactants, 1.0), None))
+                for e in examples if e.reaction.centres]
     if not data:
-        raise ValueError("no training example has its truth in the decision space")
+        raise ValueError("no training example has its truth in the decision space" if decision_space else
+                         "no training example has a true centre")
     rng = np.random.default_rng(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
@@ -193,7 +202,7 @@ def sft_train(model, tokenizer, examples: list[Example], *, steps: int, batch_si
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.eval()
     return losses
 
@@ -224,6 +233,7 @@ class EvalResult:
     executable: np.ndarray    # [n] 0/1, the greedy rationale executes to its answer (r_ground)
     centre: np.ndarray        # [n] 0/1, greedy centre is a true centre
     well_formed: np.ndarray   # [n] 0/1
+    answers: list = field(default_factory=list)   # [n] greedy answer's reactant set (None when ill-formed)
 
 
 @torch.no_grad()
@@ -234,6 +244,7 @@ def evaluate_policy(model, tokenizer, examples: list[Example], *, decision_space
     answers of greedy + ``n_samples`` samples ranked by sequence log-probability."""
     model.eval()
     res = {k: [] for k in ("top1", "top3", "executable", "centre", "well_formed")}
+    answers = []
     gen = torch.Generator().manual_seed(seed)
     for s in range(0, len(examples), batch):
         part = examples[s:s + batch]
@@ -253,7 +264,9 @@ def evaluate_policy(model, tokenizer, examples: list[Example], *, decision_space
             res["executable"].append(j.ground)
             res["centre"].append(j.center)
             res["well_formed"].append(j.fmt)
-    return EvalResult(*(np.asarray(res[k]) for k in ("top1", "top3", "executable", "centre", "well_formed")))
+            answers.append(j.answer)
+    return EvalResult(*(np.asarray(res[k]) for k in ("top1", "top3", "executable", "centre", "well_formed")),
+                      answers=answers)
 
 
 def _rank_candidates(model, tok, part: list[Example]) -> list[list[ReactantSet]]:

@@ -27,6 +27,7 @@ any HF causal LM with the same tokenizer can take its place.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 
 import torch
@@ -86,7 +87,7 @@ def _size_bin(n: int) -> int:
     return sum(n > b for b in SIZE_BINS)
 
 
-def ds_prompt(cands: list[Candidate], stock: frozenset[str], vocab: Vocab = Vocab()) -> str:
+def ds_prompt(cands: list[Candidate], stock: Container[str], vocab: Vocab = Vocab()) -> str:
     """The decision-space prompt (see module docstring)."""
     from rdkit import Chem
 
