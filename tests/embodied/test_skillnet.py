@@ -78,18 +78,115 @@ def test_moe_gates_and_balance_loss():
     assert torch.allclose(m(x, s2, mask)[1]["probs"], aux["probs"], atol=1e-6)
     # balance loss: 1 under uniform routing (P_e = 1/E, sum f_e = 1), E under full collapse
     E = 4
+    m = SkillConditionedMoE(16, 32, 8, num_experts=4, num_heads=2, balance_coef=1.0, routing="state")
     with torch.no_grad():
-        m.state_router.weight.zero_()
+        m.router.weight.zero_()
     _, aux = m(torch.randn(1, 16, 16))
     assert aux["balance_loss"].item() == pytest.approx(1.0)
     xs = torch.randn(1, 16, 16).abs()
     with torch.no_grad():
-        m.state_router.weight[0] = 50.0
+        m.router.weight[0] = 50.0
     _, aux = m(xs)
     assert aux["topk_mask"][..., 0].all()
     assert aux["balance_loss"].item() == pytest.approx(E, rel=1e-3)
+    skill = SkillConditionedMoE(16, 32, 8, num_experts=4, num_heads=2)
     with pytest.raises(ValueError):
-        m(x, s, torch.zeros(3, 3, dtype=torch.bool))
+        skill(x, s, torch.zeros(3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="needs skill_emb"):
+        skill(x)
+    with pytest.raises(ValueError, match="routing"):
+        SkillConditionedMoE(16, 32, 8, routing="both")
+
+
+def _official_moe(x, e, mask, W, D, S, heads, k):
+    """The official MoEFeedForward (VIPL-VSU/SkillNet gemma_moe_skill.py), transcribed equation by equation in
+    float64 NumPy: query projection only when D != S, Q/K/V with bias, no output projection, bias-free router,
+    tanh GELU (Flax's default), top-k mask x p, shared expert."""
+    def dense(z, name):
+        return z @ W[name + ".weight"].T + (W[name + ".bias"] if name + ".bias" in W else 0.0)
+
+    def gelu_tanh(z):
+        return 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z ** 3)))
+
+    def ffn(z, p):
+        return (gelu_tanh(z @ W[p + ".g.weight"].T) * (z @ W[p + ".u.weight"].T)) @ W[p + ".o.weight"].T
+
+    B, T, _ = x.shape
+    L, hd = e.shape[1], S // heads
+    q = dense(x, "query") if D != S else x
+    Q = dense(q, "q").reshape(B, T, heads, hd).transpose(0, 2, 1, 3)
+    K = dense(e, "k_proj").reshape(B, L, heads, hd).transpose(0, 2, 1, 3)
+    V = dense(e, "v").reshape(B, L, heads, hd).transpose(0, 2, 1, 3)
+    sc = np.where(mask[:, None, None, :], Q @ K.transpose(0, 1, 3, 2) / np.sqrt(hd), -1e9)
+    a = np.exp(sc - sc.max(-1, keepdims=True))
+    a /= a.sum(-1, keepdims=True)
+    att = (a @ V).transpose(0, 2, 1, 3).reshape(B, T, S)
+    lg = att @ W["router.weight"].T
+    p = np.exp(lg - lg.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    top = np.argsort(p, -1)[..., -k:]
+    tm = np.zeros_like(p)
+    np.put_along_axis(tm, top, 1.0, -1)
+    n_exp = W["router.weight"].shape[0]
+    outs = np.stack([ffn(x, f"experts.{i}") for i in range(n_exp)], -2)
+    return ffn(x, "shared") + ((tm * p)[..., None] * outs).sum(-2)
+
+
+@pytest.mark.parametrize("D,S", [(16, 8), (8, 8)])
+def test_moe_matches_the_official_layer_on_identical_weights(D, S):
+    # issue 31: nn.MultiheadAttention's output projection acted as a router bias the official has not, exact vs
+    # tanh GELU, and the query projection is skipped when D = S
+    torch.manual_seed(1)
+    m = SkillConditionedMoE(D, 24, S, num_experts=4, num_heads=2, top_k=2).double()
+    assert (m.query is None) == (D == S)
+    assert not any("out_proj" in n for n, _ in m.named_parameters())
+    x, e = torch.randn(3, 5, D, dtype=torch.float64), torch.randn(3, 4, S, dtype=torch.float64) * 8
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    y, _ = m(x, e, mask)
+    W = {n: p.detach().numpy() for n, p in m.named_parameters()}
+    ref = _official_moe(x.numpy(), e.numpy(), mask.numpy(), W, D, S, 2, 2)
+    assert np.abs(y.detach().numpy() - ref).max() < 1e-10
+    exact = SkillConditionedMoE(D, 24, S, num_experts=4, num_heads=2, top_k=2, approximate="none").double()
+    exact.load_state_dict(m.state_dict())
+    assert np.abs(exact(x, e, mask)[0].detach().numpy() - ref).max() > 1e-6     # erf GELU is not the official
+
+
+def test_skill_embedder_scales_by_sqrt_dim():
+    from icml26.embodied.skillnet.moe import SkillEmbedder
+    torch.manual_seed(0)
+    emb = SkillEmbedder(10, 64)
+    tok = torch.tensor([[1, 2, 3]])
+    assert torch.allclose(emb(tok), emb.weight[tok] * 8.0)
+    assert 0.005 < float(emb.weight.std()) < 0.02                      # official init N(0, 0.01^2)
+
+
+def test_policies_hold_no_unused_parameters():
+    # issue 31: state_moe kept unused query / attention / router weights, skillnet an unused state_router
+    from icml26.embodied.skillnet.policy import ARMS, SkillNetPolicy
+    for arm in ARMS:
+        torch.manual_seed(0)
+        pol = SkillNetPolicy(arm, 20, 30, chunk=4)
+        a, bal, _ = pol(torch.randn(256, 20), torch.randint(30, (256, 4)))
+        (a.square().sum() + bal).backward()
+        # experts may be unselected on one batch; every other parameter must receive a gradient
+        idle = [n for n, p in pol.named_parameters() if (p.grad is None or not p.grad.abs().sum()) and ".experts." not in n]
+        assert idle == [], (arm, idle)
+
+
+def test_few_shot_mix_is_a_random_sample_of_every_composition():
+    # issue 31: mix = d[:len(shots) * 4] took 1,360 rows from 2 of 14 compositions at standard size
+    from icml26.embodied.skillnet.reproduce import HELD_OUT, few_shot_mix, hierarchy, make_dataset
+    from icml26.embodied.skillnet.tabletop import OBJECTS as OBJ, VERBS as VB
+    h = hierarchy()
+    pairs = [(v, o) for v in VB for o in OBJ if (v, o) not in HELD_OUT]
+    rng = np.random.default_rng(0)
+    data, shots = make_dataset(h, pairs, 60, rng), make_dataset(h, HELD_OUT, 5, rng)
+    mix = few_shot_mix(data, shots, seed=0)
+    n_rows = len(shots[0]) * 4
+    assert len(mix[0]) == n_rows + len(shots[0])
+    comps = {tuple(t) for t in mix[1][:n_rows].tolist()}
+    assert len(comps) >= 12                                          # nearly all 14 training compositions
+    assert torch.equal(few_shot_mix(data, shots, seed=0)[0], mix[0])
 
 
 def test_routing_similarity():
@@ -217,3 +314,11 @@ def test_quick_reproduction_structure():
     for c in out.claims:
         assert math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
     assert len(out.tables["arms"]) == 3
+    for key in ("zero_shot", "few_shot"):            # the best peer is chosen on validation episodes
+        c = next(c for c in out.claims if c.statement.startswith(key.replace("_", "-")))
+        best = max(("state_moe", "dense"), key=lambda a: out.metrics[f"val_{key}_{a}"])
+        assert "validation" in c.baseline and c.baseline.count("(") >= 1
+        from icml26.embodied.skillnet.reproduce import NAMES
+        assert NAMES[best] in c.baseline
+    rho = next(c for c in out.claims if "correlates" in c.statement)
+    assert rho.control_arm and "spearman_untrained_skillnet" in out.metrics

@@ -1,74 +1,120 @@
-"""Skill-conditioned mixture-of-experts FFN of [B05] SkillNet.
+"""Skill-conditioned mixture-of-experts FFN of [B05] SkillNet, as in the official ``MoEFeedForward``.
 
-Router: multi-head cross-attention with query = the token's hidden state (projected to the skill width) and
-keys / values = the skill-token embeddings (padding masked); router logits = W_r attn (no bias), p = softmax.
-Output (top-k, always-on shared expert):
+Router (official VIPL-VSU/SkillNet, ``gemma_moe_skill.py``): the query is the token's hidden state x, projected to
+the skill width S by a linear map with bias *only when D != S* (``query = x`` when D = S); multi-head
+cross-attention with its own Q, K, V projections (with bias) over the skill-token embeddings e (padding masked
+with -1e9), scores Q K^T / sqrt(S / heads), **no output projection**; router logits = W_r attn (no bias),
+p = softmax. Output (top-k, always-on shared expert):
 
     y = shared(x) + sum_{e in top-k(p)} p_e E_e(x)          (probabilities not renormalised, as released)
 
-Experts are gated-GELU FFNs, E(x) = W_o (gelu(W_g x) * W_u x). Load-balance loss (Switch Transformer):
+Experts are gated-GELU FFNs, E(x) = W_o (gelu(W_g x) * W_u x) with the tanh approximation of GELU (Flax's
+``nn.gelu`` default, as released; ``approximate="none"`` gives the exact erf GELU). Load-balance loss (Switch
+Transformer):
 
     L_bal = coef * E * sum_e f_e P_e,   f_e = fraction of tokens whose top-k contains e, P_e = mean p_e
 
 which is coef under uniform routing and coef * E under full collapse (top-1).
+
+``routing="state"`` is the state-routed baseline (router = W_r x, no bias); it holds no query / attention
+parameters, and the skill-routed layer holds no state router, so parameter counts count only what is used.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
+ROUTINGS = ("skill", "state")
+
 
 class GatedFFN(nn.Module):
-    """E(x) = W_o (gelu(W_g x) * W_u x)."""
+    """E(x) = W_o (gelu(W_g x) * W_u x); ``approximate="tanh"`` (official, Flax default) or ``"none"`` (erf)."""
 
-    def __init__(self, dim: int, hidden: int):
+    def __init__(self, dim: int, hidden: int, *, approximate: str = "tanh"):
         super().__init__()
+        if approximate not in ("tanh", "none"):
+            raise ValueError(f"approximate must be 'tanh' or 'none', got {approximate!r}")
+        self.approximate = approximate
         self.g, self.u, self.o = nn.Linear(dim, hidden, bias=False), nn.Linear(dim, hidden, bias=False), \
             nn.Linear(hidden, dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.o(nn.functional.gelu(self.g(x)) * self.u(x))
+        return self.o(nn.functional.gelu(self.g(x), approximate=self.approximate) * self.u(x))
+
+
+class SkillEmbedder(nn.Module):
+    """Skill-token embeddings as released (official ``Embedder``): table ~ N(0, 0.01^2), looked up and scaled by
+    sqrt(S) (sqrt(64) = 8 at the official S = 64)."""
+
+    def __init__(self, n_tokens: int, dim: int, *, init_std: float = 0.01):
+        super().__init__()
+        self.dim = dim
+        self.weight = nn.Parameter(torch.randn(n_tokens, dim) * init_std)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.weight[tokens] * math.sqrt(self.dim)
 
 
 class SkillConditionedMoE(nn.Module):
     """Skill-routed MoE FFN [B05]. ``forward(x (B, T, D), skill_emb (B, L, S), skill_mask (B, L) bool)``
     returns ``(y (B, T, D), aux)`` with ``aux = {"balance_loss", "probs" (B, T, E), "topk_mask" (B, T, E)}``.
 
-    ``skill_emb=None`` routes on the hidden state alone (the state-routed baseline: router = W_r x).
+    ``routing="state"`` routes on the hidden state alone (router = W_r x; ``skill_emb`` is ignored).
     """
 
     def __init__(self, dim: int, hidden: int, skill_dim: int = 64, *, num_experts: int = 8, top_k: int = 1,
-                 shared_expert: bool = True, balance_coef: float = 0.01, num_heads: int = 4):
+                 shared_expert: bool = True, balance_coef: float = 0.01, num_heads: int = 4,
+                 routing: str = "skill", approximate: str = "tanh"):
         super().__init__()
         if not 1 <= top_k <= num_experts:
             raise ValueError(f"need 1 <= top_k <= num_experts, got top_k={top_k}, num_experts={num_experts}")
-        if skill_dim % num_heads:
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
+        if routing == "skill" and skill_dim % num_heads:
             raise ValueError(f"skill_dim ({skill_dim}) must be divisible by num_heads ({num_heads})")
-        self.E, self.k, self.coef, self.heads = num_experts, top_k, balance_coef, num_heads
-        self.query = nn.Linear(dim, skill_dim)
-        self.attn = nn.MultiheadAttention(skill_dim, num_heads, batch_first=True)
-        self.router = nn.Linear(skill_dim, num_experts, bias=False)
-        self.state_router = nn.Linear(dim, num_experts, bias=False)
-        self.experts = nn.ModuleList(GatedFFN(dim, hidden) for _ in range(num_experts))
-        self.shared = GatedFFN(dim, hidden) if shared_expert else None
+        self.E, self.k, self.coef, self.heads, self.routing = num_experts, top_k, balance_coef, num_heads, routing
+        self.skill_dim = skill_dim
+        if routing == "skill":
+            self.query = nn.Linear(dim, skill_dim) if dim != skill_dim else None   # official: skipped when D = S
+            self.q, self.k_proj, self.v = (nn.Linear(skill_dim, skill_dim) for _ in range(3))
+            self.router = nn.Linear(skill_dim, num_experts, bias=False)
+        else:
+            self.router = nn.Linear(dim, num_experts, bias=False)
+        self.experts = nn.ModuleList(GatedFFN(dim, hidden, approximate=approximate) for _ in range(num_experts))
+        self.shared = GatedFFN(dim, hidden, approximate=approximate) if shared_expert else None
+
+    def attend(self, x: torch.Tensor, skill_emb: torch.Tensor, skill_mask: torch.Tensor | None) -> torch.Tensor:
+        """The router's input: multi-head cross-attention of the (projected) state over the skill tokens."""
+        B, T, _ = x.shape
+        L, S, H = skill_emb.shape[1], self.skill_dim, self.heads
+        q = x if self.query is None else self.query(x)
+        Q = self.q(q).view(B, T, H, S // H).transpose(1, 2)                    # (B, H, T, hd)
+        K = self.k_proj(skill_emb).view(B, L, H, S // H).transpose(1, 2)       # (B, H, L, hd)
+        V = self.v(skill_emb).view(B, L, H, S // H).transpose(1, 2)
+        scores = Q @ K.transpose(-1, -2) / math.sqrt(S // H)
+        if skill_mask is not None:
+            scores = scores.masked_fill(~skill_mask[:, None, None, :], -1e9)
+        return (torch.softmax(scores, -1) @ V).transpose(1, 2).reshape(B, T, S)
 
     def route(self, x: torch.Tensor, skill_emb: torch.Tensor | None, skill_mask: torch.Tensor | None
               ) -> torch.Tensor:
         """Router probabilities p (B, T, E)."""
+        if self.routing == "state":
+            return torch.softmax(self.router(x), -1)
         if skill_emb is None:
-            return torch.softmax(self.state_router(x), -1)
-        if skill_emb.dim() != 3 or skill_emb.shape[0] != x.shape[0]:
-            raise ValueError(f"skill_emb must be (B={x.shape[0]}, L, S), got {tuple(skill_emb.shape)}")
-        pad = None
+            raise ValueError("a skill-routed MoE needs skill_emb (B, L, S); use routing='state' to route on x")
+        if skill_emb.dim() != 3 or skill_emb.shape[0] != x.shape[0] or skill_emb.shape[-1] != self.skill_dim:
+            raise ValueError(f"skill_emb must be (B={x.shape[0]}, L, S={self.skill_dim}), got {tuple(skill_emb.shape)}")
         if skill_mask is not None:
             if skill_mask.shape != skill_emb.shape[:2]:
                 raise ValueError(f"skill_mask must be {tuple(skill_emb.shape[:2])}, got {tuple(skill_mask.shape)}")
             if not skill_mask.any(-1).all():
                 raise ValueError("every row of skill_mask needs at least one valid (True) skill token")
-            pad = ~skill_mask.bool()
-        a, _ = self.attn(self.query(x), skill_emb, skill_emb, key_padding_mask=pad, need_weights=False)
-        return torch.softmax(self.router(a), -1)
+            skill_mask = skill_mask.bool()
+        return torch.softmax(self.router(self.attend(x, skill_emb, skill_mask)), -1)
 
     def forward(self, x: torch.Tensor, skill_emb: torch.Tensor | None = None,
                 skill_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:

@@ -1,13 +1,15 @@
 """Behaviour-cloned action-chunk policy with skill-conditioned MoE layers, and its peers [B05].
 
-pi(s, skill) -> chunk of H actions. h_0 = W_s s + W_c mean_j e(tok_j); for each block
+pi(s, skill) -> chunk of H actions. h_0 = W_s s + W_c mean_j e(tok_j) (e: ``SkillEmbedder``, the official skill
+embedding: N(0, 0.01^2) table scaled by sqrt(S)); for each block
 h <- h + F(LN(h)); a_{1:H} = W_a LN(h). tok = [motion cluster, VerbNet class, verb, object] (object token is
 our addition for verb-object tasks). F is, per arm:
   "skillnet": SkillConditionedMoE routed by cross-attention to the skill-token embeddings (the first
               ``n_skill_tokens`` tokens = [motion cluster, VerbNet class, verb], as in the paper; the object
               token enters only through the conditioning embedding);
-  "state_moe": the same MoE routed on the hidden state (router = W_r h);
-  "dense": one gated FFN whose hidden width matches the MoE's parameter count (conditioned on all four tokens);
+  "state_moe": the same MoE routed on the hidden state (router = W_r h), its expert width raised so that the
+               policy's parameter count matches SkillNet's (it has no query / attention weights);
+  "dense": one gated FFN whose hidden width matches SkillNet's parameter count (conditioned on all four tokens);
   "dense_verb": the same dense policy conditioned on [verb, object] only (a verb one-hot, no hierarchy).
 Loss: MSE on the (scaled) action chunk plus the MoE balance loss (BC, not flow matching: our choice), plus
 optionally the similarity regulariser L_sim = mean_{i!=j} (cos(g_i, g_j) - S_ij)^2 over the skills in the batch
@@ -19,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .moe import GatedFFN, SkillConditionedMoE, routing_similarity
+from .moe import GatedFFN, SkillConditionedMoE, SkillEmbedder, routing_similarity
 
 ARMS = ("skillnet", "state_moe", "dense", "dense_verb")
 
@@ -39,16 +41,24 @@ class SkillNetPolicy(nn.Module):
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; use one of {ARMS}")
         self.arm, self.chunk, self.act_dim = arm, chunk, act_dim
-        self.emb = nn.Embedding(n_tokens, skill_dim)
+        self.emb = SkillEmbedder(n_tokens, skill_dim)
         self.inp, self.cond = nn.Linear(obs_dim, dim), nn.Linear(skill_dim, dim)
         self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(blocks))
-        moe = lambda: SkillConditionedMoE(dim, hidden, skill_dim, num_experts=num_experts, top_k=1)  # noqa: E731
-        if arm in ("dense", "dense_verb"):   # match the parameter count of one MoE layer
-            target = _n_params(moe())
+
+        def moe(routing: str, width: int) -> SkillConditionedMoE:
+            return SkillConditionedMoE(dim, width, skill_dim, num_experts=num_experts, top_k=1, routing=routing)
+
+        target = _n_params(moe("skill", hidden))          # SkillNet's layer: every arm's layer matches its count
+        if arm in ("dense", "dense_verb"):
             per_unit = _n_params(GatedFFN(dim, 2)) - _n_params(GatedFFN(dim, 1))
             self.ffns = nn.ModuleList(GatedFFN(dim, max(1, round(target / per_unit))) for _ in range(blocks))
+        elif arm == "state_moe":
+            base, per_unit = _n_params(moe("state", hidden)), _n_params(moe("state", hidden + 1)) - \
+                _n_params(moe("state", hidden))
+            width = hidden + max(0, round((target - base) / per_unit))
+            self.ffns = nn.ModuleList(moe("state", width) for _ in range(blocks))
         else:
-            self.ffns = nn.ModuleList(moe() for _ in range(blocks))
+            self.ffns = nn.ModuleList(moe("skill", hidden) for _ in range(blocks))
         self.out_norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, chunk * act_dim)
 
     def forward(self, obs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list]:
