@@ -19,8 +19,6 @@ from icml26.data.grad_mimic import (
 from icml26.harness import Budget
 
 
-
-
 def _pair(seed=0, d=5, h=7, c=3):
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Linear(h, c)).double()

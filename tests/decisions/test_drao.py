@@ -10,9 +10,21 @@ import pytest
 from sklearn.base import clone
 
 from icml26.decisions.drao import (
-    ContextualMNL, DRAssortment, brute_force_robust, chi2_robust_value, choice_probabilities, divergence_value,
-    kl_robust_value, mnl_assortment, mnl_revenue, policy_robust_value, robust_value, solve_drao,
-    transformed_revenues, tv_robust_value, worst_case_distribution,
+    ContextualMNL,
+    DRAssortment,
+    brute_force_robust,
+    chi2_robust_value,
+    choice_probabilities,
+    divergence_value,
+    kl_robust_value,
+    mnl_assortment,
+    mnl_revenue,
+    policy_robust_value,
+    robust_value,
+    solve_drao,
+    transformed_revenues,
+    tv_robust_value,
+    worst_case_distribution,
 )
 from icml26.harness import Budget, Outcome
 

@@ -10,10 +10,26 @@ import numpy as np
 import pytest
 from scipy.special import digamma
 
-from icml26.decisions.ocmb import (OCMB, CITester, DSeparation, FisherZ, candidate_sets, eqvar_order,
-                                   fisher_z_pvalue, graph_metrics, knn_cmi, load_bundled_bn, ols_parent_scores,
-                                   oracle_order, ordered_regression, scale_free_dag, simulate_sem, stein_order,
-                                   topological_order, varsortability)
+from icml26.decisions.ocmb import (
+    OCMB,
+    CITester,
+    DSeparation,
+    FisherZ,
+    candidate_sets,
+    eqvar_order,
+    fisher_z_pvalue,
+    graph_metrics,
+    knn_cmi,
+    load_bundled_bn,
+    ols_parent_scores,
+    oracle_order,
+    ordered_regression,
+    scale_free_dag,
+    simulate_sem,
+    stein_order,
+    topological_order,
+    varsortability,
+)
 
 
 @pytest.fixture(scope="module")
@@ -398,8 +414,8 @@ def test_graph_metrics():
 
 
 def test_reproduce_quick_is_well_formed():
-    from icml26.harness import Budget, Claim
     from icml26.decisions.ocmb.reproduce import reproduce
+    from icml26.harness import Budget, Claim
 
     out = reproduce(Budget.QUICK, seed=0)
     claims = [c for c in out.claims if c.kind == "claim"]

@@ -11,10 +11,19 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from icml26.decisions.quantumboost import (DecisionStump, LazyProjectionBoost, QueryCounter,
-                                           approx_kl_project_dense, bhk_rounds, boost,
-                                           classical_estimate_queries, generalized_kl, kl_project_dense,
-                                           quantum_estimate_queries, quantum_sample_queries)
+from icml26.decisions.quantumboost import (
+    DecisionStump,
+    LazyProjectionBoost,
+    QueryCounter,
+    approx_kl_project_dense,
+    bhk_rounds,
+    boost,
+    classical_estimate_queries,
+    generalized_kl,
+    kl_project_dense,
+    quantum_estimate_queries,
+    quantum_sample_queries,
+)
 from icml26.harness import Budget, Outcome
 
 

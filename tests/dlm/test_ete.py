@@ -8,13 +8,29 @@ import torch
 from torch import nn
 
 from icml26.dlm.ete import (
-    ExploreThenExploitDecoder, bits_to_rounds_report, check_ete_invariants, replay_surprisal, spaced_top_k,
+    ExploreThenExploitDecoder,
+    bits_to_rounds_report,
+    check_ete_invariants,
+    replay_surprisal,
+    spaced_top_k,
 )
 from icml26.harness import Budget
 from icml26.testbeds.diffusion_lm import (
-    COMMIT_CROSS, COMMIT_EXPLORE, COMMIT_FALLBACK, COMMIT_THRESHOLD, ConfidenceThresholdDecoder,
-    LowConfidenceRemasking, PFSAOracleMLM, PhraseGrammar, SudokuOracleMLM, SudokuTask, TinyMaskedDiffusionLM,
-    TranslationOracleMLM, TranslationTask, check_invariants, decode,
+    COMMIT_CROSS,
+    COMMIT_EXPLORE,
+    COMMIT_FALLBACK,
+    COMMIT_THRESHOLD,
+    ConfidenceThresholdDecoder,
+    LowConfidenceRemasking,
+    PFSAOracleMLM,
+    PhraseGrammar,
+    SudokuOracleMLM,
+    SudokuTask,
+    TinyMaskedDiffusionLM,
+    TranslationOracleMLM,
+    TranslationTask,
+    check_invariants,
+    decode,
 )
 
 

@@ -9,8 +9,14 @@ import torch
 from icml26.dlm.swordsman import SwordsmanDecoder, dynamic_threshold, entropy_shift_boundary, token_entropy
 from icml26.harness import Budget
 from icml26.testbeds.diffusion_lm import (
-    ConfidenceThresholdDecoder, SudokuOracleMLM, SudokuTask, TinyMaskedDiffusionLM, TranslationOracleMLM,
-    TranslationTask, check_invariants, decode,
+    ConfidenceThresholdDecoder,
+    SudokuOracleMLM,
+    SudokuTask,
+    TinyMaskedDiffusionLM,
+    TranslationOracleMLM,
+    TranslationTask,
+    check_invariants,
+    decode,
 )
 
 

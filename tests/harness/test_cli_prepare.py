@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import icml26.cli as cli_mod
-from icml26.catalog import PAPERS, get_paper, implemented
+from icml26.catalog import get_paper, implemented
 from icml26.cli import app
 from icml26.testbeds import progress, registry
 

@@ -9,6 +9,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from icml26.harness import Claim
 from icml26.harness.report import build_report
 from icml26.harness.store import ResultStore, atomic_write_bytes
 
@@ -47,7 +48,11 @@ def report_dir(tmp_path_factory):
                     "claims": [{"statement": "beats baseline", "measured": 2.0 + seed, "op": "<", "reference": 1.0,
                                 "verdict": "does not hold", "kind": "claim", "falsifier": "at or above baseline"},
                                {"statement": "exact", "measured": 0.0, "op": "<=", "reference": 0.0, "verdict": "holds",
-                                "kind": "check", "falsifier": ""}]})
+                                "kind": "check", "falsifier": ""},
+                               Claim("AUROC above 0.9", 0.95 + 0.001 * seed, ">", 0.9, bar=True, falsifier="at or below",
+                                     control=0.93 + 0.001 * seed, control_arm="untrained GNN").to_dict(),
+                               Claim("beats every baseline", 0.8 + (0.1, -0.12)[seed], ">", falsifier="at or below",
+                                     baselines={"keyword": 0.78, "random": 0.1}).to_dict()]})
     return build_report(out, command="icml26 reproduce A03").parent
 
 
@@ -62,6 +67,10 @@ def test_page_renders_without_console_messages(report_dir, tmp_path, page):
     assert not console, console
     dom = chrome("--dump-dom", path.as_uri())
     assert dom.returncode == 0 and "<table" in dom.stdout and "Provenance" in dom.stdout
+    # the evidence fields render: the control under the same test, the strongest baseline, why undecided
+    for text in ("control (same test)", "untrained GNN", "the control passes too", "strongest of 2 baselines: keyword",
+                 "Δ ["):
+        assert text in dom.stdout, text
 
 
 @pytest.mark.parametrize("page", ["index.html", "A03.html"])

@@ -8,9 +8,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from icml26.harness import Budget, Outcome
-from icml26.learning.flat_minima import (SAM, evaluate_loss, forgetting_report, hessian_top_eig, large_lr_schedule,
-                                         quantize_rtn, rtn_quantize_tensor, short_anneal_schedule, wsd_multiplier,
-                                         wsd_schedule)
+from icml26.learning.flat_minima import (
+    SAM,
+    evaluate_loss,
+    forgetting_report,
+    hessian_top_eig,
+    large_lr_schedule,
+    quantize_rtn,
+    rtn_quantize_tensor,
+    short_anneal_schedule,
+    wsd_multiplier,
+    wsd_schedule,
+)
 
 torch.set_default_dtype(torch.float32)
 

@@ -8,9 +8,21 @@ import torch
 from torch import nn
 
 from icml26.harness import Budget
-from icml26.learning.hald import (SETTINGS, HALDTrainer, RandomResizedCrop, SoftLabelPool, StoredSoftLabels,
-                                  apply_crops, cutmix, hald_schedule, kd_loss, lvsd_rate, matched_smoothing,
-                                  smooth_one_hot, soft_cross_entropy)
+from icml26.learning.hald import (
+    SETTINGS,
+    HALDTrainer,
+    RandomResizedCrop,
+    SoftLabelPool,
+    StoredSoftLabels,
+    apply_crops,
+    cutmix,
+    hald_schedule,
+    kd_loss,
+    lvsd_rate,
+    matched_smoothing,
+    smooth_one_hot,
+    soft_cross_entropy,
+)
 
 
 def gen(seed=0):

@@ -13,10 +13,10 @@ from icml26.learning.hosfl import (
     HOSFL,
     ZOFL,
     FrozenClientSFL,
+    PeakMemoryMeter,
     SplitModel,
     count_saved_activation_bytes,
     directional_derivatives,
-    PeakMemoryMeter,
     peak_memory_bytes,
     perturbation_seed,
     sample_directions,
@@ -24,8 +24,6 @@ from icml26.learning.hosfl import (
     zo_combine_seeded,
     zo_directional_scalars,
 )
-
-
 
 
 def _split(seed=0, d_in=8, h=3, dtype=torch.float32):

@@ -8,10 +8,23 @@ import torch
 from scipy import integrate, stats
 
 from icml26.harness import Budget
-from icml26.learning.rdmreg import (JEPAConfig, RDMReg, RectifiedLpJEPALoss, RectifiedProjector, default_sigma,
-                                    embed, l0_sparsity, l1_sparsity, rgg_expected_l0, rgg_expected_l1,
-                                    rgg_moments, sample_generalized_normal, sample_rgg, sliced_wasserstein2,
-                                    train_jepa)
+from icml26.learning.rdmreg import (
+    JEPAConfig,
+    RDMReg,
+    RectifiedLpJEPALoss,
+    RectifiedProjector,
+    default_sigma,
+    embed,
+    l0_sparsity,
+    l1_sparsity,
+    rgg_expected_l0,
+    rgg_expected_l1,
+    rgg_moments,
+    sample_generalized_normal,
+    sample_rgg,
+    sliced_wasserstein2,
+    train_jepa,
+)
 
 
 def gen(seed=0):

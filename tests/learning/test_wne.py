@@ -10,9 +10,19 @@ import torch
 from torch import nn
 
 from icml26.harness import Budget, Outcome
-from icml26.learning.wne import (AffineConv2d, AffineResidual, DnCNN, NormEquivariantWrapper, ScaleEquivariantWrapper,
-                                 SortPool, TinyDenoisingTransformer, make_dncnn, ne_defect, tiled_forward,
-                                 time_forward)
+from icml26.learning.wne import (
+    AffineConv2d,
+    AffineResidual,
+    DnCNN,
+    NormEquivariantWrapper,
+    ScaleEquivariantWrapper,
+    SortPool,
+    TinyDenoisingTransformer,
+    make_dncnn,
+    ne_defect,
+    tiled_forward,
+    time_forward,
+)
 from icml26.learning.wne.data import patch_pool, psnr
 from icml26.learning.wne.reproduce import SIZES, Sizes, train
 

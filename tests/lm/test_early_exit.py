@@ -9,10 +9,24 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from icml26.harness import Budget, Outcome
-from icml26.lm.early_exit import (ConfidenceExitCriterion, EntropyExitCriterion, ExitState, GeometricEarlyExitLM,
-                                  GeometricExitCriterion, StaticExit, calibrate_exit, calibrate_on_trajectory,
-                                  collect_trajectory, evaluate_exit, first_exit, get_adapter, oracle_exit_layers,
-                                  residual_stream, trajectory_geometry, two_phase_profile)
+from icml26.lm.early_exit import (
+    ConfidenceExitCriterion,
+    EntropyExitCriterion,
+    ExitState,
+    GeometricEarlyExitLM,
+    GeometricExitCriterion,
+    StaticExit,
+    calibrate_exit,
+    calibrate_on_trajectory,
+    collect_trajectory,
+    evaluate_exit,
+    first_exit,
+    get_adapter,
+    oracle_exit_layers,
+    residual_stream,
+    trajectory_geometry,
+    two_phase_profile,
+)
 from icml26.lm.early_exit.adapters import new_cache
 
 V = 97

@@ -7,8 +7,22 @@ import pytest
 
 from icml26.harness import Budget, Outcome
 from icml26.sampling.srk_lmc import (
-    METHODS, SRK_LD, SRK_LMC, TABLEAUS, ULA, Gaussian, SymmetricMixture, aggregate_increments,
-    brownian_increments, sample, srk_ld_step, srk_lmc_step, step_fn, ula_step, w2_1d, w2_gaussian,
+    METHODS,
+    SRK_LD,
+    SRK_LMC,
+    TABLEAUS,
+    ULA,
+    Gaussian,
+    SymmetricMixture,
+    aggregate_increments,
+    brownian_increments,
+    sample,
+    srk_ld_step,
+    srk_lmc_step,
+    step_fn,
+    ula_step,
+    w2_1d,
+    w2_gaussian,
 )
 
 SQ2 = math.sqrt(2.0)

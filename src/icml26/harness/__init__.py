@@ -21,11 +21,11 @@ __all__ = list(_WHERE)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .budget import Budget
+    from .intervals import power
     from .outcome import Claim, Outcome, compare
     from .seeding import seed_everything
     from .stats import aggregate_claims, aggregate_metrics, summarize, verdict_counts, without_control
     from .threads import limit_threads
-    from .intervals import power
     from .timing import TimedComparison, compare_times, interleaved_times, median_ratio, timed
 
 

@@ -15,6 +15,19 @@ Two kinds (``kind``):
 A claim measured over many instances (prompts, graphs, test points) may carry ``paired``: the per-instance
 differences ``measured_i - reference_i``. On a single seed the verdict is then ``inconclusive`` when the 95%
 t-interval of their mean contains 0, so one lucky average over a handful of instances cannot decide a claim.
+
+The evidence rules (so that a claim could have failed):
+
+- **Strongest baseline.** ``baselines={name: value}`` lists every baseline the run measured; the strongest for the
+  claim's direction is the reference, and the record names it.
+- **Control.** ``control=`` is the same quantity on an arm with the paper's contribution removed (untrained,
+  shuffled, random, switched off). The claim holds only if the method passes *and the control fails* the same
+  test; a control that passes too makes it ``inconclusive``.
+- **Fixed bars.** A reference not measured in the run (``bar=True``; every band ``op="in"`` by default) must carry
+  a control, or say in ``control_arm`` why none can exist.
+- **Timing.** A timed claim carries ``timing_control`` (the baseline timed against itself, from
+  :func:`icml26.harness.compare_times`); a drifting same-work ratio makes it ``inconclusive``.
+- Seed-invariant claims and power estimates are decided over seeds: see :mod:`icml26.harness.stats`.
 """
 
 from __future__ import annotations
@@ -251,7 +264,7 @@ class Claim:
             "timing_control": _num(self.timing_control) if self.timing_control is not None else None,
             "timing_tolerance": self.timing_tolerance if self.timing_control is not None else None,
         }
-        if d["verdict"] == "inconclusive" and self.paired and self.op != "in":
+        if d["verdict"] == "inconclusive" and self.paired and self.op != "in" and "interval" in d["reason"]:
             from .intervals import power
 
             d["power"] = power(self.paired, unit="instances")  # type: ignore[arg-type]

@@ -144,7 +144,8 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     else:
         row["verdict"] = "inconclusive" if h is None else ("holds" if h else "does not hold")
         row["reason"] = reason if h is None else ""
-    if row["verdict"] == "inconclusive" and len(group) >= 2:
+    undecided_by_spread = not str(row["reason"]).startswith(("the control", "timing unstable"))
+    if row["verdict"] == "inconclusive" and len(group) >= 2 and undecided_by_spread:
         row["power"] = power(diffs, unit="seeds", effect=effect)
     elif len(group) >= 2:
         row.pop("power", None)

@@ -4,11 +4,22 @@ Zhang, Han & Zhou, "Efficient Distributionally Robust Assortment Optimization in
 """
 
 from .drao import (
-    DRAOResult, DRAssortment, brute_force_robust, policy_robust_value, solve_drao, transformed_revenues,
+    DRAOResult,
+    DRAssortment,
+    brute_force_robust,
+    policy_robust_value,
+    solve_drao,
+    transformed_revenues,
 )
 from .duals import (
-    DIVERGENCES, chi2_robust_value, divergence_value, kl_robust_value, primal_robust_value, robust_value,
-    tv_robust_value, worst_case_distribution,
+    DIVERGENCES,
+    chi2_robust_value,
+    divergence_value,
+    kl_robust_value,
+    primal_robust_value,
+    robust_value,
+    tv_robust_value,
+    worst_case_distribution,
 )
 from .mnl import ContextualMNL, choice_probabilities, mnl_assortment, mnl_revenue
 

@@ -36,7 +36,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from .duals import check_divergence, check_rho, chi2_dual, kl_dual, robust_value_batch, tv_dual
 from .mnl import (
-    ContextualMNL, check_capacity, check_matrix, check_revenues, choice_probabilities, mnl_assortment,
+    ContextualMNL,
+    check_capacity,
+    check_matrix,
+    check_revenues,
+    choice_probabilities,
+    mnl_assortment,
 )
 
 

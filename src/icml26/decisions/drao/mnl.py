@@ -20,7 +20,6 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-
 # helper functions
 
 def check_matrix(X: object, name: str, ncols: int | None = None) -> np.ndarray:

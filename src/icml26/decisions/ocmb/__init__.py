@@ -13,8 +13,16 @@ from .baselines import ordered_regression
 from .ci import CITester, DSeparation, FisherZ, KnnCMI, fisher_z_pvalue, knn_cmi
 from .ocmb import OCMB, candidate_sets, constrained_iamb, prune_spouses
 from .ordering import eqvar_order, lingam_order, ols_parent_scores, oracle_order, random_order, stein_order
-from .simulate import (GAUSSIAN_NETWORKS, BundledNetwork, graph_metrics, load_bundled_bn, scale_free_dag,
-                       simulate_sem, topological_order, varsortability)
+from .simulate import (
+                       GAUSSIAN_NETWORKS,
+                       BundledNetwork,
+                       graph_metrics,
+                       load_bundled_bn,
+                       scale_free_dag,
+                       simulate_sem,
+                       topological_order,
+                       varsortability,
+)
 
 __all__ = [
     "OCMB", "candidate_sets", "constrained_iamb", "prune_spouses", "ordered_regression",

@@ -40,8 +40,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .ci import CallableTest, CITester, DSeparation, FisherZ, KnnCMI, _check_not_collinear
-from .ordering import check_order, eqvar_order, lingam_order, ols_parent_scores, oracle_order, random_order, \
-    stein_order
+from .ordering import check_order, eqvar_order, lingam_order, ols_parent_scores, oracle_order, random_order, stein_order
 
 ORDERERS = ("eqvar", "lingam", "stein", "caps", "oracle", "random")
 CI_TESTS = ("fisherz", "knn_cmi", "dsep")

@@ -18,10 +18,10 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import re
 from dataclasses import dataclass
-import importlib.util
 from pathlib import Path
 
 import networkx as nx

@@ -7,8 +7,7 @@ appears only in an analytic query-count model (``QueryCounter``, ``quantum_model
 
 from .boost import PROJECTIONS, BoostingTrace, LazyProjectionBoost, bhk_rounds, boost
 from .projection import ApproxProjection, approx_kl_project_dense, generalized_kl, kl_project_dense
-from .queries import (QueryCounter, classical_estimate_queries, quantum_estimate_queries,
-                      quantum_sample_queries)
+from .queries import QueryCounter, classical_estimate_queries, quantum_estimate_queries, quantum_sample_queries
 from .stump import DecisionStump
 
 __all__ = [

@@ -37,9 +37,9 @@ from icml26.testbeds.diffusion_lm.decoding import (
     COMMIT_THRESHOLD,
     DecodeResult,
     FixedBlockDecoder,
-    check_invariants,
     RoundView,
     Selection,
+    check_invariants,
     check_tau,
     threshold_commit,
 )

@@ -40,8 +40,8 @@ import torch
 
 from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
 from icml26.testbeds.diffusion_lm import (
-    ConfidenceThresholdDecoder,
     DLM_T1C_STRONG,
+    ConfidenceThresholdDecoder,
     LowConfidenceRemasking,
     PFSAOracleMLM,
     PhraseGrammar,

@@ -4,8 +4,14 @@ schedules, forgetting after fine-tuning and after int4 quantization, Hessian sha
     >>> from icml26.learning.flat_minima import SAM, wsd_schedule, quantize_rtn, hessian_top_eig, forgetting_report
 """
 
-from .analysis import (ForgettingReport, evaluate_loss, forgetting_report, hessian_top_eig, quantize_rtn,
-                       rtn_quantize_tensor)
+from .analysis import (
+                       ForgettingReport,
+                       evaluate_loss,
+                       forgetting_report,
+                       hessian_top_eig,
+                       quantize_rtn,
+                       rtn_quantize_tensor,
+)
 from .sam import SAM
 from .schedules import large_lr_schedule, short_anneal_schedule, wsd_multiplier, wsd_schedule
 

@@ -4,10 +4,27 @@ Gaussian, giving sparse, non-negative representations with an analytically contr
     >>> from icml26.learning.rdmreg import RectifiedLpJEPALoss, RectifiedProjector
 """
 
-from .loss import (PROJECTIONS, RDMReg, RectifiedLpJEPALoss, RectifiedProjector, VICRegLoss, l0_sparsity,
-                   l1_sparsity, projection_directions, random_directions, sliced_wasserstein2)
-from .rgg import (default_sigma, rgg_expected_l0, rgg_expected_l1, rgg_moments, sample_generalized_normal,
-                  sample_rgg, sigma_for_unit_rectified_variance)
+from .loss import (
+                   PROJECTIONS,
+                   RDMReg,
+                   RectifiedLpJEPALoss,
+                   RectifiedProjector,
+                   VICRegLoss,
+                   l0_sparsity,
+                   l1_sparsity,
+                   projection_directions,
+                   random_directions,
+                   sliced_wasserstein2,
+)
+from .rgg import (
+                   default_sigma,
+                   rgg_expected_l0,
+                   rgg_expected_l1,
+                   rgg_moments,
+                   sample_generalized_normal,
+                   sample_rgg,
+                   sigma_for_unit_rectified_variance,
+)
 from .trainer import JEPAConfig, embed, train_jepa
 
 __all__ = [

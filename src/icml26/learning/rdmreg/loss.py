@@ -21,8 +21,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .rgg import (_check_mu, _check_p, _resolve_sigma, rgg_expected_l0, sample_generalized_normal,
-                  sigma_for_unit_rectified_variance)
+from .rgg import (
+    _check_mu,
+    _check_p,
+    _resolve_sigma,
+    rgg_expected_l0,
+    sample_generalized_normal,
+    sigma_for_unit_rectified_variance,
+)
 
 __all__ = ["sliced_wasserstein2", "projection_directions", "PROJECTIONS", "RDMReg", "RectifiedLpJEPALoss", "RectifiedProjector", "VICRegLoss",
            "l0_sparsity", "l1_sparsity"]

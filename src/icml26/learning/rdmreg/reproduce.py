@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from threadpoolctl import threadpool_limits
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 from torch import nn
 
 from icml26.harness import Budget, Claim, Outcome, seed_everything

@@ -5,8 +5,16 @@
 
 from .adapters import GPT2Adapter, LlamaAdapter, get_adapter
 from .calibrate import Calibration, ExitEvaluation, calibrate_exit, calibrate_on_trajectory, default_grid, evaluate_exit
-from .criteria import (ConfidenceExitCriterion, EntropyExitCriterion, ExitCriterion, ExitState, GeometricExitCriterion,
-                       StaticExit, first_exit, oracle_exit_layers)
+from .criteria import (
+                       ConfidenceExitCriterion,
+                       EntropyExitCriterion,
+                       ExitCriterion,
+                       ExitState,
+                       GeometricExitCriterion,
+                       StaticExit,
+                       first_exit,
+                       oracle_exit_layers,
+)
 from .geometry import Trajectory, collect_trajectory, residual_stream, trajectory_geometry, two_phase_profile
 from .wrapper import EarlyExitGeneration, EarlyExitOutput, GeometricEarlyExitLM
 

@@ -20,7 +20,6 @@ import sys
 import torch
 from torch import nn
 
-
 # helper functions
 
 def _cache_keyword(fn) -> str:

@@ -26,8 +26,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from .criteria import (ConfidenceExitCriterion, EntropyExitCriterion, ExitCriterion, GeometricExitCriterion,
-                       StaticExit, default_min_layer)
+from .criteria import (
+    ConfidenceExitCriterion,
+    EntropyExitCriterion,
+    ExitCriterion,
+    GeometricExitCriterion,
+    StaticExit,
+    default_min_layer,
+)
 from .geometry import Trajectory, collect_trajectory
 
 GEOMETRIC_STEP_QUANTILES = tuple(np.round(np.arange(0.05, 0.901, 0.05), 2))

@@ -22,7 +22,6 @@ from torch import nn
 
 from .adapters import get_adapter
 
-
 # helper functions
 
 def _as_stack(hidden_states: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:

@@ -31,8 +31,13 @@ from icml26.testbeds.causal_lm import SMALL_8L, TOY_4L, encode_split, load_causa
 
 from .adapters import get_adapter
 from .calibrate import calibrate_on_trajectory, default_grid, evaluate_exit
-from .criteria import (ConfidenceExitCriterion, EntropyExitCriterion, GeometricExitCriterion, StaticExit,
-                       oracle_exit_layers)
+from .criteria import (
+    ConfidenceExitCriterion,
+    EntropyExitCriterion,
+    GeometricExitCriterion,
+    StaticExit,
+    oracle_exit_layers,
+)
 from .geometry import Trajectory, collect_trajectory, two_phase_profile
 from .wrapper import GeometricEarlyExitLM
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .adapters import get_adapter, new_cache, _cache_keyword
+from .adapters import _cache_keyword, get_adapter, new_cache
 from .criteria import ExitCriterion, ExitState, GeometricExitCriterion
 from .geometry import Trajectory, _validate_ids, collect_trajectory
 

@@ -6,8 +6,21 @@ Log-Concavity" (ICML 2026, arXiv 2605.07939). Baselines: SRK-LD of Li et al. (20
 
 from .metrics import w2_1d, w2_gaussian
 from .samplers import (
-    METHODS, SRK_LD, SRK_LMC, TABLEAUS, ULA, GradCounter, Tableau, aggregate_increments, brownian_increments,
-    rk_step, sample, srk_ld_step, srk_lmc_step, step_fn, ula_step,
+    METHODS,
+    SRK_LD,
+    SRK_LMC,
+    TABLEAUS,
+    ULA,
+    GradCounter,
+    Tableau,
+    aggregate_increments,
+    brownian_increments,
+    rk_step,
+    sample,
+    srk_ld_step,
+    srk_lmc_step,
+    step_fn,
+    ula_step,
 )
 from .targets import Gaussian, SymmetricMixture
 
