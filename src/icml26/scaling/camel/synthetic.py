@@ -1,8 +1,23 @@
-"""A known capacity-aware mixture law to generate synthetic runs from [A18 synthetic arm] (parameters: our choice).
+"""Known mixture laws to generate synthetic runs from [A18 synthetic arm] (parameters: our choice).
 
-Three sources, three validation domains, each helped mostly by its own source; domain 3's benefit from source 3
-grows with size (s_33 < 0, "capacity-hungry", like arithmetic), so source 3's weight in the optimal mixture
-grows with N."""
+Two ground-truth families, so that CAMEL is tested both where it is the true model and where it is not:
+
+- :class:`SyntheticMixtureLaw` (family ``"camel"``): a CAMEL law itself,
+  L_i(N, r) = E_i + A_i (N/N0)^-alpha_i + exp( sum_j (t_ij + s_ij log(N/N0)) r_j ).
+  Three sources, three validation domains, each helped mostly by its own source; domain 3's benefit from source 3
+  grows with size (s_33 < 0, "capacity-hungry", like arithmetic), so source 3's weight in the optimal mixture grows
+  with N.
+- :class:`PowerMixtureLaw` (family ``"power"``): a law from a different family, with a mixture-dependent size
+  exponent and a power law in the effective data of each domain (in the spirit of the joint laws of
+  "Scaling Laws for Optimal Data Mixtures", arXiv 2507.09404):
+  L_i(N, r) = E_i + A_i (N/N0)^-(alpha_i + sum_j a_ij r_j) + B_i (eps + sum_j c_ij r_j)^-beta_i.
+  The capacity-mixture interaction is the exponent term a_33 > 0 (source 3 steepens domain 3's size curve), not
+  an exponential in r, so CAMEL and every baseline are misspecified on it; its optimum also moves toward source 3
+  with N (r*_3 about 0.22 at 1M, 0.39 at 8M, 0.43 at 8e7).
+
+Both add log-normal noise ``noise`` to each loss and expose ``losses``, ``predict``, ``predict_target`` and
+``optimal_mixture``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .law import CAMELLaw, check_mixtures, check_sizes
+from .law import CAMELLaw, check_mixtures, check_sizes, minimize_on_simplex
 
 
 def _default_params() -> np.ndarray:
@@ -22,14 +37,38 @@ def _default_params() -> np.ndarray:
     ])
 
 
+class _Truth:
+    N0: float
+    weights: np.ndarray
+    noise: float
+
+    def predict(self, N: np.ndarray | float, R: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def predict_target(self, N: np.ndarray | float, R: np.ndarray) -> np.ndarray:
+        """True target loss sum_i w_i L_i (M,)."""
+        return self.predict(N, R) @ np.asarray(self.weights, dtype=float)
+
+    def optimal_mixture(self, N_target: float) -> np.ndarray:
+        """The true argmin over the simplex of the target loss at ``N_target``."""
+        return minimize_on_simplex(lambda R: self.predict_target(N_target, R), 3)
+
+    def losses(self, N: np.ndarray, R: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Per-domain losses (n, D) of runs (N, R); noisy (log-normal, sd ``noise``) when ``rng`` is given."""
+        R, N = check_mixtures(R), check_sizes(N)
+        L = self.predict(N, R)
+        return L if rng is None else L * np.exp(self.noise * rng.standard_normal(L.shape))
+
+
 @dataclass
-class SyntheticMixtureLaw:
-    """Ground-truth CAMEL law with log-normal noise ``noise`` on each loss."""
+class SyntheticMixtureLaw(_Truth):
+    """Ground-truth CAMEL law (family ``"camel"``) with log-normal noise ``noise`` on each loss."""
 
     params: np.ndarray = field(default_factory=_default_params)
     N0: float = 1e6
     weights: np.ndarray = field(default_factory=lambda: np.full(3, 1 / 3))
     noise: float = 0.005
+    family: str = "camel"
 
     def law(self) -> CAMELLaw:
         law = CAMELLaw()
@@ -38,11 +77,44 @@ class SyntheticMixtureLaw:
         law.stderr_ = np.zeros_like(law.params_)
         return law
 
-    def losses(self, N: np.ndarray, R: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Per-domain losses (n, D) of runs (N, R); noisy when ``rng`` is given."""
-        R, N = check_mixtures(R), check_sizes(N)
-        L = self.law().predict(N, R)
-        return L if rng is None else L * np.exp(self.noise * rng.standard_normal(L.shape))
+    def predict(self, N: np.ndarray | float, R: np.ndarray) -> np.ndarray:
+        return self.law().predict(N, R)
+
+    def optimal_mixture(self, N_target: float) -> np.ndarray:
+        return self.law().optimal_mixture(N_target)
 
 
-__all__ = ["SyntheticMixtureLaw"]
+@dataclass
+class PowerMixtureLaw(_Truth):
+    """Ground truth from a different family (``"power"``; see the module docstring), log-normal noise ``noise``.
+
+    L_i(N, r) = E_i + A_i (N/N0)^-(alpha_i + sum_j a_ij r_j) + B_i (eps + sum_j c_ij r_j)^-beta_i
+    """
+
+    E: np.ndarray = field(default_factory=lambda: np.array([1.2, 1.0, 1.5]))
+    A: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.2, 1.2]))
+    alpha: np.ndarray = field(default_factory=lambda: np.array([0.30, 0.35, 0.10]))
+    a: np.ndarray = field(default_factory=lambda: np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.30]]))
+    B: np.ndarray = field(default_factory=lambda: np.array([0.5, 0.6, 0.4]))
+    c: np.ndarray = field(default_factory=lambda: np.array([[1.0, 0.2, 0.1], [0.2, 1.0, 0.1], [0.1, 0.2, 1.0]]))
+    beta: np.ndarray = field(default_factory=lambda: np.array([0.5, 0.5, 0.5]))
+    eps: float = 0.05
+    N0: float = 1e6
+    weights: np.ndarray = field(default_factory=lambda: np.full(3, 1 / 3))
+    noise: float = 0.005
+    family: str = "power"
+
+    def predict(self, N: np.ndarray | float, R: np.ndarray) -> np.ndarray:
+        R = check_mixtures(R)
+        N = np.broadcast_to(check_sizes(np.atleast_1d(N)), (R.shape[0],)) if np.size(N) in (1, R.shape[0]) else None
+        if N is None:
+            raise ValueError("N must be a scalar or one size per mixture")
+        logn = np.log(N / self.N0)[:, None]
+        expo = self.alpha[None, :] + R @ np.asarray(self.a, dtype=float).T
+        return (self.E[None, :] + self.A[None, :] * np.exp(-expo * logn)
+                + self.B[None, :] * (self.eps + R @ np.asarray(self.c, dtype=float).T) ** (-self.beta[None, :]))
+
+
+TRUTHS = {"camel": SyntheticMixtureLaw, "power": PowerMixtureLaw}
+
+__all__ = ["SyntheticMixtureLaw", "PowerMixtureLaw", "TRUTHS"]
