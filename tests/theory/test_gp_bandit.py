@@ -242,10 +242,74 @@ def test_reproduce_quick_is_well_formed():
     assert all(math.isfinite(v) for v in out.metrics.values())
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 6 and len(checks) == 8
+    assert len(claims) == 5 and len(checks) == 9
     assert all(c.falsifier for c in claims)
-    # theorems and exactness are checks, never counted as evidence
+    # theorems and exactness are checks, never counted as evidence; so is the strawman sanity comparison
     assert all(c.kind == "check" for c in out.claims if "bound" in c.statement or "equal" in c.statement)
-    sanity = next(c for c in claims if c.statement.startswith("Sanity"))
-    assert sanity.paired is not None and len(sanity.paired) >= 2
+    sanity = next(c for c in out.claims if c.statement.startswith("Sanity"))
+    assert sanity.kind == "check" and sanity.paired is not None and len(sanity.paired) >= 2
+    # every claim carries a control arm (MIG: exponential-decay kernel; cost: a refit) or is a same-run ratio
+    mig = [c for c in claims if "information gain" in c.statement]
+    assert len(mig) == 3 and all(c.control is not None and "Poisson" in c.control_arm for c in mig)
+    t2 = next(c for c in claims if "t^2" in c.statement)
+    assert t2.control is not None and t2.control > 2.5          # a refit's cost exponent is outside the t^2 band
+    assert t2.timing_control is not None                        # decided with a same-work control
+    speed = next(c for c in claims if "5x" in c.statement)
+    assert speed.timing_control is not None and speed.paired is not None
     assert {"spectrum", "information_gain", "regret", "timing"} <= set(out.figures)
+
+
+def test_poisson_control_kernel_spectrum():
+    """The control kernel's Mercer expansion: unit diagonal, trace identity, and on S^1 1 + 2 sum r^n cos(n theta)."""
+    from icml26.theory.gp_bandit.spectrum import poisson_kernel, poisson_sphere_eigenvalues
+    for d in (1, 2, 3):
+        X = sample_sphere(20, d, d)
+        K = poisson_kernel(0.6, d)(X, X)
+        np.testing.assert_allclose(np.diag(K), 1.0, atol=1e-14)
+        assert np.linalg.eigvalsh(K).min() > -1e-12
+        mu = poisson_sphere_eigenvalues(0.6, d, 400)
+        assert abs(np.sum(harmonic_multiplicity(d, np.arange(401)) * mu) - 1.0) < 1e-12
+    th = np.linspace(0, np.pi, 9)
+    mu = poisson_sphere_eigenvalues(0.6, 1, 200)
+    series = (harmonic_multiplicity(1, np.arange(201)) * mu) @ np.cos(np.outer(np.arange(201), th))
+    k = poisson_kernel(0.6, 1)(np.array([[1.0, 0.0]]), np.c_[np.cos(th), np.sin(th)])[0]
+    np.testing.assert_allclose(k, series, atol=1e-14)
+    with pytest.raises(ValueError, match="r must"):
+        poisson_kernel(1.0, 2)
+    with pytest.raises(ValueError, match="r must"):
+        poisson_sphere_eigenvalues(-0.1, 2, 3)
+
+
+def test_exponential_decay_control_fails_the_new_rate_test():
+    """The MIG claim's control must be able to fail: greedy gain of the exponential-decay kernel grows faster than
+    the midpoint of the new and old rates' exponents on S^2, where the SE kernel's stays below it."""
+    from icml26.theory.gp_bandit.reproduce import _T_grid, _slope, control_r
+    from icml26.theory.gp_bandit.spectrum import poisson_kernel
+    d, T_max = 2, 400
+    X = sample_sphere(1500, d, 0)
+    Ts = _T_grid(T_max)
+    T = Ts.astype(float)
+    w = T >= T_max / 8
+    mid = 0.5 * (_slope(T[w], mig_rate_new(T[w], d)) + _slope(T[w], mig_rate_old(T[w], d)))
+    g_se, _ = greedy_information_gain(X, se_kernel(LS, check=False), T_max, NV)
+    g_p, _ = greedy_information_gain(X, poisson_kernel(control_r(d), d, check=False), T_max, NV)
+    assert _slope(T[w], g_se[Ts - 1][w]) < mid < _slope(T[w], g_p[Ts - 1][w])
+
+
+def test_timing_claims_are_decided_on_cpu_time_with_a_same_work_control(monkeypatch):
+    """Issue 29 item 6: the t^2 verdict flipped between identical runs when decided on min wall times. Now the
+    exponent comes from compare_times (process CPU time); a drifting same-work control makes it inconclusive."""
+    import icml26.theory.gp_bandit.reproduce as R
+    from icml26.harness import timing
+    calls = []
+    real = timing.compare_times
+
+    def spy(*a, **k):
+        calls.append(k.get("clock", "cpu"))
+        return real(*a, **k)
+    monkeypatch.setattr(R, "compare_times", spy)
+    sz = R.Sizes(100, 100, 50, (1,), 1, 50, 10, 5, 0, (600, 1200), 50, 4, 1, 3)
+    tm = R.timing_study(sz, np.random.default_rng(0))
+    assert calls == ["cpu", "cpu", "cpu"]
+    assert tm["inc_vs_refit_err"] < 1e-8
+    assert len(tm["inc"].method) == 4 and tm["inc"].clock == "cpu"

@@ -9,28 +9,30 @@ regret curves vs the lower-bound rates, and the cost of our incremental GP-UCB.
 3. Regret. RKHS functions of norm B = 1 (random kernel expansions), noise sd 0.1; GP-UCB (Srinivas beta_t), MVR,
    uniform random and BoTorch's UCB on the same functions, candidates and noise; curves next to the paper's
    lower-bound rates (shapes only: a worst-case bound cannot be checked on typical functions).
-4. Cost. Per-step time of the incremental GP update vs t (log-log slope), and one GP-UCB step (observe + the
-   posterior over N candidates) incremental vs refit from scratch at t = 1000; interleaved timing.
+4. Cost (process CPU time, harness ``compare_times``: interleaved, repeated, with a same-work control). The cost
+   exponent of the incremental update from cost(2t) / cost(t) at t = 2000 -> 4000, next to the same exponent of
+   a refit (the control), and one GP-UCB step (observe + the posterior over N candidates) incremental vs refit at
+   t = 1000.
 
-Claims (refutable): gamma~_T tracks the new rate more closely than the old one (d = 1, 2, 3); GP-UCB beats
-uniform random (a sanity claim about the baseline, not the paper's); the incremental update costs ~t^2 and is
->= 5x faster than refitting at t = 1000 (claims about our implementation, from the issue). Checks (theorems and
-exactness): trace identity, quadrature, greedy = log det, gamma~_T <= analytic bound, the analytic bound grows
-like the new rate and slower than the old one, GP posteriors equal scikit-learn's and the refit.
+Claims (refutable): gamma~_T grows like the new rate rather than the old one (d = 1, 2, 3; control: the same
+greedy with an exponential-decay Poisson kernel, whose MIG has the old rate); the incremental update costs ~t^2
+(control: a refit's exponent) and a GP-UCB step is >= 5x faster than refitting at t = 1000 (claims about our
+implementation, not the paper's). Checks (theorems, exactness, sanity): trace identity, quadrature, greedy =
+log det, gamma~_T <= analytic bound, the analytic bound grows like the new rate and slower than the old one, GP
+posteriors equal scikit-learn's and the refit, GP-UCB beats uniform random (a strawman: sanity only).
 """
 
 from __future__ import annotations
 
-import copy
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
+from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
-from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.harness import Budget, Claim, Outcome, compare_times, seed_everything
 
 from .bandit import GPUCB, MaximumVarianceReduction, UniformRandom, beta_srinivas, rkhs_test_function, run_bandit
 from .gp import IncrementalGP, refit_posterior
@@ -38,7 +40,9 @@ from .information_gain import (
     greedy_information_gain, information_gain, mig_rate_new, mig_rate_old, mig_upper_bound, regret_lower_rate,
 )
 from .peers import botorch_available, botorch_ucb_run, sklearn_posterior
-from .spectrum import funk_hecke_eigenvalues, harmonic_multiplicity, sample_sphere, se_kernel, se_sphere_eigenvalues
+from .spectrum import (
+    funk_hecke_eigenvalues, harmonic_multiplicity, poisson_kernel, sample_sphere, se_kernel, se_sphere_eigenvalues,
+)
 
 
 @dataclass(frozen=True)
@@ -52,18 +56,17 @@ class Sizes:
     bandit_T: int
     botorch_T: int               # steps of BoTorch's UCB (it refits from scratch every step)
     botorch_functions: int       # of the test functions per dimension, how many BoTorch also runs
-    timing_ts: tuple             # t at which the per-step cost is timed
-    timing_fit_from: int         # the t^2 slope is fitted over t >= this (factor beyond the CPU cache)
+    timing_pair: tuple           # (t, 2t): the update cost exponent is log2(cost(2t) / cost(t)); both t beyond L3
     timing_candidates: int       # candidates tracked in the GP-UCB step timing
-    timing_reps: int
+    timing_repeats: int          # interleaved repeats (compare_times) of the incremental timings
+    timing_loops: int            # rounds of N_ADD updates per timed call (longer calls: less timer and cache noise)
+    refit_repeats: int           # interleaved repeats of the refit (control) timing: a refit at 2t is seconds
 
 
 SIZES = {
-    Budget.QUICK: Sizes(600, 1000, 300, (1, 2), 3, 300, 60, 30, 1, (500, 1000, 2000, 3000), 2000, 500, 3),
-    Budget.STANDARD: Sizes(1500, 3000, 1200, (1, 2, 3), 5, 800, 200, 80, 1, (500, 1000, 2000, 3000, 4000), 2000,
-                           1000, 9),
-    Budget.FULL: Sizes(3000, 8000, 4000, (1, 2, 3), 20, 3000, 1000, 500, 5, (500, 1000, 2000, 4000, 6000, 8000),
-                       2000, 2000, 9),
+    Budget.QUICK: Sizes(600, 1000, 300, (1, 2), 3, 300, 60, 30, 1, (2000, 4000), 500, 40, 1, 3),
+    Budget.STANDARD: Sizes(1500, 3000, 1200, (1, 2, 3), 5, 800, 200, 80, 1, (2000, 4000), 1000, 60, 1, 5),
+    Budget.FULL: Sizes(3000, 8000, 4000, (1, 2, 3), 20, 3000, 1000, 500, 5, (4000, 8000), 2000, 60, 1, 5),
 }
 
 DIMS = (1, 2, 3)
@@ -73,6 +76,16 @@ NORM_B = 1.0
 N_SPEC = 25                      # degrees compared with quadrature
 T_BOUND = np.logspace(1, 12, 45)
 SPEEDUP_T = 1000
+N_ADD = 8                        # incremental updates per timed call (one call: 8 adds, then back to t)
+T2_BAND = (1.5, 2.5)             # "~t^2": the cost exponent band (about 3 would mean a refactorisation per step)
+
+
+def control_r(d: int) -> float:
+    """r of the Poisson-kernel control on S^d: its mu_1 / mu_0 = r equals the SE kernel's lambda_1 / lambda_0, so
+    the two kernels share their leading spectrum and differ in the decay (exponential vs super-exponential). The
+    rule was fixed after trying r in {0.3, 0.5, 0.7} by hand (see the README), all of which are reported."""
+    lam = se_sphere_eigenvalues(d, LENGTHSCALE, 1)
+    return float(lam[1] / lam[0])
 
 
 # helper functions
@@ -109,15 +122,18 @@ def spectrum(sz: Sizes, rng: np.random.Generator) -> dict:
 # 2. information gain
 
 def information_gain_study(sz: Sizes, rng: np.random.Generator) -> dict:
+    """Greedy gamma~_T of the SE kernel and of the Poisson-kernel control on the same candidates, per d."""
     kern = se_kernel(LENGTHSCALE, check=False)
     Ts = _T_grid(sz.mig_T)
-    out: dict = {"T": Ts, "greedy": {}, "bound": {}, "logdet_err": {}, "bound_far": {}}
+    out: dict = {"T": Ts, "greedy": {}, "control": {}, "bound": {}, "logdet_err": {}, "bound_far": {}}
     for d in DIMS:
         X = sample_sphere(sz.mig_candidates, d, rng)
         gam, idx = greedy_information_gain(X, kern, sz.mig_T, NOISE_VAR)
         S = X[idx]
         out["logdet_err"][d] = abs(information_gain(kern(S, S), NOISE_VAR) - gam[-1]) / gam[-1]
         out["greedy"][d] = gam[Ts - 1]
+        ctrl, _ = greedy_information_gain(X, poisson_kernel(control_r(d), d, check=False), sz.mig_T, NOISE_VAR)
+        out["control"][d] = ctrl[Ts - 1]
         out["bound"][d] = mig_upper_bound(Ts.astype(float), d, LENGTHSCALE, NOISE_VAR)
         out["bound_far"][d] = mig_upper_bound(T_BOUND, d, LENGTHSCALE, NOISE_VAR)
     return out
@@ -158,47 +174,70 @@ def regret_study(sz: Sizes, rng: np.random.Generator) -> dict:
 
 # 4. cost of the incremental update
 
+def _adds(gp: IncrementalGP, X: np.ndarray, y: np.ndarray, loops: int):
+    """One timed unit: ``loops`` times (N_ADD incremental updates from state t, then back to t; going back is O(1):
+    the rows past t are unused)."""
+    t = gp.t
+
+    def run() -> None:
+        for _ in range(loops):
+            for i in range(N_ADD):
+                gp.add(X[t + i], y[t + i])
+            gp.t = t
+    return run
+
+
+def _refit(K: np.ndarray, y: np.ndarray):
+    """The control unit: what a refit does per step, a new Cholesky of K_t + sigma^2 I and one solve (O(t^3))."""
+    def run() -> None:
+        L = np.linalg.cholesky(K)
+        solve_triangular(L, y, lower=True, check_finite=False)
+    return run
+
+
 def timing_study(sz: Sizes, rng: np.random.Generator) -> dict:
+    """Process-CPU-time comparisons (compare_times: interleaved, repeated, with a same-work control).
+
+    Exponent: cost(2t) / cost(t) of N_ADD incremental updates (t^2 gives 4, t^3 gives 8), and the same for a refit
+    (the control: the incremental update removed). Speed-up: one GP-UCB step (observe + posterior over the
+    candidates + argmax) incremental vs refit at t = 1000.
+    """
     kern = se_kernel(LENGTHSCALE, check=False)
-    t_max = max(sz.timing_ts)
-    X = sample_sphere(t_max + 8, 2, rng)
-    y = rng.standard_normal(t_max + 8)
+    t1, t2 = sz.timing_pair
+    X = sample_sphere(t2 + N_ADD + 2, 2, rng)
+    y = rng.standard_normal(len(X))
     Q = sample_sphere(sz.timing_candidates, 2, rng)
     ones = np.ones(len(Q))
-    n_add = 4
-    bases = {t: IncrementalGP.fit(kern, NOISE_VAR, X[:t], y[:t], capacity=t + n_add + 1) for t in sz.timing_ts}
-    samples: dict = {t: [] for t in sz.timing_ts}
-    for rep in range(sz.timing_reps + 1):                # interleaved over t; the first round is warm-up
-        for t in sz.timing_ts:
-            gp = copy.deepcopy(bases[t])                 # untimed: each timed run starts from the same state
-            gp.add(X[t], y[t])                           # untimed: brings the copied factor into cache
-            t0 = time.perf_counter()
-            for i in range(1, n_add + 1):
-                gp.add(X[t + i], y[t + i])
-            if rep:
-                samples[t].append((time.perf_counter() - t0) / n_add)
-    step = {t: float(np.min(v)) for t, v in samples.items()}   # min: load on a shared machine only adds time
+    gps = {t: IncrementalGP.fit(kern, NOISE_VAR, X[:t], y[:t], capacity=t + N_ADD + 1) for t in (t1, t2)}
+    inc = compare_times(_adds(gps[t2], X, y, sz.timing_loops), _adds(gps[t1], X, y, sz.timing_loops),
+                        repeats=sz.timing_repeats, warmup=1)
+    del gps
+    Ks = {t: kern(X[:t], X[:t]) + NOISE_VAR * np.eye(t) for t in (t1, t2)}
+    ref = compare_times(_refit(Ks[t2], y[:t2]), _refit(Ks[t1], y[:t1]), repeats=sz.refit_repeats, warmup=0)
+    del Ks
     # one GP-UCB step at t = 1000: observe + posterior over the candidates, incremental vs refit
     t = SPEEDUP_T
-    base = IncrementalGP.fit(kern, NOISE_VAR, X[:t], y[:t], queries=Q, capacity=t + 2)
-    t_inc_s, t_ref_s = [], []
-    for rep in range(sz.timing_reps + 1):                # interleaved; the first round is warm-up
-        gp = copy.deepcopy(base)
-        t0 = time.perf_counter()
+    gp = IncrementalGP.fit(kern, NOISE_VAR, X[:t], y[:t], queries=Q, capacity=t + 2)
+    m0, v0 = gp.query_mean.copy(), gp.query_var.copy()
+
+    def inc_step() -> None:
         gp.add(X[t], y[t])
         int(np.argmax(gp.query_mean + 2.0 * np.sqrt(np.maximum(gp.query_var, 0))))
-        t1 = time.perf_counter()
+        gp.t = t                                        # back to the state before the step (O(N) copies)
+        np.copyto(gp.query_mean, m0)
+        np.copyto(gp.query_var, v0)
+
+    def refit_step() -> None:
         m, v = refit_posterior(kern, NOISE_VAR, X[: t + 1], y[: t + 1], Q, prior_var=ones)
         int(np.argmax(m + 2.0 * np.sqrt(np.maximum(v, 0))))
-        t2 = time.perf_counter()
-        if rep:
-            t_inc_s.append(t1 - t0)
-            t_ref_s.append(t2 - t1)
-    t_inc, t_ref = float(np.min(t_inc_s)), float(np.min(t_ref_s))
+
+    step = compare_times(inc_step, refit_step, repeats=sz.timing_repeats, warmup=1)
     # exactness: the incremental posterior equals the refit one on the same data
+    gp.add(X[t], y[t])
     m_ref, v_ref = refit_posterior(kern, NOISE_VAR, X[: t + 1], y[: t + 1], Q, prior_var=ones)
     err = max(float(np.abs(gp.query_mean - m_ref).max()), float(np.abs(gp.query_var - v_ref).max()))
-    return {"step": step, "t_inc": t_inc, "t_refit": t_ref, "inc_vs_refit_err": err}
+    return {"inc": inc, "refit": ref, "step": step, "t1": t1, "t2": t2, "loops": sz.timing_loops,
+            "inc_vs_refit_err": err}
 
 
 def sklearn_agreement(rng: np.random.Generator) -> float:
@@ -290,17 +329,18 @@ def _figure_regret(runs: dict, dims: tuple) -> Figure:
     return fig
 
 
-def _figure_timing(tm: dict, slope: float) -> Figure:
+def _figure_timing(tm: dict) -> Figure:
     fig = Figure(figsize=(5.0, 3.8))
     ax = fig.add_subplot()
-    ts = np.array(sorted(tm["step"]), dtype=float)
-    st = np.array([tm["step"][int(t)] for t in ts])
-    ax.loglog(ts, st, "o-", label=f"incremental update (fitted slope {slope:.2f})")
-    ax.loglog(ts, st[-1] * (ts / ts[-1]) ** 2, "k:", lw=0.8, label="t^2")
-    ax.loglog([SPEEDUP_T], [tm["t_refit"]], "rs", label="refit GP-UCB step, t=1000")
-    ax.loglog([SPEEDUP_T], [tm["t_inc"]], "g^", label="incremental GP-UCB step, t=1000")
+    ts = np.array([tm["t1"], tm["t2"]], dtype=float)
+    inc = np.array([np.median(tm["inc"].baseline), np.median(tm["inc"].method)]) / (N_ADD * tm["loops"])
+    ref = np.array([np.median(tm["refit"].baseline), np.median(tm["refit"].method)])
+    ax.loglog(ts, inc, "o-", label=f"incremental update (exponent {math.log2(inc[1] / inc[0]):.2f})")
+    ax.loglog(ts, ref, "s-", label=f"refit: Cholesky + solve (exponent {math.log2(ref[1] / ref[0]):.2f})")
+    for p, style in ((2, "k:"), (3, "k--")):
+        ax.loglog(ts, inc[0] * (ts / ts[0]) ** p, style, lw=0.8, label=f"t^{p} from the first point")
     ax.set_xlabel("t (observations)")
-    ax.set_ylabel("seconds per step")
+    ax.set_ylabel("CPU seconds per step (median of interleaved repeats)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -332,10 +372,16 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     R_ucb = np.array([runs[d, j, "GP-UCB"]["cumulative"][-1] for d, j in keys])
     R_rand = np.array([runs[d, j, "uniform random"]["cumulative"][-1] for d, j in keys])
     R_mvr = np.array([runs[d, j, "MVR"]["cumulative"][-1] for d, j in keys])
-    ts = np.array([t for t in sorted(tm["step"]) if t >= sz.timing_fit_from], dtype=float)
-    cost_slope = _slope(ts, np.array([tm["step"][int(t)] for t in ts]))
-    speedup = tm["t_refit"] / tm["t_inc"]
-    log_speedup = math.log10(speedup)
+    win = T >= T_lo
+    grow = {d: _slope(T[win], ig["greedy"][d][win]) for d in DIMS}
+    ctrl_grow = {d: _slope(T[win], ig["control"][d][win]) for d in DIMS}
+    rate_new_exp = {d: _slope(T[win], mig_rate_new(T[win], d)) for d in DIMS}
+    rate_old_exp = {d: _slope(T[win], mig_rate_old(T[win], d)) for d in DIMS}
+    mid = {d: 0.5 * (rate_new_exp[d] + rate_old_exp[d]) for d in DIMS}
+    inc, ref, step = tm["inc"], tm["refit"], tm["step"]
+    log_pair = math.log2(tm["t2"] / tm["t1"])
+    cost_slope = math.log2(inc.ratio) / log_pair              # exponent p in cost ~ t^p
+    refit_slope = math.log2(ref.ratio) / log_pair
 
     metrics: dict[str, float] = {}
     for d in DIMS:
@@ -368,49 +414,70 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             theirs = [v["cumulative"][n - 1] for k, v in bt if k[0] == d]
             metrics[f"cum_regret_T{n}_gpucb_d{d}"] = float(np.mean(ours))
             metrics[f"cum_regret_T{n}_botorch_ucb_d{d}"] = float(np.mean(theirs))
-    for t in sorted(tm["step"]):
-        metrics[f"update_seconds_t{t}"] = tm["step"][t]
-    metrics |= {"update_cost_slope": cost_slope, "ucb_step_seconds_incremental_t1000": tm["t_inc"],
-                "ucb_step_seconds_refit_t1000": tm["t_refit"], "speedup_t1000": speedup,
+    for d in DIMS:
+        metrics[f"control_r_d{d}"] = control_r(d)
+        metrics[f"control_greedy_gamma_T{sz.mig_T}_d{d}"] = float(ig["control"][d][-1])
+        metrics[f"growth_exponent_d{d}"], metrics[f"control_growth_exponent_d{d}"] = grow[d], ctrl_grow[d]
+        metrics[f"new_rate_exponent_d{d}"], metrics[f"old_rate_exponent_d{d}"] = rate_new_exp[d], rate_old_exp[d]
+    per_add = N_ADD * tm["loops"]
+    metrics |= {f"update_cpu_seconds_t{tm['t1']}": float(np.median(inc.baseline)) / per_add,
+                f"update_cpu_seconds_t{tm['t2']}": float(np.median(inc.method)) / per_add,
+                f"refit_cpu_seconds_t{tm['t1']}": float(np.median(ref.baseline)),
+                f"refit_cpu_seconds_t{tm['t2']}": float(np.median(ref.method)),
+                "update_cost_slope": cost_slope, "refit_cost_slope": refit_slope,
+                "update_timing_same_work_ratio": inc.control_ratio, "refit_timing_same_work_ratio": ref.control_ratio,
+                "ucb_step_cpu_seconds_incremental_t1000": float(np.median(step.method)),
+                "ucb_step_cpu_seconds_refit_t1000": float(np.median(step.baseline)), "speedup_t1000": step.speedup,
+                "ucb_step_timing_same_work_ratio": step.control_ratio,
                 "sklearn_max_abs_diff": sk_err, "incremental_vs_refit_max_abs_diff": tm["inc_vs_refit_err"],
                 "greedy_logdet_rel_err": max(ig["logdet_err"].values()), "greedy_over_bound_max": greedy_over_bound}
 
     mig_note = (f"l={LENGTHSCALE}, sigma^2={NOISE_VAR}, greedy max-variance over {sz.mig_candidates} uniform "
-                f"candidates (within 1-1/e of their MIG). Measured: |change of log(gamma~_T / rate_new)| over "
-                f"T in [{T_lo:g}, {sz.mig_T}] (fitted slope x log range); reference: the same for rate_old. "
-                "ln ln T moves only from ~1.2 to ~1.8 here, so the two rates differ by a factor (ln ln T)^d that "
-                "changes slowly: a weak but real test.")
+                "candidates (within 1-1/e of their MIG). gamma~_T tracks the new rate more closely than the old one "
+                "(|change of log(gamma~/rate)| smaller over the window) exactly when its growth exponent is below the "
+                "midpoint of the two rates' exponents, which is the comparison made here. ln ln T moves only from "
+                "~1.2 to ~1.8, so the two rates differ by a slowly changing factor (ln ln T)^d: a weak test, which "
+                "is why it carries an exponential-decay control.")
     claims = []
     for d in DIMS:
         claims.append(Claim(
             f"S^{d}: measured information gain tracks (ln T)^{d + 1} (ln ln T)^-{d} more closely than (ln T)^{d + 1}",
-            flat_new[d], "<", flat_old[d], baseline="same change measured against the old rate (ln T)^(d+1)",
-            metric="|change of log(gamma~_T / new rate)| over the top 3 octaves of T",
+            grow[d], "<", mid[d], bar=True,
+            baseline=f"midpoint of the two rates' exponents over the same T ({rate_new_exp[d]:.3f} new, "
+                     f"{rate_old_exp[d]:.3f} old)",
+            metric=f"local growth exponent d log gamma~_T / d log T over T in [{T_lo:g}, {sz.mig_T}]",
             paper="O((ln T)^(d+1) (ln ln T)^-d)", note=mig_note,
-            falsifier="gamma~_T / old rate flatter than gamma~_T / new rate over the same T range (gamma~ growing "
-                      "like (ln T)^(d+1) or faster)"))
+            control=ctrl_grow[d],
+            control_arm=f"Poisson kernel on S^{d}, r = {control_r(d):.3f} (same lambda_1/lambda_0 as the SE kernel, "
+                        "exponential eigen-decay: MIG ~ (ln T)^(d+1), the old rate), same candidates and greedy",
+            falsifier="gamma~_T growing at or above the midpoint exponent (closer to (ln T)^(d+1) than to the new "
+                      "rate), or the exponential-decay control passing the same test"))
     claims += [
+        Claim("Our incremental GP update costs ~t^2 per step (not t^3)", cost_slope, "in", T2_BAND,
+              baseline="t^2 band", timing_control=inc.control_ratio, timing_tolerance=inc.tolerance,
+              metric=f"exponent log2(cost(t={tm['t2']}) / cost(t={tm['t1']})) of {per_add} updates, process CPU time, "
+                     f"median of {len(inc.method)} interleaved repeats",
+              control=refit_slope,
+              control_arm="refit per step (new Cholesky + solve: the incremental update removed), same t, same clock",
+              note="One blocked forward solve per observation. Both t are past the 32 MB L3 cache (the factor is "
+                   "16 and 64 MB), so both sizes are in the same memory regime. Timed with compare_times (process "
+                   "CPU time, interleaved, the t-cost timed twice as a same-work control).",
+              falsifier=f"exponent outside [{T2_BAND[0]}, {T2_BAND[1]}] (about 3 would mean a refactorisation per "
+                        "step), or the refit control landing inside the band"),
+        step.claim("Our incremental GP-UCB step is >= 5x faster than refitting at t = 1000", ">=", 5.0,
+                   as_="speedup", baseline="5x (issue's margin) over a refit step timed in the same run",
+                   note=f"One GP-UCB step = observe + posterior over {sz.timing_candidates} candidates + argmax; "
+                        "refit = new Cholesky + solves for all candidates. compare_times: process CPU time, "
+                        "interleaved, the refit timed twice as the same-work control.",
+                   falsifier="speed-up below 5x"),
+        # checks
         Claim("Sanity (not the paper's claim): GP-UCB has lower cumulative regret than uniform random",
               float(R_ucb.mean()), "<", float(R_rand.mean()), baseline="uniform random on the same functions/noise",
               metric=f"cumulative regret at T={sz.bandit_T}, mean over {len(keys)} RKHS functions (norm {NORM_B})",
-              paired=list(R_ucb - R_rand), note="Typical RKHS functions, not the paper's worst-case ones; the lower "
-                                               "bound itself cannot be checked by simulation.",
-              falsifier="GP-UCB's cumulative regret not below uniform random's, or the per-function difference "
-                        "not separable from 0"),
-        Claim("Our incremental GP update costs ~t^2 per step (not t^3)", cost_slope, "in", (1.5, 2.5),
-              baseline="t^2 band", metric=f"log-log slope of seconds per update vs t over t in {tuple(int(t) for t in ts)}",
-              note="One blocked forward solve per observation; minimum over interleaved repetitions (load only adds "
-                   f"time). Fitted over t >= {sz.timing_fit_from}, where the factor (>= 16 MB) no longer fits in the "
-                   "CPU cache, so every size is in the same memory regime; smaller t are in the timing table and "
-                   "figure (a cache cliff between t = 1000 and 2000 inflates a slope fitted across it).",
-              falsifier="slope outside [1.5, 2.5] (about 3 would mean a refactorisation per step)"),
-        Claim("Our incremental GP-UCB step is >= 5x faster than refitting at t = 1000", log_speedup, ">=",
-              math.log10(5.0), baseline="log10 5 (issue's 5x margin)",
-              metric="log10(refit step time / incremental step time) (ratios aggregate over seeds on a log scale)",
-              note=f"One GP-UCB step = observe + posterior over {sz.timing_candidates} candidates + argmax; "
-                   "refit = new Cholesky + solves for all candidates. Interleaved, minimum over repetitions.",
-              falsifier="speed-up below 5x"),
-        # checks
+              paired=list(R_ucb - R_rand), kind="check",
+              note="A sanity check of the bandit loop against a strawman (uniform random), not evidence for the "
+                   "paper: typical RKHS functions, not the paper's worst-case ones; the lower bound itself cannot "
+                   "be checked by simulation."),
         Claim("Trace identity: sum_n N(d,n) lambda_n = 1 (d = 1, 2, 3)", max(spec["trace_err"].values()), "<=",
               1e-12, baseline="1e-12", metric="max |sum - 1|", kind="check",
               note="Addition theorem; closed-form eigenvalues and multiplicities."),
@@ -444,9 +511,14 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             [runs[k]["cumulative"][-1] for k in runs if k[0] == d and k[2] == name])), "simple": float(np.mean(
             [runs[k]["simple"][-1] for k in runs if k[0] == d and k[2] == name]))}
             for d in sz.bandit_dims for name in sorted({k[2] for k in runs})],
-        "timing": [{"t": t, "update_seconds": tm["step"][t]} for t in sorted(tm["step"])],
+        "timing": [{"t": t, "incremental update (CPU s)": float(np.median(a.method if t == tm["t2"] else a.baseline))
+                    / per_add, "refit (CPU s)": float(np.median(r.method if t == tm["t2"] else r.baseline))}
+                   for t in (tm["t1"], tm["t2"]) for a, r in [(inc, ref)]],
+        "information_gain_control": [{"T": int(t), **{f"greedy SE S^{d}": float(ig["greedy"][d][i]) for d in DIMS},
+                                      **{f"greedy Poisson S^{d}": float(ig["control"][d][i]) for d in DIMS}}
+                                     for i, t in enumerate(ig["T"])],
     }
     figures = {"spectrum": _figure_spectrum(spec), "information_gain": _figure_mig(ig),
-               "regret": _figure_regret(runs, sz.bandit_dims), "timing": _figure_timing(tm, cost_slope)}
+               "regret": _figure_regret(runs, sz.bandit_dims), "timing": _figure_timing(tm)}
     notes = "" if botorch_available() else "BoTorch is not installed: its UCB peer was skipped."
     return Outcome(metrics=metrics, claims=claims, tables=tables, figures=figures, notes=notes)
