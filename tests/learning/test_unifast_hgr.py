@@ -341,8 +341,11 @@ def test_reproduce_quick_is_well_formed():
     assert all(math.isfinite(c.measured) for c in out.claims)
     assert all(c.falsifier for c in out.claims if c.kind == "claim")
     # quality claims are paired over the 540 test pairs; the untrained-encoder anchor is one of them
-    quality = [c for c in out.claims if c.paired is not None]
+    quality = [c for c in out.claims if c.paired is not None and c.timing_control is None]
     assert len(quality) == 4 and all(len(c.paired) == 540 for c in quality)
+    # the two >= 10x speed claims are paired over interleaved repeats and carry the same-work control
+    timed = [c for c in out.claims if c.timing_control is not None]
+    assert len(timed) == 2 and all(len(c.paired) >= 3 for c in timed)
     assert any("untrained" in c.statement for c in quality)
     # the fast (Gram-form) baselines are timed and compared, and equal their covariance forms
     assert math.isfinite(out.metrics["dcca_gram_over_unifast_time"])
