@@ -160,6 +160,35 @@ def test_time_scheduler_follows_schedule_and_mlp_structure():
     assert out.shape == (5, 3)
 
 
+@pytest.mark.parametrize("p", [0.2, 0.4])
+def test_critical_init_is_critical_with_dropout(p):
+    """Regression (issue 30): init="critical" used He init (sw2 = 2) whatever the dropout, so in training mode
+    the variance grew by 1/keep per layer (x1.67 per layer at p = 0.4). Dropout-aware: sw2 = 2 keep."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 256)
+    for init, ok in (("critical", True), ("critical_no_dropout", False)):
+        model = make_mlp(256, 256, [p] * 8, width=1024, act="relu", init=init).train()
+        with torch.no_grad():
+            first = model[0](x)
+            out = model[-1](model[:-1](x))
+        ratio = float(out.pow(2).mean() / first.pow(2).mean())
+        assert (0.75 < ratio < 1.33) == ok, (init, ratio)
+    tanh = make_mlp(8, 3, [0.3, 0.0], width=256, act="tanh")
+    from icml26.theory.dropout_meanfield import critical_sigma_w
+    sw2 = float(tanh[3].weight.detach().var() * 256)                # reads ScheduledDropout(0.3)
+    assert sw2 == pytest.approx(critical_sigma_w("tanh", 0.05, 0.7), rel=0.03)
+    assert abs(sw2 - critical_sigma_w("tanh", 0.05, 1.0)) > 0.1
+
+
+def test_schedule_claim_cell_is_where_constant_beats_none():
+    from icml26.theory.dropout_meanfield.reproduce import best_constant_cell
+    nll = {("mlp", 10, "none"): np.array([0.2, 0.2]), ("mlp", 10, "constant@0.05"): np.array([0.19, 0.19]),
+           ("mlp", 10, "constant@0.2"): np.array([0.3, 0.3]), ("mlp", 40, "none"): np.array([0.25, 0.25]),
+           ("mlp", 40, "constant@0.05"): np.array([0.2, 0.2]), ("mlp", 40, "constant@0.2"): np.array([0.22, 0.22])}
+    E, pb, gain = best_constant_cell(nll, "mlp", (10, 40), (0.05, 0.2))
+    assert (E, pb) == (40, 0.05) and gain == pytest.approx(0.05)
+
+
 def test_critical_init_preserves_relu_variance():
     torch.manual_seed(0)
     model = make_mlp(256, 256, [0.0] * 8, width=1024, act="relu")
@@ -206,7 +235,11 @@ def test_reproduce_quick_is_well_formed():
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 10 and len(checks) == 4
+    assert len(claims) == 5 and len(checks) == 8
+    # the deterministic numerics of the maps (identical on every seed) are checks, not claims
+    assert {c.statement.split(":")[0] for c in checks} >= {"Kinked (ReLU) activations", "Smooth (tanh) activations"}
+    for c in claims:
+        assert c.control is not None and c.control_arm
     assert all(math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
                for c in out.claims)
     assert all(c.falsifier for c in claims)

@@ -191,17 +191,26 @@ def init_critical(model: nn.Module, sw2: float, sb2: float) -> None:
 
 
 def make_mlp(in_dim: int, out_dim: int, dropout_profile: Sequence[float], width: int = 256,
-             act: Literal["relu", "tanh"] = "relu", init: Literal["critical", "default"] = "critical",
+             act: Literal["relu", "tanh"] = "relu",
+             init: Literal["critical", "critical_no_dropout", "default"] = "critical",
              sb2: float = 0.05) -> nn.Sequential:
     """MLP with one hidden layer per entry of ``dropout_profile``: [Linear, act, ScheduledDropout(p_l)] x L, Linear.
 
-    ``init="critical"``: ReLU sw2 = 2, sb2 = 0 (He); tanh sw2 = critical value at sb2 (chi_1 = 1, no dropout).
+    ``init="critical"`` (default): critical *with* dropout, layer by layer. A Linear that reads the output of
+    ``ScheduledDropout(p)`` (keep rho = 1 - p) gets sigma_w^2 with chi_1 = 1 at that keep: ReLU sigma_w^2 = 2 rho,
+    sigma_b = 0 (q preserved exactly, q+ = (sigma_w^2 / rho) E[relu(sqrt(q) z)^2] = q); tanh
+    ``critical_sigma_w("tanh", sb2, rho)``. The first Linear (no dropout before it) gets the p = 0 value.
+    ``init="critical_no_dropout"``: every layer at the p = 0 critical point (ReLU He init sigma_w^2 = 2; tanh
+    chi_1 = 1 without dropout), which dropout then detunes. ``init="default"``: PyTorch's own init.
+    The rates at build time decide the init; a time schedule changes them later (build with zeros: He init).
     """
     for name, v in (("in_dim", in_dim), ("out_dim", out_dim), ("width", width)):
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if act not in _ACTS:
         raise ValueError(f"act must be one of {sorted(_ACTS)}, got {act!r}")
+    if init not in ("critical", "critical_no_dropout", "default"):
+        raise ValueError(f"init must be 'critical', 'critical_no_dropout' or 'default', got {init!r}")
     rates = [_check_rate(float(p), "dropout_profile entry") for p in dropout_profile]
     if not rates:
         raise ValueError("dropout_profile needs one rate per hidden layer (at least one)")
@@ -212,12 +221,16 @@ def make_mlp(in_dim: int, out_dim: int, dropout_profile: Sequence[float], width:
         d = width
     layers.append(nn.Linear(d, out_dim))
     model = nn.Sequential(*layers)
-    if init == "critical":
-        from .meanfield import critical_sigma_w
+    if init == "default":
+        return model
+    from .meanfield import critical_sigma_w
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    keeps = [1.0] + [1.0 - p for p in rates]                     # keep of the dropout feeding each Linear
+    if init == "critical_no_dropout":
+        keeps = [1.0] * len(linears)
+    for lin, keep in zip(linears, keeps):
         if act == "relu":
-            init_critical(model, 2.0, 0.0)
+            init_critical(lin, 2.0 * keep, 0.0)
         else:
-            init_critical(model, critical_sigma_w("tanh", sb2, 1.0), sb2)
-    elif init != "default":
-        raise ValueError(f"init must be 'critical' or 'default', got {init!r}")
+            init_critical(lin, critical_sigma_w("tanh", sb2, keep), sb2)
     return model
