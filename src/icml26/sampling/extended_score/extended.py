@@ -56,12 +56,16 @@ def _gamma_vector(gamma: float | torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def call_score(score_fn: ScoreFn, x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     """``score_fn(x, gamma)``, checking that it returns a finite tensor of the same shape as ``x``."""
     s = score_fn(x, gamma)
+    _check_output(s, x)
+    return s
+
+
+def _check_output(s: object, x: torch.Tensor) -> None:
     if not isinstance(s, torch.Tensor):
         raise TypeError(f"score_fn must return a torch.Tensor, got {type(s).__name__}")
     if s.shape != x.shape:
         raise ValueError(f"score_fn returned shape {tuple(s.shape)} for x of shape {tuple(x.shape)}: a score model "
                          "must return one score vector per input point (same shape as x)")
-    return s
 
 
 def score_and_dgamma(score_fn: ScoreFn, x: torch.Tensor, gamma: float | torch.Tensor, method: str = "jvp",
@@ -70,8 +74,9 @@ def score_and_dgamma(score_fn: ScoreFn, x: torch.Tensor, gamma: float | torch.Te
     x = _check_x(x)
     g = _gamma_vector(gamma, x)
     if method == "jvp":
-        s = call_score(score_fn, x, g)            # validates the output shape before the jvp
-        _, ds = torch.func.jvp(lambda gg: score_fn(x, gg), (g,), (torch.ones_like(g),))
+        # one forward-mode pass gives the score and its gamma-derivative together (no separate score call)
+        s, ds = torch.func.jvp(lambda gg: score_fn(x, gg), (g,), (torch.ones_like(g),))
+        _check_output(s, x)
         return s, ds
     if method == "fd":
         if not (rel_step > 0 and math.isfinite(rel_step)):

@@ -13,7 +13,11 @@ Our reconstruction of the inference procedure (provisional; the paper's exact al
    Off the manifold (variance 0 under the clean law) H = -(x - projection): distances shrink by
    (1 - eta)^K ~ exp(-tau), tau = K eta; along directions of variance s^2 >> 1, H ~ -(1+gamma) x / s^2 barely moves.
 3. **Baselines from the same plain samples**: (i) plain; (ii) plain + one Tweedie step with the noisy model at its
-   last level, x + (sigma^2 + gamma_min) s(x, gamma_min) = E[x_clean | x].
+   last level, x + (sigma^2 + gamma_min) s(x, gamma_min) = E[x_clean | x]; (iii) the annealed (iterated) Tweedie
+   relaxation at equal network evaluations (``tweedie_relax``): the attraction stage with H replaced by the
+   Tweedie displacement D_gamma(x) - x = gamma S_clean(x, gamma), i.e. H = (D - x) + dD/dgamma without its
+   dD/dgamma term, over the same levels and total time tau, with as many steps as MAD makes network evaluations
+   (2 per step with the jvp: the score and its forward-mode tangent).
 """
 
 from __future__ import annotations
@@ -113,9 +117,34 @@ class ManifoldAttractedSampler:
             x = x + eta * H
         return x
 
+    def evaluations_per_attract_step(self) -> int:
+        """Network evaluations per attraction step: 2 (the score and its gamma-tangent, jvp) or 3 (fd)."""
+        return 2 if self.method == "jvp" else 3
+
+    def tweedie_relax(self, x: torch.Tensor, steps: int | None = None) -> torch.Tensor:
+        """Annealed Tweedie relaxation x <- x + eta (D_gamma(x) - x), D_gamma(x) = x + gamma S_clean(x, gamma), over
+        the attraction stage's clean levels and total time tau (eta = tau / steps). ``steps`` defaults to the
+        attraction stage's network evaluations (K x ``evaluations_per_attract_step``): the equal-compute baseline."""
+        steps = self.attract_steps * self.evaluations_per_attract_step() if steps is None else int(steps)
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0, got {steps!r}")
+        if steps == 0:
+            return x
+        g0 = self.noise_var if self.attract_gamma0 is None else self.attract_gamma0
+        g0 = max(g0, self.gamma_min)
+        levels = torch.exp(torch.linspace(math.log(g0), math.log(self.gamma_min), steps, dtype=torch.float64))
+        eta = self.attract_time / steps
+        with torch.no_grad():
+            for g_model in levels:
+                g = torch.full((len(x),), float(g_model), dtype=x.dtype)
+                x = x + eta * (float(g_model) + self.noise_var) * call_score(self.score_fn, x, g)
+        return x
+
     def sample(self, n: int, generator: torch.Generator | int = 0) -> dict[str, torch.Tensor]:
-        """``{"plain", "tweedie", "mad"}``: the plain samples and the two post-processings of the same samples."""
+        """``{"plain", "tweedie", "tweedie-relax", "mad"}``: the plain samples and three post-processings of the
+        same samples (one Tweedie step, the annealed Tweedie relaxation at MAD's network evaluations, MAD)."""
         if isinstance(generator, int):
             generator = torch.Generator().manual_seed(generator)
         x = self.plain(n, generator)
-        return {"plain": x, "tweedie": self.tweedie(x), "mad": self.attract(x)}
+        return {"plain": x, "tweedie": self.tweedie(x), "tweedie-relax": self.tweedie_relax(x),
+                "mad": self.attract(x)}
