@@ -159,9 +159,27 @@ def test_quick_reproduction_structure():
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 7 and len(checks) == 3
+    assert len(claims) == 6 and len(checks) == 4
     assert all(c.falsifier for c in claims)
+    # second pass: every fixed-bar claim (a Spearman threshold across widths) carries its control, the same
+    # measure at initialisation; "SP decreases during training" is a check (any fixed kernel does it)
+    bars = [c for c in claims if c.bar]
+    assert len(bars) == 3 and all(c.control is not None and "initialisation" in c.control_arm for c in bars)
+    assert any(c.kind == "check" and "decreases throughout training" in c.statement for c in out.claims)
     assert all(math.isfinite(c.measured) for c in out.claims)
     assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert "spectral_position" in out.figures and out.tables["per_width"]
+
+
+def test_init_control_is_the_trained_students_initialisation():
+    """The across-width control re-builds each student's initialisation; it must be the one training starts from."""
+    from icml26.theory.spectral_position.reproduce import D_IN, SIZES, train_student
+    from icml26.theory.spectral_position import spectral_position
+    from icml26.theory.spectral_position.models import TwoLayerMLP
+
+    data = teacher_student_data(64, 16, d=D_IN, seed=2)
+    sz = SIZES[Budget.QUICK]
+    tr, _ = train_student(8, False, data, sz, seed=2)
+    init = TwoLayerMLP(D_IN, 8, generator=torch.Generator().manual_seed(2 * 1000 + 8))
+    assert float(tr.column("sp")[0]) == pytest.approx(spectral_position(init, data[0], data[1]), rel=1e-5)
