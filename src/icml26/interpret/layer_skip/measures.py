@@ -100,6 +100,26 @@ def cross_modal_attention(trace: HiddenTrace, per_example: bool = False) -> torc
     return per_b if per_example else per_b.mean(1)
 
 
+def uniform_vision_share(vision_mask: torch.Tensor, causal: bool = True) -> float:
+    """|V|/N as seen by the text queries: the attention mass on vision keys that uniform attention over the
+    visible keys would give, averaged over text queries (and rows of a [B, N] mask). With a causal mask a text query
+    at position q sees keys 0..q, so its uniform share is |V ∩ [0, q]| / (q + 1); without, |V| / N. This is the scale
+    against which A_i is read: A_i / uniform_vision_share < 1 means text attends to V less than uniformly [A14]."""
+    vm = torch.as_tensor(vision_mask).bool()
+    vm = vm[None] if vm.ndim == 1 else vm
+    if vm.ndim != 2 or vm.shape[1] == 0:
+        raise ValueError(f"vision_mask must be [N] or [B, N] booleans, got shape {tuple(vm.shape)}")
+    tm = ~vm
+    if not tm.any():
+        raise ValueError("vision_mask marks every token as vision: no text queries")
+    N = vm.shape[1]
+    if causal:
+        share = vm.double().cumsum(1) / torch.arange(1, N + 1, dtype=torch.double)[None]
+    else:
+        share = (vm.double().sum(1, keepdim=True) / N).expand(-1, N)
+    return float((share * tm).sum() / tm.sum())
+
+
 def _pool(h: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     m = m.to(h.dtype)[..., None]
     return (h * m).sum(-2) / m.sum(-2).clamp_min(1)
@@ -162,7 +182,9 @@ def unique_information_probe(trace: HiddenTrace, y: torch.Tensor | np.ndarray, *
 class RedundancyReport:
     """The per-layer measures of one model and the decision rules of [A14] (thresholds are our choice).
 
-    ``R_vision``, ``R_text``, ``A``: per block [L]; ``D``, ``U``: per hidden layer [L+1] (``U`` optional)."""
+    ``R_vision``, ``R_text``, ``A``: per block [L]; ``D``, ``U``: per hidden layer [L+1] (``U`` optional);
+    ``A_uniform``: :func:`uniform_vision_share` of the inputs (optional; lets ``recommend`` read tau_A relative to
+    |V|/N)."""
 
     R_vision: np.ndarray
     R_text: np.ndarray
@@ -170,6 +192,7 @@ class RedundancyReport:
     D: np.ndarray | None = None
     U: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
+    A_uniform: float | None = None
 
     @classmethod
     def from_trace(cls, trace: HiddenTrace, grid: tuple[int, int] | None = None, y=None,
@@ -177,15 +200,20 @@ class RedundancyReport:
         return cls(R_vision=layer_redundancy(trace, "vision").numpy(), R_text=layer_redundancy(trace, "text").numpy(),
                    A=cross_modal_attention(trace).numpy(),
                    D=None if grid is None else adjacent_token_redundancy(trace, grid).numpy(),
-                   U=None if y is None else unique_information_probe(trace, y, **probe_kw))
+                   U=None if y is None else unique_information_probe(trace, y, **probe_kw),
+                   A_uniform=uniform_vision_share(trace.vision_mask))
 
     @property
     def num_layers(self) -> int:
         return len(self.R_vision)
 
-    def recommend(self, tau_R: float = 0.97, tau_A: float = 0.05, eps_U: float = 0.02) -> SkipPlan:
+    def recommend(self, tau_R: float = 0.97, tau_A: float = 0.05, eps_U: float = 0.02, *,
+                  relative_A: bool = False) -> SkipPlan:
         """The skip plan of the decision rules [A14] (reconstructed):
 
+        - "A_i <= tau_A" below reads A_i <= tau_A * A_uniform when ``relative_A`` (tau_A relative to the share
+          |V|/N that uniform attention would give, :func:`uniform_vision_share`; needs ``A_uniform``), else as an
+          absolute attention mass;
         - skip block i for V when R_i(V) >= tau_R;
         - vision exit e: the smallest e such that A_i <= tau_A for every block i >= e and U_l <= eps_U for every
           hidden layer l >= e (V is dropped from blocks e..L-1; e = L: no exit);
@@ -194,6 +222,10 @@ class RedundancyReport:
         """
         if not 0.0 <= tau_A <= 1.0 or not -1.0 <= tau_R <= 1.0:
             raise ValueError(f"tau_A must be in [0, 1] and tau_R in [-1, 1], got {tau_A}, {tau_R}")
+        if relative_A and not (self.A_uniform is not None and self.A_uniform > 0):
+            raise ValueError("relative_A=True needs A_uniform (the uniform vision share, uniform_vision_share(mask))")
+        if relative_A:
+            tau_A = tau_A * float(self.A_uniform)
         L = self.num_layers
         U = np.zeros(L + 1) if self.U is None else np.asarray(self.U)
         exit_ = L
@@ -223,4 +255,5 @@ def spearman(x, y) -> float:
 
 
 __all__ = ["layer_redundancy", "per_example_redundancy", "block_influence", "adjacent_token_redundancy",
-           "cross_modal_attention", "unique_information_probe", "RedundancyReport", "spearman"]
+           "cross_modal_attention", "unique_information_probe", "RedundancyReport", "spearman",
+           "uniform_vision_share"]

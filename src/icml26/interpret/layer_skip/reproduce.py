@@ -1,18 +1,20 @@
 """[A14] Reproduction: do label-free redundancy measures predict which vision-token skips are harmless?
 
 On the tiny digit-VQA vision-language models (``testbed.py``; a 6-layer and an 8-layer model at the standard
-budget), with the held-out images split by the seed into a calibration half (measures) and an evaluation half
-(accuracies):
+budget), **retrained for every seed** (the seed is the model's initialisation and batch-order seed, and also draws
+the split of the held-out images into a calibration part (measures) and an evaluation part (accuracies)):
 
 1. measures per block on the calibration pairs: R_i(V), R_i(T), ShortGPT's block influence over all tokens,
-   A_i, D_l, U_l (cross-validated probes for the answer);
+   A_i (and A_i relative to the uniform vision share |V|/N), D_l, U_l (cross-validated probes for the answer);
 2. ground truth on the evaluation pairs: the accuracy after skipping each block for V only, after removing each
-   whole block (ShortGPT), after a vision exit at each e and a late entry at each s;
-3. claims: Spearman(R(V), accuracy after the V-skip) >= 0.6 in each model, and at least ShortGPT's all-token BI;
-   the 2 most redundant blocks skipped for V cost <= 2 points, the 2 least redundant >= 5 points (equal FLOPs);
-   the exit chosen from A and U keeps >= 98% accuracy (FLOPs saved reported); the redundancy-ranked plan against
-   FastV token pruning and ShortGPT layer removal at equal or larger FLOPs; early and late blocks more redundant
-   for V than the middle ones (U-shape, reported and tested);
+   whole block (ShortGPT), after a vision exit at each e and a late entry at each s, after every k-subset V-skip;
+3. claims: Spearman(R(V), accuracy after the V-skip) >= 0.6 in each model (control: block depth as the ranking),
+   and at least as good as the strongest label-free ranking (ShortGPT's BI, depth); the 2 most redundant blocks
+   skipped for V cost <= 2 points and the 2 least redundant >= 5 points (control: a random 2-subset, same FLOPs);
+   the redundancy-ranked plan at least as accurate as the strongest baseline (skip the last k, a random k-subset,
+   the least-redundant k at equal FLOPs; FastV and ShortGPT at equal or more FLOPs); the exit chosen from A
+   (tau_A relative to |V|/N) and U keeps >= 98% accuracy (control: a uniformly random exit block); early and late
+   blocks more redundant for V than the middle ones (U-shape);
 4. checks: hooks leave the model unchanged, skip-all equals deleting the block, exit at L equals the base model,
    A matches a brute-force sum and attention rows sum to 1.
 """
@@ -20,15 +22,17 @@ budget), with the held-out images split by the seed into a calibration half (mea
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
 
-from .measures import (RedundancyReport, block_influence, cross_modal_attention, layer_redundancy,
-                       per_example_redundancy, spearman, unique_information_probe, adjacent_token_redundancy)
+from .measures import (RedundancyReport, adjacent_token_redundancy, block_influence, cross_modal_attention,
+                       layer_redundancy, per_example_redundancy, spearman, uniform_vision_share,
+                       unique_information_probe)
 from .skip import BlockCost, SkipPlan, apply_skip_plan, fastv_pruning, plan_flops
 from .testbed import GRID, VLM_6L, VLM_8L, VLM_QUICK, DigitVQA, answer_correct, digit_vqa, load_tiny_vlm
 from .trace import collect_trace, find_blocks
@@ -48,7 +52,13 @@ SIZES = {
     Budget.STANDARD: Sizes((VLM_6L, VLM_8L), 600, 800, 5, 2),
     Budget.FULL: Sizes((VLM_6L, VLM_8L), 720, 1075, 5, 2),
 }
-TAU_R, TAU_A, EPS_U = 0.97, 0.05, 0.02     # decision thresholds of the spec (fixed before any run)
+TAU_R, EPS_U = 0.97, 0.02                  # decision thresholds of the spec (fixed before any run)
+#: tau_A relative to |V|/N (issue 30): text attends to V at most half as much as uniform attention would. The spec's
+#: absolute 0.05 was set for LLaVA-scale inputs (|V|/N ~ 0.9) and cannot fire with 16 of 20 tokens visual; 0.5 is
+#: our choice, made after the first runs had shown A near the uniform share, so every value of the sweep below is
+#: reported next to it.
+TAU_A_REL = 0.5
+TAU_A_SWEEP = (0.055, 0.25, 0.5, 0.75, 1.0)   # 0.055 = the spec's 0.05 at LLaVA's |V|/N ~ 0.9
 SPEARMAN_MIN = 0.6                          # spec: "Spearman ... >= 0.6 in both models"
 BEST_MAX_DROP, WORST_MIN_DROP = 0.02, 0.05  # spec: best-2 costs <= 2 points, worst-2 >= 5 points
 KEEP_FRACTION = 0.98                        # spec: the chosen exit keeps >= 98% accuracy
@@ -91,7 +101,7 @@ def _analyse(model, calib: DigitVQA, ev: DigitVQA, sizes: Sizes, seed: int) -> d
     D = adjacent_token_redundancy(tr, GRID).numpy()
     U = unique_information_probe(tr, calib.answer, n_folds=sizes.probe_folds, seed=seed)
     per_ex = per_example_redundancy(tr, "vision").numpy()        # [L, B]
-    report = RedundancyReport(R_vision=R_v, R_text=R_t, A=A, D=D, U=U)
+    report = RedundancyReport(R_vision=R_v, R_text=R_t, A=A, D=D, U=U, A_uniform=uniform_vision_share(vm))
     base = answer_correct(model, ev)
     skip_v = [_acc_under(model, ev, vm, SkipPlan(skip_vision=(i,))) for i in range(L)]
     skip_a = [_acc_under(model, ev, vm, SkipPlan(skip_all=(i,))) for i in range(L)]
@@ -202,6 +212,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     results = []
     with limit_threads(1):
         for cfg in sizes.models:
+            cfg = replace(cfg, seed=seed)           # the seed retrains the model (initialisation, batch order)
             model = load_tiny_vlm(cfg)
             r = _analyse(model, calib, ev, sizes, seed)
             results.append((cfg, model, r))
@@ -213,13 +224,15 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         acc_a = np.array([a.mean().item() for a in r["skip_a"]])
         rho = spearman(r["R_v"], acc_v)
         rho_bi = spearman(1 - r["BI"], acc_v)
+        rho_depth = spearman(np.arange(r["L"]), acc_v)           # "later blocks are safer to skip": no measurement
         rho_bi_own = spearman(1 - r["BI"], acc_a)
         ends, mid, paired_u = _u_shape(r)
         metrics.update({f"{name}_base_acc": base, f"{name}_spearman_RV": rho, f"{name}_spearman_BI": rho_bi,
-                        f"{name}_spearman_BI_own_removal": rho_bi_own})
+                        f"{name}_spearman_depth": rho_depth, f"{name}_spearman_BI_own_removal": rho_bi_own})
         tables[f"{name}_layers"] = [
             {"block": i, "R_V": float(r["R_v"][i]), "R_T": float(r["R_t"][i]), "BI_all": float(r["BI"][i]),
-             "A": float(r["A"][i]), "U_in": float(r["U"][i]), "D_in": float(r["D"][i]),
+             "A": float(r["A"][i]), "A_over_uniform": float(r["A"][i] / r["report"].A_uniform),
+             "U_in": float(r["U"][i]), "D_in": float(r["D"][i]),
              "acc_skip_V": float(acc_v[i]), "acc_remove_block": float(acc_a[i])} for i in range(r["L"])]
         tables[f"{name}_exit_entry"] = [
             {"layer": e, "acc_vision_exit": r["exits"][e].mean().item(), "acc_late_entry": r["entries"][e].mean().item(),
@@ -229,12 +242,14 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         claims.append(Claim(
             f"{name}: redundancy R_l(V) rank-correlates with accuracy after skipping block l for V (Spearman >= 0.6)",
             rho, ">=", SPEARMAN_MIN, baseline="spec's bar 0.6", metric=f"Spearman over {r['L']} blocks",
-            paper="conditions align with actual degradation", falsifier="Spearman < 0.6",
+            paper="conditions align with actual degradation", falsifier="Spearman < 0.6", bar=True,
+            control=rho_depth, control_arm="block depth as the ranking (later = safer; no measurement)",
             note=f"base accuracy {base:.3f}; NaN when every skip gives the same accuracy"))
         claims.append(Claim(
-            f"{name}: R_l(V) ranks V-skip damage at least as well as ShortGPT's all-token block influence",
-            rho, ">=", rho_bi, baseline="Spearman of 1 - BI (ShortGPT, all tokens), same blocks, same run",
-            metric="Spearman of R_l(V)", falsifier="a lower Spearman than ShortGPT's BI",
+            f"{name}: R_l(V) ranks V-skip damage at least as well as the strongest label-free alternative",
+            rho, ">=", baselines={"ShortGPT 1 - BI (all tokens)": rho_bi, "block depth": rho_depth},
+            baseline="strongest of: ShortGPT's all-token block influence, block depth; same blocks, same run",
+            metric="Spearman of R_l(V) with the V-skip accuracy", falsifier="a lower Spearman than the best alternative",
             note=f"BI against its own whole-block removal: Spearman {rho_bi_own:.3f}; NaN when every skip gives "
                  "the same accuracy"))
         claims.append(Claim(
@@ -265,6 +280,16 @@ def _plan_claims(model, ev: DigitVQA, r: dict, sizes: Sizes, metrics: dict, tabl
     best = SkipPlan(skip_vision=tuple(sorted(int(i) for i in order[:k])))
     worst = SkipPlan(skip_vision=tuple(sorted(int(i) for i in order[-k:])))
     best_c, worst_c = _acc_under(model, ev, vm, best), _acc_under(model, ev, vm, worst)
+    # label-free baselines at the same FLOPs (every V-skip of k blocks costs the same): skip the last k blocks, and a
+    # random k-subset (its expectation: the mean over all C(L, k) subsets, per evaluation pair)
+    last = SkipPlan(skip_vision=tuple(range(L - k, L)))
+    last_c = _acc_under(model, ev, vm, last)
+    subsets = list(itertools.combinations(range(L), k))
+    sub_c = torch.stack([_acc_under(model, ev, vm, SkipPlan(skip_vision=sb)) for sb in subsets])
+    rand_c = sub_c.mean(0)
+    metrics.update({"lastk_acc": last_c.mean().item(), "random_k_acc": rand_c.mean().item(),
+                    "random_k_acc_min": float(sub_c.mean(1).min()), "random_k_acc_max": float(sub_c.mean(1).max()),
+                    "best_k_rank_among_subsets": float((sub_c.mean(1) > best_c.mean()).sum().item() + 1)})
     f_best = plan_flops(best, vm, L, cost)
     # peers at equal or larger FLOPs than the best plan
     n_v = int(vm.sum())
@@ -279,13 +304,24 @@ def _plan_claims(model, ev: DigitVQA, r: dict, sizes: Sizes, metrics: dict, tabl
     short_c = _acc_under(model, ev, vm, short_plan)
     f_short = plan_flops(short_plan, vm, L, cost)
     fastv_half = _acc_under(model, ev, vm, fastv=(sizes.fastv_K, 0.5)).mean().item()
-    # the rule-chosen plan (thresholds fixed in advance)
-    chosen = r["report"].recommend(TAU_R, TAU_A, EPS_U)
+    # the rule-chosen plan: spec's tau_R and eps_U; tau_A relative to the uniform vision share |V|/N
+    rep = r["report"]
+    chosen = rep.recommend(TAU_R, TAU_A_REL, EPS_U, relative_A=True)
     chosen_c = _acc_under(model, ev, vm, chosen)
     f_chosen = plan_flops(chosen, vm, L, cost)
     exit_plan = SkipPlan(vision_exit=chosen.vision_exit)
     exit_c = _acc_under(model, ev, vm, exit_plan)
     has_exit = chosen.vision_exit is not None
+    # control for the exit: an exit block drawn uniformly from 0..L-1 (the rule's choice removed), per pair
+    rand_exit_c = torch.stack([r["exits"][e] for e in range(L)]).mean(0)
+    sweep = []
+    for rho_a in TAU_A_SWEEP:
+        pl = rep.recommend(TAU_R, rho_a, EPS_U, relative_A=True)
+        e = L if pl.vision_exit is None else pl.vision_exit
+        sweep.append({"tau_A_relative": rho_a, "tau_A_absolute": rho_a * rep.A_uniform, "exit": e,
+                      "acc_exit": r["exits"][e].mean().item(),
+                      "flops_saved": 1 - plan_flops(SkipPlan(vision_exit=pl.vision_exit), vm, L, cost)})
+    tables["exit_rule_sweep"] = sweep
     metrics.update({"base_acc": base, "best2_acc": best_c.mean().item(), "worst2_acc": worst_c.mean().item(),
                     "best2_flops": f_best, "fastv_matched_acc": fastv_c.mean().item(), "fastv_matched_flops": f_fastv,
                     "fastv_matched_keep": float(fastv_keep), "fastv_half_acc": fastv_half,
@@ -298,15 +334,20 @@ def _plan_claims(model, ev: DigitVQA, r: dict, sizes: Sizes, metrics: dict, tabl
     U = r["U"]
     u_exit = next(e for e in range(L + 1) if all(U[l] <= EPS_U for l in range(e, L + 1)) or e == L)
     ok = [e for e in range(L + 1) if r["exits"][e].mean().item() >= KEEP_FRACTION * base]
-    pos = torch.nonzero(~vm).squeeze(1).double()
     metrics.update({"exit_by_U_only": float(u_exit), "exit_by_U_only_acc": r["exits"][u_exit].mean().item(),
                     "exit_oracle_98": float(min(ok)) if ok else float(L),
-                    "A_uniform_attention": float((vm.sum() / (pos + 1)).mean()), "A_min": float(np.min(r["A"]))})
+                    "A_uniform_attention": float(rep.A_uniform), "A_min": float(np.min(r["A"])),
+                    "A_over_uniform_min": float(np.min(r["A"]) / rep.A_uniform),
+                    "random_exit_acc": rand_exit_c.mean().item()})
     tables["plans"] = [
         {"plan": "full model", "blocks": "-", "acc": base, "flops": 1.0},
         {"plan": f"Skip-It best-{k} (V skip)", "blocks": str(best.skip_vision), "acc": best_c.mean().item(), "flops": f_best},
         {"plan": f"Skip-It worst-{k} (V skip)", "blocks": str(worst.skip_vision), "acc": worst_c.mean().item(),
          "flops": plan_flops(worst, vm, L, cost)},
+        {"plan": f"skip the last {k} (V skip)", "blocks": str(last.skip_vision), "acc": last_c.mean().item(),
+         "flops": plan_flops(last, vm, L, cost)},
+        {"plan": f"random {k}-subset (V skip, mean of {len(subsets)})", "blocks": "-", "acc": rand_c.mean().item(),
+         "flops": f_best},
         {"plan": f"FastV K={sizes.fastv_K}, keep {fastv_keep}/{n_v}", "blocks": "-", "acc": fastv_c.mean().item(),
          "flops": f_fastv},
         {"plan": f"ShortGPT remove {n_rm}", "blocks": str(short_plan.skip_all), "acc": short_c.mean().item(),
@@ -332,37 +373,40 @@ def _plan_claims(model, ev: DigitVQA, r: dict, sizes: Sizes, metrics: dict, tabl
     figures["accuracy_vs_flops"] = _fig_tradeoff(curves)
     ev_n = len(base_c)
     tol = lambda c, t: ((base_c - c) - t).tolist()  # noqa: E731
+    rand_arm = f"a random {k}-subset of blocks skipped for V, same FLOPs (mean over all {len(subsets)} subsets)"
+    peers = {f"skip the last {k}": last_c, f"random {k}-subset": rand_c, f"least-redundant {k}": worst_c,
+             f"FastV (K={sizes.fastv_K}, keep {fastv_keep}/{n_v}, FLOPs {f_fastv:.3f})": fastv_c,
+             f"ShortGPT (remove {n_rm}, FLOPs {f_short:.3f})": short_c}
     out = [
         Claim(f"Skipping the {k} most redundant blocks for V costs <= 2 accuracy points", base - best_c.mean().item(),
               "<=", BEST_MAX_DROP, baseline="spec's bound 0.02", metric=f"accuracy drop ({ev_n} evaluation pairs)",
-              falsifier="a drop above 2 points", paired=tol(best_c, BEST_MAX_DROP),
+              falsifier="a drop above 2 points", paired=tol(best_c, BEST_MAX_DROP), bar=True,
+              control=base - rand_c.mean().item(), control_arm=rand_arm, control_paired=tol(rand_c, BEST_MAX_DROP),
               note=f"blocks {best.skip_vision}, block FLOPs {f_best:.3f} of full"),
         Claim(f"Skipping the {k} least redundant blocks for V costs >= 5 accuracy points", base - worst_c.mean().item(),
               ">=", WORST_MIN_DROP, baseline="spec's bound 0.05", metric="accuracy drop",
-              falsifier="a drop below 5 points", paired=tol(worst_c, WORST_MIN_DROP),
+              falsifier="a drop below 5 points", paired=tol(worst_c, WORST_MIN_DROP), bar=True,
+              control=base - rand_c.mean().item(), control_arm=rand_arm, control_paired=tol(rand_c, WORST_MIN_DROP),
               note=f"blocks {worst.skip_vision}, the same FLOPs as the best plan"),
-        Claim(f"At equal FLOPs, the most-redundant V-skip plan beats the least-redundant one",
-              best_c.mean().item(), ">", worst_c.mean().item(), baseline="least-redundant plan, same FLOPs",
-              metric="accuracy", falsifier="accuracy at or below the least-redundant plan's",
-              paired=(best_c - worst_c).tolist()),
-        Claim("The vision exit chosen from A and U keeps >= 98% of full accuracy",
+        Claim(f"The redundancy-ranked V-skip plan is at least as accurate as the strongest baseline at equal or "
+              "more FLOPs",
+              best_c.mean().item(), ">=", baselines={n: c.mean().item() for n, c in peers.items()},
+              paired={n: (best_c - c).tolist() for n, c in peers.items()},
+              baseline=f"strongest of: skip the last {k}, a random {k}-subset, the least-redundant {k} (equal FLOPs); "
+                       "FastV and ShortGPT at equal or more FLOPs",
+              metric=f"accuracy (Skip-It FLOPs {f_best:.3f})", falsifier="lower accuracy than the best baseline",
+              note="FastV / ShortGPT: our framing (the abstract makes no comparison with them)"),
+        Claim(f"The vision exit chosen from A (tau_A = {TAU_A_REL} x |V|/N) and U keeps >= 98% of full accuracy",
               exit_c.mean().item() if has_exit else float("nan"), ">=", KEEP_FRACTION * base,
               baseline="0.98 x full-model accuracy", metric="accuracy with vision exit",
-              falsifier="accuracy below 98% of the full model's",
+              falsifier="accuracy below 98% of the full model's", bar=True,
               paired=(exit_c - KEEP_FRACTION * base_c).tolist() if has_exit else None,
+              control=rand_exit_c.mean().item(), control_arm="an exit block drawn uniformly from 0..L-1",
+              control_paired=(rand_exit_c - KEEP_FRACTION * base_c).tolist(),
               note=(f"exit at block {chosen.vision_exit} of {L}, block FLOPs saved "
                     f"{metrics['exit_flops_saved']:.3f}" if has_exit else
-                    f"NaN: no exit satisfies A <= {TAU_A} and U <= {EPS_U} nats (max A over blocks "
-                    f"{float(np.max(r['A'])):.3f}, last-block A {float(r['A'][-1]):.3f})")),
-        Claim("The redundancy-ranked V-skip plan is at least as accurate as FastV at equal or more FLOPs",
-              best_c.mean().item(), ">=", fastv_c.mean().item(),
-              baseline=f"FastV (K={sizes.fastv_K}, keep {fastv_keep}/{n_v} vision tokens, FLOPs {f_fastv:.3f})",
-              metric=f"accuracy (Skip-It FLOPs {f_best:.3f})", falsifier="lower accuracy than FastV",
-              paired=(best_c - fastv_c).tolist(), note="our framing: the abstract makes no comparison with FastV"),
-        Claim("The redundancy-ranked V-skip plan is at least as accurate as ShortGPT at equal or more FLOPs",
-              best_c.mean().item(), ">=", short_c.mean().item(),
-              baseline=f"ShortGPT: remove {n_rm} lowest-BI blocks (FLOPs {f_short:.3f})",
-              metric=f"accuracy (Skip-It FLOPs {f_best:.3f})", falsifier="lower accuracy than ShortGPT",
-              paired=(best_c - short_c).tolist(), note="our framing: the abstract makes no comparison with ShortGPT"),
+                    f"NaN: no exit satisfies A <= {TAU_A_REL} x {rep.A_uniform:.3f} and U <= {EPS_U} nats (min A / "
+                    f"uniform over blocks {metrics['A_over_uniform_min']:.3f}, last block "
+                    f"{float(r['A'][-1]) / rep.A_uniform:.3f})")),
     ]
     return out
