@@ -103,23 +103,59 @@ def test_augment_replacement_only_inside_group_and_strictly_better():
     owner = torch.tensor([0, 2, 6])
     rev = torch.tensor([0.5, 0.75, 0.25])  # group 0: 0.75 > 0.5 accepted; group 1: 0.25 not > 0.25
     g = torch.Generator().manual_seed(0)
-    aug = augment_group(r, owner, rev, _cfg(), g)
+    aug = augment_group(r, owner, rev, _cfg(replace_rule="strict"), g)
     assert aug.he_mask[:4].sum() == 1 and aug.he_mask[4:].sum() == 0
     s = int(aug.he_mask.nonzero())
     assert aug.rewards[s] == 0.75 and int(aug.source[s]) == 1 and aug.rewards.numel() == 8
     # fallback accepts an equal revision
-    aug2 = augment_group(r, owner, rev, _cfg(fallback=True, bonus_alpha=0.0), g)
+    aug2 = augment_group(r, owner, rev, _cfg(fallback=True, bonus_alpha=0.0, replace_rule="strict"), g)
     assert aug2.he_mask[4:].sum() == 1 and float(aug2.rewards[aug2.he_mask][1]) == 0.25
 
 
 def test_bonus_exact_and_zero_alpha_identity():
     r = torch.tensor([0.5, 0.25, 0.5, 0.0])
-    owner, rev = torch.tensor([0, 2]), torch.tensor([0.25, 0.5])  # nothing accepted (not > 0.5)
-    aug = augment_group(r, owner, rev, _cfg(bonus_alpha=0.05))
+    owner, rev = torch.tensor([0, 2]), torch.tensor([0.25, 0.25])  # nothing accepted (not >= 0.5)
+    aug = augment_group(r, owner, rev, _cfg(bonus_alpha=0.05, replace_rule="strict"))
     assert not aug.he_mask.any()
-    assert torch.allclose(aug.rewards, torch.tensor([0.5 + 0.05 * (0.25 - 0.5), 0.25, 0.5, 0.0]))
-    aug0 = augment_group(r, owner, rev, _cfg(bonus_alpha=0.0))
+    assert torch.allclose(aug.rewards, torch.tensor([0.5 + 0.05 * (0.25 - 0.5), 0.25, 0.5 + 0.05 * (0.25 - 0.5), 0.0]))
+    aug0 = augment_group(r, owner, rev, _cfg(bonus_alpha=0.0, replace_rule="strict"))
     assert torch.equal(aug0.rewards, r)
+
+
+def test_official_rule_always_overwrites_a_slot_of_a_revised_group():
+    """The official trainer overwrites replace_top_n random slots of every revised group: with a revision at least as
+    good as the best original, or else a copy of the best original (reward, then rubrics met), which is not a
+    hindsight row. The strict rule leaves such a group alone; the two give different advantages (issue finding)."""
+    from icml26.testbeds.grpo import group_advantages
+    r = torch.tensor([0.5, 0.25, 0.5, 0.0])
+    n_met = torch.tensor([1, 1, 2, 0])
+    owner, rev = torch.tensor([0, 2]), torch.tensor([0.25, 0.25])          # no revision >= 0.5
+    assert HeRLConfig().replace_rule == "official" and HeRLConfig().adv_eps == 1e-6   # official defaults
+    seen = set()
+    for seed in range(20):
+        aug = augment_group(r, owner, rev, _cfg(bonus_alpha=0.05), torch.Generator().manual_seed(seed), n_met=n_met)
+        assert not aug.he_mask.any()                                       # a copy is an on-policy row
+        s = int((aug.copy_of >= 0).nonzero())
+        assert int(aug.copy_of[s]) == 2                                    # best reward, more rubrics met than row 0
+        assert float(aug.rewards[s]) == pytest.approx(0.5 + 0.05 * (0.25 - 0.5))   # carries its bonus
+        seen.add(s)
+    assert len(seen) > 1                                                   # a uniformly random slot
+    # a copy moves the group's advantages where the strict rule leaves them (slot 3, the worst row, overwritten)
+    o1, r1 = torch.tensor([2]), torch.tensor([0.25])
+    strict = augment_group(r, o1, r1, _cfg(replace_rule="strict"), torch.Generator().manual_seed(0), n_met=n_met)
+    moved = 0
+    for seed in range(20):
+        off = augment_group(r, o1, r1, _cfg(), torch.Generator().manual_seed(seed), n_met=n_met)
+        moved += not torch.allclose(group_advantages(off.rewards, 4, eps=1e-6),
+                                    group_advantages(strict.rewards, 4, eps=1e-6))
+    assert moved > 0
+    # an equal revision is preferred to a copy, and is a hindsight row
+    eq = augment_group(r, owner, torch.tensor([0.5, 0.25]), _cfg(), torch.Generator().manual_seed(0), n_met=n_met)
+    assert eq.he_mask.sum() == 1 and (eq.copy_of < 0).all()
+    with pytest.raises(ValueError, match="replace_rule"):
+        HeRLConfig(replace_rule="best")
+    with pytest.raises(ValueError, match="adv_eps"):
+        HeRLConfig(adv_eps=0.0)
 
 
 # loss
@@ -272,7 +308,11 @@ def test_quick_reproduction_structure(tmp_path, monkeypatch):
     out = reproduce("quick", 0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 5 and len(out.checks) == 3
+    assert len(claims) == 6 and len(out.checks) == 4
+    # the oracle-reviser simulation is a check (its better direction is built in); the bonus is ablated
+    assert any(c.kind == "check" and c.statement.startswith("Simulation") for c in out.claims)
+    assert any("alpha = 0" in c.statement for c in claims)
+    assert out.metrics["herl_a0_samples"] > 0
     for c in out.claims:
         assert c.verdict in ("holds", "does not hold", "inconclusive")
     for c in claims[1:]:

@@ -41,7 +41,7 @@ def _cos(G: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.where(n > 0, G @ v / np.where(n > 0, n, 1.0), 0.0)
 
 
-def _advantages(R: np.ndarray, eps: float = 1e-4) -> np.ndarray:
+def _advantages(R: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     return (R - R.mean(1, keepdims=True)) / (R.std(1, ddof=1, keepdims=True) + eps)
 
 

@@ -7,10 +7,13 @@ One training step on prompts x_1..x_P (following the official trainer ``_augment
     by the number of rubrics met), at most ``candidate_limit``.
  3. guidance: h = instruction + satisfied rubrics + unmet rubrics + draft (+ "keep satisfied, fix unmet");
     revision y' ~ pi_theta(.|h) at temperature 0.3 (same policy).
- 4. replacement: the top ``replace_top_n`` revisions with r(y') > max_i r_i (``fallback``: >=) overwrite random
-    slots of their own group (group size stays G); those rows are flagged in ``he_mask``.
+ 4. replacement (``replace_rule="official"``, the official trainer's rule): every revised group overwrites
+    ``replace_top_n`` random slots of its own group (group size stays G) with, in order, the best revisions with
+    r(y') > max_i r_i, then revisions with r(y') >= max_i r_i, then copies of the best originals (by reward, then
+    rubrics met); only rows holding a revision are flagged in ``he_mask``. ``replace_rule="strict"`` (our earlier
+    rule, kept as an option): only revisions with r(y') > max_i r_i (``fallback``: >=) replace, nothing else.
  5. bonus: the revised candidate c gets r_c <- r_c + alpha (r(y'_c) - r_c)  (alpha = 0.05).
- 6. advantages: A_i = (r_i - mean_g) / (std_g + eps) over the modified group.
+ 6. advantages: A_i = (r_i - mean_g) / (std_g + eps) over the modified group (eps = 1e-6, verl's default).
  7. loss (``mixpolicy_vanilla``), token mean over the response mask:
       on-policy tokens:  dual-clip PPO, l = max(-A rho, -A clip(rho, 1-eps, 1+eps)), and for A < 0 min(l, -A c)
       hindsight tokens:  l = -A f(rho),  f(rho) = rho / (rho + gamma),  rho = pi_theta / pi_old   (no clipping)
@@ -36,6 +39,7 @@ from icml26.testbeds.grpo import Rollout, generate_with_logprobs, group_advantag
 from .rubrics import RubricResult, RubricVerifier
 
 TRAIN_CONTEXTS = ("original", "hindsight")
+REPLACE_RULES = ("official", "strict")
 
 # guide(prompt_index, prompt_ids [L], draft_ids [C], met_row [K] bool) -> guidance prompt ids [L']
 GuideFn = Callable[[int, Tensor, Tensor, Tensor], Tensor]
@@ -60,6 +64,8 @@ class HeRLConfig:
     max_new_tokens: int = 16
     temperature: float = 1.0
     fallback: bool = False
+    replace_rule: str = "official"
+    adv_eps: float = 1e-6
     enable: bool = True
     max_grad_norm: float | None = 1.0
     eos_token_id: int | None = None
@@ -68,6 +74,10 @@ class HeRLConfig:
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 (GRPO/HeRL need a group baseline), got {self.group_size}")
+        if self.replace_rule not in REPLACE_RULES:
+            raise ValueError(f"replace_rule must be one of {REPLACE_RULES}, got {self.replace_rule!r}")
+        if not (self.adv_eps > 0 and math.isfinite(self.adv_eps)):
+            raise ValueError(f"adv_eps must be a finite number > 0, got {self.adv_eps!r}")
         if self.train_context not in TRAIN_CONTEXTS:
             raise ValueError(f"train_context must be one of {TRAIN_CONTEXTS}, got {self.train_context!r}")
         if self.candidate_limit < 0 or self.replace_top_n < 1:
@@ -136,61 +146,84 @@ def select_hindsight(rewards: Tensor, n_met: Tensor, cfg: HeRLConfig) -> Tensor:
 
 @dataclass
 class Augmented:
-    """Result of :func:`augment_group`: the modified rewards, the hindsight flags and which revision fills each
-    replaced row (``source[i] = j``: row i now holds revision j; -1: unchanged)."""
+    """Result of :func:`augment_group`: the modified rewards, the hindsight flags, which revision fills each
+    replaced row (``source[i] = j``: row i now holds revision j; -1: none) and which original row a slot copies
+    (``copy_of[i] = o``: row i now holds a copy of original row o, official rule only; -1: none)."""
 
     rewards: Tensor
     he_mask: Tensor
     source: Tensor
+    copy_of: Tensor | None = None
     n_bonus: int = 0
     groups_revised: int = 0
     groups_replaced: int = 0
 
 
 def augment_group(rewards: Tensor, owner: Tensor, revision_rewards: Tensor, cfg: HeRLConfig,
-                  generator: torch.Generator | None = None) -> Augmented:
+                  generator: torch.Generator | None = None, n_met: Tensor | None = None) -> Augmented:
     """Bonus, acceptance and replacement for one batch of groups (the official ``_augment_with_rewrite_he``).
 
-    ``rewards [B]`` (group-contiguous), ``owner [R]``: the row each revision revised, ``revision_rewards [R]``.
-    Bonus: each revised row c gets ``alpha (max_j r'_j - r_c)`` over its revisions j. Replacement: per group, the
-    revisions with ``r' > max_i r_i`` (``cfg.fallback``: ``>=`` to fill up), best first, at most
-    ``replace_top_n``, each overwrite a uniformly random distinct slot of their own group.
+    ``rewards [B]`` (group-contiguous), ``owner [R]``: the row each revision revised, ``revision_rewards [R]``,
+    ``n_met [B]`` (optional): rubrics met per row, the official tie-break when picking the best original to copy.
+    Bonus: each revised row c gets ``alpha (max_j r'_j - r_c)`` over its revisions j (before replacement, so a copy
+    of a revised original carries its bonus, as in the official code). Replacement, per revised group, into
+    ``replace_top_n`` uniformly random distinct slots of that group:
+
+    - ``cfg.replace_rule == "official"``: revisions with ``r' > max_i r_i`` best first, then revisions with
+      ``r' >= max_i r_i``, then copies of the best originals (reward before the bonus, then ``n_met``, then index):
+      every revised group is overwritten, which moves its advantages even when no revision is better;
+    - ``"strict"``: only revisions with ``r' > max_i r_i`` (``cfg.fallback``: ``>=`` to fill up); a group with
+      no better revision is left unchanged.
     """
     G = cfg.group_size
     B = rewards.numel()
     if owner.shape != revision_rewards.shape:
         raise ValueError("owner and revision_rewards must have the same shape [R]")
+    if n_met is not None and n_met.shape != rewards.shape:
+        raise ValueError(f"n_met must have the shape of rewards {tuple(rewards.shape)}, got {tuple(n_met.shape)}")
     new = rewards.clone().float()
     he = torch.zeros(B, dtype=torch.bool)
     source = torch.full((B,), -1, dtype=torch.long)
+    copy_of = torch.full((B,), -1, dtype=torch.long)
     if owner.numel() == 0:
-        return Augmented(new, he, source)
+        return Augmented(new, he, source, copy_of)
     best_orig = rewards.view(-1, G).max(1).values
     # bonus on revised candidates (before replacement, as in the official code)
     best_rev = torch.full((B,), -math.inf).scatter_reduce(0, owner, revision_rewards.float(), "amax")
     revised = torch.isfinite(best_rev)
     if cfg.bonus_alpha > 0:
         new[revised] = new[revised] + cfg.bonus_alpha * (best_rev[revised] - new[revised])
+    shaped = new.clone()                                  # rewards a copy of an original carries
     n_bonus = int(revised.sum())
     groups = (owner // G)
+    met = torch.zeros(B) if n_met is None else n_met.float()
     n_replaced = 0
     for g in groups.unique().tolist():
         idx = (groups == g).nonzero().squeeze(1)
         rr = revision_rewards[idx]
         order = idx[rr.argsort(descending=True, stable=True)]
         sel = [int(j) for j in order if float(revision_rewards[j]) > float(best_orig[g])][: cfg.replace_top_n]
-        if cfg.fallback and len(sel) < cfg.replace_top_n:
+        if (cfg.fallback or cfg.replace_rule == "official") and len(sel) < cfg.replace_top_n:
             sel += [int(j) for j in order if int(j) not in sel
                     and float(revision_rewards[j]) >= float(best_orig[g])][: cfg.replace_top_n - len(sel)]
-        if not sel:
+        items: list[tuple[str, int]] = [("rev", j) for j in sel]
+        if cfg.replace_rule == "official" and len(items) < cfg.replace_top_n:
+            rows = list(range(g * G, (g + 1) * G))
+            rows.sort(key=lambda i: (-float(rewards[i]), -float(met[i]), i))
+            items += [("orig", o) for o in rows[: cfg.replace_top_n - len(items)]]
+        if not items:
             continue
-        slots = torch.randperm(G, generator=generator)[: len(sel)] + g * G
-        for j, s in zip(sel, slots.tolist()):
-            new[s] = revision_rewards[j].float()
-            he[s] = True
-            source[s] = j
-        n_replaced += 1
-    return Augmented(new, he, source, n_bonus=n_bonus, groups_revised=int(groups.unique().numel()),
+        slots = torch.randperm(G, generator=generator)[: len(items)] + g * G
+        for (kind, j), s in zip(items, slots.tolist()):
+            if kind == "rev":
+                new[s] = revision_rewards[j].float()
+                he[s] = True
+                source[s] = j
+            else:
+                new[s] = shaped[j]
+                copy_of[s] = j
+        n_replaced += int(any(kind == "rev" for kind, _ in items))
+    return Augmented(new, he, source, copy_of, n_bonus=n_bonus, groups_revised=int(groups.unique().numel()),
                      groups_replaced=n_replaced)
 
 
@@ -354,11 +387,16 @@ class HeRLTrainer:
                 self.count.samples += int(cand.numel())
                 self.count.revisions += int(cand.numel())
                 self.count.verifier_calls += int(cand.numel())
-                aug = augment_group(rewards, cand, r_res.scores.float(), cfg, self.gen)
+                aug = augment_group(rewards, cand, r_res.scores.float(), cfg, self.gen, n_met=res.n_met)
                 rewards, he = aug.rewards, aug.he_mask
                 C = max(comp.shape[1], r_ids.shape[1])
                 comp = torch.nn.functional.pad(comp, (0, C - comp.shape[1]), value=cfg.pad_token_id)
                 cmask = torch.nn.functional.pad(cmask, (0, C - cmask.shape[1]))
+                comp0, cmask0 = comp.clone(), cmask.clone()
+                for s in (aug.copy_of >= 0).nonzero().squeeze(1).tolist():     # official: copies of the best original
+                    o = int(aug.copy_of[s])
+                    comp[s], cmask[s] = comp0[o], cmask0[o]
+                    train_prompts[s] = prompts[o]
                 for s in he.nonzero().squeeze(1).tolist():
                     j = int(aug.source[s])
                     comp[s] = torch.nn.functional.pad(r_ids[j], (0, C - r_ids.shape[1]), value=cfg.pad_token_id)
@@ -367,8 +405,9 @@ class HeRLTrainer:
                         train_prompts[s] = hs[j]
                 metrics |= {"revisions": float(cand.numel()), "revision_reward": float(r_res.scores.mean()),
                             "revision_pass": float(r_res.passed.float().mean()),
-                            "groups_replaced": float(aug.groups_replaced)}
-        adv = group_advantages(rewards, G)
+                            "groups_replaced": float(aug.groups_replaced),
+                            "copied_rows": float((aug.copy_of >= 0).sum())}
+        adv = group_advantages(rewards, G, eps=cfg.adv_eps)
         batch = assemble(self.policy, train_prompts, comp, cmask, cfg.pad_token_id, G)
         self.policy.train()
         logp = token_logprobs(self.policy, batch.sequences, batch.attention_mask)
@@ -443,6 +482,7 @@ def test_time_refine(policy: nn.Module, prompt_ids: Tensor, prompt_mask: Tensor,
 test_time_refine.__test__ = False  # not a pytest test despite its name
 
 
-__all__ = ["Augmented", "Counters", "DEFAULT_TEMPLATE", "GuideFn", "HeRLConfig", "HeRLTrainer", "TRAIN_CONTEXTS",
+__all__ = ["Augmented", "Counters", "DEFAULT_TEMPLATE", "GuideFn", "HeRLConfig", "HeRLTrainer", "REPLACE_RULES",
+           "TRAIN_CONTEXTS",
            "assemble", "augment_group", "build_guidance_prompt", "herl_policy_loss", "revise", "select_hindsight",
            "shaping", "test_time_refine", "text_guide"]
