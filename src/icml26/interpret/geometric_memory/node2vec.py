@@ -6,15 +6,19 @@ Biased walk. A walker that moved t -> v picks its next node x among v's neighbou
 
     1/p  if x == t,      1  if x is a neighbour of t,      1/q  otherwise.
 
-Node2VecCE (the paper's analytic model). Tied embeddings E (N x d), logits s_uv = <e_u, e_v>, cross-entropy over
-the edge facts (u, v), no weight decay, no rank limit:
+Node2VecCE (the paper's analytic model; official ``node2vec_notebook_helpers._train_node2vec_tied``). Tied
+embeddings E (N x d), logits s_uv = <e_u, e_v>, cross-entropy over each node's neighbours, no weight decay, no rank
+limit, full-batch GD. The official loss *sums over nodes the mean over each node's neighbours*
+(``reduction="official"``, the default):
 
-    L(E) = (1/M) sum_(u,v) [ -s_uv + log sum_w exp(s_uw) ]
-    dL/dE = (G + G^T) E,   G = (diag(c) P - C) / M
+    L(E) = sum_u (1/c_u) sum_(u,v) [ -s_uv + log sum_w exp(s_uw) ]
+    dL/dE = (G + G^T) E,   G = P - C / c        (the paper's G = P - Y)
 
-where C_uw counts the facts (u, w), c_u = sum_w C_uw, P = row-softmax(E E^T) and M the number of facts (the paper's
-G = (P - Y) deg / N with Y = C / deg). Gradient descent on L drifts into the top eigen-directions of the graph's
-adjacency: the spectral bias.
+where C_uw counts the facts (u, w), c_u = sum_w C_uw and P = row-softmax(E E^T). ``reduction="edge_mean"`` averages
+over the M facts instead, L = (1/M) sum_(u,v) [...], G = (diag(c) P - C) / M; the two agree up to the factor N/M
+only on regular graphs (on the path-star their gradients point differently). Official defaults: N(0, 1) init
+(``nn.Embedding``), d = 100, lr 0.01, 10,000 epochs, recovery judged by top-5 dot-product neighbours. Gradient
+descent on L drifts into the top eigen-directions of the graph's adjacency: the spectral bias.
 """
 
 from __future__ import annotations
@@ -91,30 +95,49 @@ def _stable_hash(s: str) -> int:
 
 # the analytic model
 
-class Node2VecCE(nn.Module):
-    """Full-softmax Node2Vec analogue of [B02]: logits s_uv = <e_u, e'_v> (e' = e when tied), CE over neighbours."""
+REDUCTIONS = ("official", "edge_mean")
 
-    def __init__(self, num_nodes: int, dim: int, tied: bool = True, init_scale: float = 0.01, seed: int = 0):
+
+class Node2VecCE(nn.Module):
+    """Full-softmax Node2Vec analogue of [B02]: logits s_uv = <e_u, e'_v> (e' = e when tied), CE over neighbours.
+
+    Defaults are the official ones: d = 100, N(0, init_scale^2) init with init_scale 1, the official reduction
+    (sum over nodes of the mean over neighbours); ``fit`` defaults to lr 0.01 and 10,000 GD steps.
+    """
+
+    def __init__(self, num_nodes: int, dim: int = 100, tied: bool = True, init_scale: float = 1.0, seed: int = 0,
+                 reduction: str = "official"):
         super().__init__()
         if int(num_nodes) < 2 or int(dim) < 1 or not init_scale >= 0:
             raise ValueError(f"need num_nodes >= 2, dim >= 1, init_scale >= 0; got {num_nodes}, {dim}, {init_scale}")
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
         g = torch.Generator().manual_seed(int(seed))
         self.emb = nn.Parameter(init_scale * torch.randn(int(num_nodes), int(dim), generator=g, dtype=torch.float64))
         self.out = None if tied else nn.Parameter(
             init_scale * torch.randn(int(num_nodes), int(dim), generator=g, dtype=torch.float64))
         self.tied = bool(tied)
+        self.reduction = reduction
 
     def logits(self) -> torch.Tensor:
         return self.emb @ (self.emb if self.out is None else self.out).T
 
-    def loss(self, edges) -> torch.Tensor:
-        """Mean cross-entropy of predicting v from u over the edge facts ``edges`` (M, 2)."""
+    def _edges(self, edges) -> torch.Tensor:
         e = torch.as_tensor(np.asarray(edges), dtype=torch.long)
         if e.ndim != 2 or e.shape[1] != 2 or e.numel() == 0:
             raise ValueError(f"edges must be a non-empty (M, 2) array of (u, v), got shape {tuple(e.shape)}")
         if int(e.min()) < 0 or int(e.max()) >= self.emb.shape[0]:
             raise ValueError(f"edges must have endpoints in 0..{self.emb.shape[0] - 1}")
-        return nn.functional.cross_entropy(self.logits()[e[:, 0]], e[:, 1])
+        return e
+
+    def loss(self, edges) -> torch.Tensor:
+        """Cross-entropy of predicting v from u over the edge facts ``edges`` (M, 2), reduced as ``reduction``."""
+        e = self._edges(edges)
+        ce = nn.functional.cross_entropy(self.logits()[e[:, 0]], e[:, 1], reduction="none")
+        if self.reduction == "edge_mean":
+            return ce.mean()
+        c = torch.bincount(e[:, 0], minlength=self.emb.shape[0]).to(ce.dtype)
+        return (ce / c[e[:, 0]]).sum()
 
     def _counts(self, edges) -> tuple[np.ndarray, int]:
         e = np.asarray(edges)
@@ -126,39 +149,50 @@ class Node2VecCE(nn.Module):
         return C, len(e)
 
     @staticmethod
-    def _grad(E: np.ndarray, C: np.ndarray, m: int) -> np.ndarray:
-        S = E @ E.T
+    def _logit_grad(S: np.ndarray, C: np.ndarray, m: int, reduction: str) -> np.ndarray:
+        """dL/dS for logits S: G = (diag(c) P - C) / M (edge_mean) or P - C / c (official), P = softmax rows."""
         P = np.exp(S - S.max(1, keepdims=True))
         P /= P.sum(1, keepdims=True)
-        G = (C.sum(1, keepdims=True) * P - C) / m
+        c = C.sum(1, keepdims=True)
+        if reduction == "edge_mean":
+            return (c * P - C) / m
+        return np.where(c > 0, P - C / np.maximum(c, 1.0), 0.0)      # nodes with no facts add nothing
+
+    @staticmethod
+    def _grad(E: np.ndarray, C: np.ndarray, m: int, reduction: str = "official") -> np.ndarray:
+        G = Node2VecCE._logit_grad(E @ E.T, C, m, reduction)
         return (G + G.T) @ E
 
     def analytic_grad(self, edges) -> torch.Tensor:
-        """dL/dE = (G + G^T) E with G = (diag(c) P - C) / M (tied model only)."""
+        """dL/dE = (G + G^T) E (tied model only; G as in the module docstring for this ``reduction``)."""
         if not self.tied:
             raise ValueError("the closed-form gradient is for the tied model (tied=True)")
         C, m = self._counts(edges)
-        return torch.from_numpy(self._grad(self.emb.detach().numpy(), C, m))
+        return torch.from_numpy(self._grad(self.emb.detach().numpy(), C, m, self.reduction))
 
-    def fit(self, edges, lr: float = 0.05, steps: int = 4000) -> "Node2VecCE":
-        """Full-batch gradient descent (no weight decay), as in the paper's analysis. The tied model steps with the
-        closed-form gradient in NumPy (equal to autograd, tested); the untied one with autograd."""
-        if not lr > 0 or int(steps) < 0:
-            raise ValueError(f"need lr > 0 and steps >= 0, got {lr}, {steps}")
+    def fit(self, edges, lr: float = 0.01, steps: int = 10_000, weight_decay: float = 0.0) -> "Node2VecCE":
+        """Full-batch gradient descent, E <- E - lr (dL/dE + weight_decay E) (the paper's analysis has no weight
+        decay; the official defaults are lr 0.01 and 10,000 epochs). The tied model steps with the closed-form
+        gradient in NumPy (equal to autograd, tested); the untied one with its closed form dL/dE = G O, dL/dO = G^T E."""
+        if not lr > 0 or int(steps) < 0 or not weight_decay >= 0:
+            raise ValueError(f"need lr > 0, steps >= 0 and weight_decay >= 0, got {lr}, {steps}, {weight_decay}")
         if self.tied:
             C, m = self._counts(edges)
             E = self.emb.detach().numpy().copy()
             for _ in range(int(steps)):
-                E -= lr * self._grad(E, C, m)
+                E -= lr * (self._grad(E, C, m, self.reduction) + weight_decay * E)
             with torch.no_grad():
                 self.emb.copy_(torch.from_numpy(E))
             return self
-        opt = torch.optim.SGD(self.parameters(), lr=lr)
-        e = torch.as_tensor(np.asarray(edges), dtype=torch.long)
+        # untied: dL/dE = G O, dL/dO = G^T E with G = dL/dS (equal to autograd, tested)
+        C, m = self._counts(edges)
+        E, O = self.emb.detach().numpy().copy(), self.out.detach().numpy().copy()
         for _ in range(int(steps)):
-            opt.zero_grad()
-            nn.functional.cross_entropy(self.logits()[e[:, 0]], e[:, 1]).backward()
-            opt.step()
+            G = self._logit_grad(E @ O.T, C, m, self.reduction)
+            E, O = E - lr * (G @ O + weight_decay * E), O - lr * (G.T @ E + weight_decay * O)
+        with torch.no_grad():
+            self.emb.copy_(torch.from_numpy(E))
+            self.out.copy_(torch.from_numpy(O))
         return self
 
     @property

@@ -1,15 +1,18 @@
 """Reproduction of [B02]: geometric vs associative memory of graph edges, and the Node2Vec spectral bias.
 
-1. Transformer in-weights path-star. A path-star graph (d arms of l nodes, labels shuffled); a 1-layer causal
-   Transformer is trained on every edge fact "u = v" (both directions) mixed with the centre->leaf paths of the
-   training leaves; held-out leaves are never seen in a path. The associative control is the same network with
+1. Transformer in-weights path-star. A path-star graph (d arms of l nodes, labels shuffled; d = 10 as in the
+   spec); a 1-layer causal Transformer is trained with the official staged recipe: every edge fact "u = v" (both
+   directions) first, then the centre->leaf paths of the training leaves; held-out leaves are never seen in a path. The associative control is the same network with
    its token embeddings (and tied output) frozen at their random initialisation. Measured: held-out first-hop
    accuracy (the teacher-forced a_1 after "leaf = c"), edge recovery from the token embeddings, their spectral
    energy, and the geometric first-hop readout from the embeddings alone.
-2. Node2VecCE (the paper's analytic model): tied embeddings, full-softmax CE over neighbours, full-batch GD, on a
-   cycle (N=15), a 4x4 grid and the path-star; energy on the top eigenvectors before and after training.
+2. Node2VecCE (the paper's analytic model) at the official defaults (N(0, 1) init, d = 100, lr 0.01, 10,000
+   full-batch GD steps, loss = sum over nodes of the mean CE over neighbours), on a cycle (N=15), a 4x4 grid and
+   the path-star; energy on the top eigenvectors before and after training; variants without the pressures the
+   abstract rules out (init 0.5, untied, weight decay); control: the same fit on the label-shuffled graph,
+   measured on the original graph's eigenvectors.
 3. Node2Vec proper: skip-gram (gensim Word2Vec) on node2vec biased walks, on the same graphs, against an isotropic
-   Gaussian embedding of the same shape.
+   Gaussian embedding and Node2Vec on the label-shuffled graph.
 
 Claims (refutable): Transformer held-out first hop above the control and above 2/d; Transformer embeddings
 recover edges and concentrate spectral energy above the control; Node2Vec and Node2VecCE concentrate energy on the top
@@ -34,7 +37,8 @@ from .model import TinyGraphTransformer, edge_accuracy, encode, path_token_accur
 from .navigation import geometric_first_hop_correct
 from .node2vec import Node2VecCE, node2vec_embedding
 from .spectral import (edge_recovery_per_node, geometric_edge_recovery, graph_eigenbasis, laplacian_spectrum,
-                       spectral_energy_profile, subspace_overlap, topk_energy_fraction, chance_edge_recovery)
+                       spectral_energy_profile, subspace_overlap, topk_edge_recovery, topk_energy_fraction,
+                       chance_edge_recovery)
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class Sizes:
     star_length: int        # nodes per arm l
     train_frac: float       # share of leaves whose path is trained
     tf_d_model: int
-    tf_steps: int           # full-batch AdamW steps of the mixed edge + path training
+    tf_steps: int           # full-batch AdamW steps, half on the edge facts, then half on the training paths (staged)
     ce_steps: int           # Node2VecCE gradient-descent steps
     walks: int              # node2vec walks per node
     walk_length: int
@@ -52,12 +56,14 @@ class Sizes:
 
 SIZES = {
     Budget.QUICK: Sizes(5, 3, 0.6, 32, 150, 1000, 10, 20, 3),
-    Budget.STANDARD: Sizes(16, 4, 0.625, 64, 2000, 4000, 20, 20, 5),
-    Budget.FULL: Sizes(20, 5, 0.75, 128, 10000, 8000, 40, 40, 10),
+    Budget.STANDARD: Sizes(10, 4, 0.7, 64, 2000, 10_000, 20, 20, 5),
+    Budget.FULL: Sizes(20, 5, 0.75, 128, 10000, 10_000, 40, 40, 10),
 }
 
 TF_LR = 3e-3            # AdamW, no weight decay (our choice, after two pilots: 1e-2 with wd 0.1 did worse)
-CE_DIM, CE_LR, CE_INIT = 64, 0.05, 0.01   # the spec's pilot setting
+CE_DIM, CE_LR, CE_INIT = 100, 0.01, 1.0   # the official defaults (node2vec_notebook_helpers)
+VARIANTS = {"init 0.5": dict(init_scale=0.5), "untied, init 0.5": dict(init_scale=0.5, tied=False),
+            "weight decay 1e-2, init 0.5": dict(init_scale=0.5, weight_decay=1e-2)}
 N2V_DIM = 32
 
 
@@ -69,6 +75,22 @@ def _graphs(sz: Sizes, seed: int) -> dict:
             "path-star": (path_star_graph(sz.star_degree, sz.star_length, seed=seed), sz.star_degree - 1)}
 
 
+def _shuffled(G, seed: int):
+    """G with its node labels permuted at random (same graph shape, different nodes adjacent)."""
+    import networkx as nx
+
+    perm = np.random.default_rng(seed).permutation(G.number_of_nodes())
+    return nx.relabel_nodes(G, {u: int(perm[u]) for u in G.nodes()})
+
+
+def _lookup_embedding(G) -> np.ndarray:
+    """A purely associative memory of the edges: e_u = row u of A + I (<e_u, e_v> = 2 A_uv + common neighbours)."""
+    import networkx as nx
+
+    n = G.number_of_nodes()
+    return nx.to_numpy_array(G, nodelist=range(n), weight=None) + np.eye(n)
+
+
 def _gaussian(n: int, d: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(n, d))
 
@@ -78,13 +100,16 @@ def _transformers(G, sz: Sizes, seed: int) -> dict:
     N = G.number_of_nodes()
     ds = path_dataset(G, train_frac=sz.train_frac, seed=seed)
     edges = edge_memorization_dataset(G)
-    batch = encode(N, edges, ds.train_leaves, ds.train_paths)
+    stage1, stage2 = encode(N, edges), encode(N, leaves=ds.train_leaves, paths=ds.train_paths)
     out = {"ds": ds, "edges": edges}
     for name, frozen in (("learned", False), ("frozen", True)):
         m = TinyGraphTransformer(N + 2, sz.tf_d_model, n_layers=1, n_heads=1, max_len=sz.star_length + 3,
                                  freeze_embeddings=frozen, tied=True, seed=seed)
         t0 = time.perf_counter()
-        losses = train_memorizer(m, batch, sz.tf_steps, lr=TF_LR)
+        # the official staged recipe: edge memorisation, then path finetuning (equal halves of the step budget)
+        train_memorizer(m, stage1, sz.tf_steps // 2, lr=TF_LR)
+        out[name + "_stage1_edge_acc"] = edge_accuracy(m, N, edges)
+        losses = train_memorizer(m, stage2, sz.tf_steps - sz.tf_steps // 2, lr=TF_LR)
         E = m.node_embeddings(N)
         out[name] = {
             "seconds": time.perf_counter() - t0, "final_loss": losses[-1], "emb": E,
@@ -151,7 +176,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     ds, L, F = tf["ds"], tf["learned"], tf["frozen"]
 
     # 2. Node2VecCE (tied, full softmax, GD) and 3. Node2Vec (gensim skip-gram on biased walks)
-    ce, n2v, gauss, ce_init = {}, {}, {}, {}
+    ce, n2v, gauss, ce_init, n2v_shuf, ce_shuf = {}, {}, {}, {}, {}, {}
     for i, (name, (g, k)) in enumerate(graphs.items()):
         n = g.number_of_nodes()
         m = Node2VecCE(n, CE_DIM, init_scale=CE_INIT, seed=seed + i)
@@ -160,17 +185,39 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         n2v[name] = node2vec_embedding(g, dim=N2V_DIM, num_walks=sz.walks, walk_length=sz.walk_length,
                                        epochs=sz.w2v_epochs, seed=seed + i)
         gauss[name] = _gaussian(n, N2V_DIM, seed + 100 + i)
+        # control: the same fits on the label-shuffled graph, read on the original graph's eigenvectors
+        gs = _shuffled(g, seed + 200 + i)
+        ce_shuf[name] = Node2VecCE(n, CE_DIM, init_scale=CE_INIT, seed=seed + i).fit(
+            edge_memorization_dataset(gs), lr=CE_LR, steps=sz.ce_steps).embedding
+        n2v_shuf[name] = node2vec_embedding(gs, dim=N2V_DIM, num_walks=sz.walks, walk_length=sz.walk_length,
+                                            epochs=sz.w2v_epochs, seed=seed + i)
+    srcs = (("ce", ce), ("n2v", n2v), ("gauss", gauss), ("ce_shuf", ce_shuf), ("n2v_shuf", n2v_shuf))
     topk = {(src, name): topk_energy_fraction(E[name], graphs[name][0], graphs[name][1])
-            for src, E in (("ce", ce), ("n2v", n2v), ("gauss", gauss)) for name in graphs}
-    rec = {(src, name): geometric_edge_recovery(E[name], graphs[name][0])
-           for src, E in (("ce", ce), ("n2v", n2v), ("gauss", gauss)) for name in graphs}
+            for src, E in srcs for name in graphs}
+    rec = {(src, name): geometric_edge_recovery(E[name], graphs[name][0]) for src, E in srcs for name in graphs}
+    rec5 = {(src, name): topk_edge_recovery(E[name], graphs[name][0], 5) for src, E in srcs for name in graphs}
+    # variants without the pressures the abstract rules out, on the cycle (init 0.5 is not power iteration)
+    gc, kc = graphs["cycle"]
+    var = {}
+    for j, (vname, kw) in enumerate(VARIANTS.items()):
+        kw = dict(kw)
+        wd = kw.pop("weight_decay", 0.0)
+        row = {}
+        for gname, gg in (("graph", gc), ("shuffled", _shuffled(gc, seed + 300))):
+            mv = Node2VecCE(gc.number_of_nodes(), CE_DIM, seed=seed + 10 + j, **kw)
+            if gname == "graph":
+                row["init"] = topk_energy_fraction(mv.embedding, gc, kc)
+            mv.fit(edge_memorization_dataset(gg), lr=CE_LR, steps=sz.ce_steps, weight_decay=wd)
+            row[gname] = topk_energy_fraction(mv.embedding, gc, kc)
+        var[vname] = row
     overlap = {name: subspace_overlap(np.linalg.svd(ce[name] - ce[name].mean(0), full_matrices=False)[0][:, :k],
                                       graph_eigenbasis(g)[1][:, 1: 1 + k]) for name, (g, k) in graphs.items()}
 
     # geometric first-hop readout on the held-out leaves
     nav = {"Node2VecCE": geometric_first_hop_correct(ce["path-star"], G, ds.test_leaves, ds.test_paths),
            "Node2Vec": geometric_first_hop_correct(n2v["path-star"], G, ds.test_leaves, ds.test_paths),
-           "Transformer": L["nav_test"], "frozen control": F["nav_test"]}
+           "Transformer": L["nav_test"], "frozen control": F["nav_test"],
+           "associative lookup": geometric_first_hop_correct(_lookup_embedding(G), G, ds.test_leaves, ds.test_paths)}
 
     # checks on constructed cases
     n_ring = 15
@@ -199,13 +246,16 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                     f"tf_{m}_nav_test": float(r["nav_test"].mean()), f"tf_{m}_seconds": r["seconds"]}
     metrics |= {f"{src}_{name}_topk_energy": v for (src, name), v in topk.items()}
     metrics |= {f"{src}_{name}_edge_recovery": v for (src, name), v in rec.items()}
+    metrics |= {f"{src}_{name}_top5_recovery": v for (src, name), v in rec5.items()}
     metrics |= {f"ce_{name}_topk_energy_init": v for name, v in ce_init.items()}
+    metrics |= {f"ce_variant_{v.replace(' ', '_').replace(',', '')}_{k}": x for v, r in var.items() for k, x in r.items()}
+    metrics |= {f"tf_{m}_stage1_edge_acc": tf[m + "_stage1_edge_acc"] for m in ("learned", "frozen")}
     metrics |= {f"ce_{name}_overlap_with_spectral_embedding": v for name, v in overlap.items()}
     metrics |= {f"nav_test_{k.replace(' ', '_')}": float(v.mean()) for k, v in nav.items()}
 
     held = (f"{len(ds.test_leaves)} held-out leaves of a path-star with d={sz.star_degree} arms of l={sz.star_length} "
             f"nodes ({N} nodes, labels shuffled), 1-layer Transformer d_model={sz.tf_d_model}, {sz.tf_steps} "
-            f"full-batch AdamW steps (lr {TF_LR:g}) on all edge facts + {len(ds.train_leaves)} training paths; "
+            f"full-batch AdamW steps (lr {TF_LR:g}), staged: all edge facts, then {len(ds.train_leaves)} training paths; "
             f"chance 1/d = {chance_hop:.2f}. The paper trains 2500 + 10000 epochs at much larger scale.")
     ctrl = "same network, same data, token embeddings (tied with the output) frozen at their random init"
     claims = [
@@ -220,7 +270,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               float(test_first["learned"].mean()), ">", 2 * chance_hop, baseline="2/d, twice the chance level",
               metric="teacher-forced accuracy of a_1 after 'leaf = c' on held-out leaves", paper=">> 1/d",
               note="The factor 2 is our reading of '>>' (fixed before any run). " + held,
-              paired=list(test_first["learned"] - 2 * chance_hop),
+              paired=list(test_first["learned"] - 2 * chance_hop), bar=True,
+              control=float(test_first["frozen"].mean()), control_paired=list(test_first["frozen"] - 2 * chance_hop),
+              control_arm=f"associative control ({ctrl})",
               falsifier="held-out first-hop accuracy at or below 2/d (or its per-leaf excess not separable from 0)"),
         Claim("The Transformer's token embeddings encode the graph: edges recovered from <e_u, e_v> above the "
               "associative control", L["recovery"], ">", F["recovery"], baseline=f"associative control ({ctrl})",
@@ -234,42 +286,64 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               note=f"Isotropic share = {k_star / (N - 1):.3f}. " + held,
               falsifier="top-k energy share of the learned embeddings at or below the frozen control's"),
         Claim("Node2Vec (skip-gram on node2vec walks) shows the same spectral bias: energy concentrated on the top "
-              "graph eigenvectors", topk["n2v", "path-star"], ">", topk["gauss", "path-star"],
-              baseline="isotropic Gaussian embedding of the same shape, same graph",
+              "graph eigenvectors", topk["n2v", "path-star"], ">",
+              baselines={"isotropic Gaussian embedding": topk["gauss", "path-star"],
+                         "Node2Vec on the label-shuffled graph": topk["n2v_shuf", "path-star"]},
               metric=f"share of spectral energy on the top {k_star} non-trivial eigenvectors (path-star)",
               note=f"gensim Word2Vec (sg, negative 5, window 5, dim {N2V_DIM}, {sz.w2v_epochs} epochs) on "
                    f"{sz.walks} walks/node of length {sz.walk_length}, p = q = 1. Cycle top-2: "
-                   f"{topk['n2v', 'cycle']:.2f} vs {topk['gauss', 'cycle']:.2f}; grid top-3: "
-                   f"{topk['n2v', 'grid']:.2f} vs {topk['gauss', 'grid']:.2f}.",
-              falsifier="Node2Vec's top-k energy share at or below an isotropic embedding's"),
-        Claim("Node2VecCE (tied, full-softmax CE, GD, no weight decay, no rank limit) drifts into the top "
-              "eigen-directions of the cycle", topk["ce", "cycle"], ">", ce_init["cycle"],
-              baseline="the same embedding at initialisation", paper="0.97 (spec pilot, init 0.01)",
-              metric="share of spectral energy on the top 2 non-trivial eigenvectors, cycle N=15, d=64",
-              note=f"{sz.ce_steps} GD steps, lr {CE_LR}, init scale {CE_INIT}. Grid top-3: {topk['ce', 'grid']:.2f} "
-                   f"(init {ce_init['grid']:.2f}); path-star top-{k_star}: {topk['ce', 'path-star']:.2f} (init "
-                   f"{ce_init['path-star']:.2f}). Subspace overlap with the spectral embedding (cycle): "
-                   f"{overlap['cycle']:.2f}.",
+                   f"{topk['n2v', 'cycle']:.2f} vs {topk['gauss', 'cycle']:.2f} (shuffled {topk['n2v_shuf', 'cycle']:.2f}); "
+                   f"grid top-3: {topk['n2v', 'grid']:.2f} vs {topk['gauss', 'grid']:.2f}.",
+              falsifier="Node2Vec's top-k energy share at or below the stronger of an isotropic embedding and "
+                        "Node2Vec trained on the label-shuffled graph"),
+        Claim("Node2VecCE at the official defaults (N(0, 1) init, d = 100, lr 0.01, 10,000 GD steps) drifts into the "
+              "top eigen-directions of the cycle", topk["ce", "cycle"], ">", ce_init["cycle"],
+              baseline="the same embedding at initialisation", paper="spectral bias",
+              control=topk["ce_shuf", "cycle"], control_arm="the same fit on the label-shuffled cycle, read on the "
+              "original cycle's eigenvectors",
+              metric="share of spectral energy on the top 2 non-trivial eigenvectors, cycle N=15, d=100",
+              note=f"{sz.ce_steps} GD steps, lr {CE_LR}, init N(0, {CE_INIT:g}^2), the official loss (sum over nodes of "
+                   f"the mean CE over neighbours). Grid top-3: {topk['ce', 'grid']:.2f} (init {ce_init['grid']:.2f}); "
+                   f"path-star top-{k_star}: {topk['ce', 'path-star']:.2f} (init {ce_init['path-star']:.2f}). Top-5 "
+                   f"recovery (official metric): cycle {rec5['ce', 'cycle']:.2f}, path-star {rec5['ce', 'path-star']:.2f}.",
               falsifier="top-2 energy share after training at or below its value at initialisation"),
+    ]
+    for vname, row in var.items():
+        claims.append(Claim(
+            f"The spectral bias needs none of the usual pressures: Node2VecCE ({vname}) drifts into the top "
+            "eigen-directions of the cycle", row["graph"], ">", row["init"], baseline="the same embedding at initialisation",
+            control=row["shuffled"], control_arm="the same variant fit on the label-shuffled cycle, read on the "
+            "original cycle's eigenvectors", paper="arises naturally despite the lack of various pressures",
+            metric="share of spectral energy of the input embeddings on the top 2 non-trivial eigenvectors, cycle N=15",
+            note=f"{sz.ce_steps} GD steps, lr {CE_LR}; init 0.5 is far from the near-zero init at which GD acts as power "
+                 "iteration.", falsifier="top-2 energy share after training at or below its value at initialisation"))
+    claims += [
         Claim("Geometry alone turns path-finding into 1-step navigation: first hop of held-out leaves read off "
-              "Node2VecCE embeddings beats the associative (frozen random) embeddings",
-              float(nav["Node2VecCE"].mean()), ">", float(nav["frozen control"].mean()),
-              baseline="the same readout on the frozen control's random embeddings",
+              "Node2VecCE embeddings beats associative memories of the same edges",
+              float(nav["Node2VecCE"].mean()), ">",
+              baselines={"frozen random embeddings": float(nav["frozen control"].mean()),
+                         "associative lookup (rows of A + I)": float(nav["associative lookup"].mean())},
+              paired={"frozen random embeddings": list(nav["Node2VecCE"] - nav["frozen control"]),
+                      "associative lookup (rows of A + I)": list(nav["Node2VecCE"] - nav["associative lookup"])},
               metric="held-out leaves whose nearest (cosine) centre-neighbour is the true a_1",
-              paired=list(nav["Node2VecCE"] - nav["frozen control"]),
-              note="Node2VecCE is trained on the edge facts only; no path is used. " + held,
-              falsifier="readout accuracy from Node2VecCE embeddings at or below that from random embeddings"),
+              note="Node2VecCE is trained on the edge facts only; no path is used. The lookup embedding recovers every "
+                   "edge but holds no global relation. " + held,
+              falsifier="readout accuracy from Node2VecCE embeddings at or below the stronger associative baseline"),
         # checks
         Claim("Ring Laplacian spectrum equals 2 - 2 cos(2 pi k / n)", ring_err, "<", 1e-10, kind="check",
               baseline="float64 round-off", metric="max abs eigenvalue error, n = 15"),
-        Claim("Node2VecCE closed-form gradient (G + G^T) E equals autograd", grad_err, "<", 1e-10, kind="check",
+        Claim("Node2VecCE closed-form gradient (G + G^T) E equals autograd (official reduction)", grad_err, "<", 1e-10,
+              kind="check",
               baseline="float64 round-off", metric="max abs difference, path-star, init 0.5"),
         Claim("Exact cycle coordinates (cos, sin) recover every edge", exact_rec, ">=", 1.0, kind="check",
               baseline="100%", metric="geometric edge recovery"),
-        Claim("Both Transformers memorise the edge facts (precondition of the comparison)",
-              min(L["edge_acc"], F["edge_acc"]), ">=", 0.9, kind="check", baseline="90% of nodes",
+        Claim("Both Transformers memorise the edge facts in stage 1 (precondition of the comparison)",
+              min(tf["learned_stage1_edge_acc"], tf["frozen_stage1_edge_acc"]), ">=", 0.9, kind="check",
+              baseline="90% of nodes",
               metric="min over the two models of the share of nodes whose top-deg(u) predictions are their "
-                     "neighbours", note="Not a claim of the paper: if it fails, the path comparison is moot."),
+                     "neighbours, after the edge stage",
+              note=f"Not a claim of the paper: if it fails, the path comparison is moot. After the path stage: learned "
+                   f"{L['edge_acc']:.2f}, frozen {F['edge_acc']:.2f}."),
     ]
 
     tables = {
@@ -282,7 +356,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         "spectral_bias": [
             {"graph": name, "k": k, "isotropic": k / (g.number_of_nodes() - 1),
              "gaussian": topk["gauss", name], "node2vec": topk["n2v", name], "node2vecce_init": ce_init[name],
-             "node2vecce": topk["ce", name], "recovery_node2vec": rec["n2v", name],
+             "node2vecce": topk["ce", name], "node2vecce_shuffled_graph": topk["ce_shuf", name],
+             "node2vec_shuffled_graph": topk["n2v_shuf", name], "top5_recovery_node2vecce": rec5["ce", name],
+             "recovery_node2vec": rec["n2v", name],
              "recovery_node2vecce": rec["ce", name], "recovery_gaussian": rec["gauss", name]}
             for name, (g, k) in graphs.items()],
     }

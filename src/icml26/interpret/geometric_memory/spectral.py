@@ -123,6 +123,21 @@ def geometric_edge_recovery(emb, G: nx.Graph) -> float:
     return float((edge_recovery_per_node(emb, G) * deg).sum() / deg.sum())
 
 
+def topk_edge_recovery(emb, G: nx.Graph, k: int = 5) -> float:
+    """The official recovery metric (``metrics.topk_recovery_percent`` / 100): the share of directed edges (u, v)
+    whose v is among the k nodes w != u with the largest <e_u, e_w> (one k for every node; official k = 5)."""
+    n = validate_graph(G)
+    E = _as_embedding(emb, n)
+    if not isinstance(k, (int, np.integer)) or not 1 <= k <= n - 1:
+        raise ValueError(f"k must be an int in 1..{n - 1}, got {k!r}")
+    S = E @ E.T
+    np.fill_diagonal(S, -np.inf)
+    top = np.argsort(-S, axis=1, kind="stable")[:, :int(k)]
+    A = nx.to_numpy_array(G, nodelist=range(n), weight=None) > 0
+    np.fill_diagonal(A, False)
+    return float(np.take_along_axis(A, top, axis=1).sum() / A.sum())
+
+
 def chance_edge_recovery(G: nx.Graph) -> float:
     """Expected recovery of a random ranking: sum_u deg(u)^2 / (N - 1) / sum_u deg(u)."""
     n = validate_graph(G)
