@@ -116,6 +116,26 @@ def test_dmft_tracks_simulation_small(task):
     assert np.abs(th / sim - 1).max() < 0.12
 
 
+def test_control_theory_without_collective_response(task):
+    """The reproduction's control (self_consistent=False: kappa = z, D12 = 1) is a known closed form, and it is
+    measurably worse than the DMFT against the simulation, so the agreement claims can tell the two apart."""
+    lam, w2 = task
+    t = np.logspace(0, 3.5, 8)
+    # noise-free, gamma = 0: the control is population gradient flow
+    assert np.allclose(dmft_generalization_curve(t, lam, w2, 80, self_consistent=False),
+                       gradient_flow_infinite_data(t, lam, w2), rtol=1e-7)
+    g, s2 = 1e-3, 0.05
+    q = lam / (lam + g)
+    closed = g * g * (lam * w2 / (lam + g) ** 2).sum() + s2 * (q * q).sum() / 80
+    assert ridge_equivalent(lam, w2, 80, g, s2, self_consistent=False) == pytest.approx(closed, rel=1e-12)
+    assert float(dmft_generalization_curve(np.array([1e9]), lam, w2, 80, sigma2=s2, weight_decay=g,
+                                           self_consistent=False)[0]) == pytest.approx(closed, rel=1e-6)
+    sim = simulate_generalization_curve(t, lam, w2, 80, sigma2=s2, n_draws=24, seed=3).mean(0)
+    err = np.abs(dmft_generalization_curve(t, lam, w2, 80, sigma2=s2) / sim - 1).max()
+    err_ctrl = np.abs(dmft_generalization_curve(t, lam, w2, 80, sigma2=s2, self_consistent=False) / sim - 1).max()
+    assert err < 0.12 < err_ctrl
+
+
 def test_langevin_expectation_matches_sampled_trajectories(task):
     lam, w2 = task
     lam, w2 = lam[:60], w2[:60]
@@ -214,7 +234,15 @@ def test_reproduce_quick_is_well_formed():
     assert all(math.isfinite(v) for v in out.metrics.values())
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 15 and len(checks) == 7
+    assert len(claims) == 13 and len(checks) == 9
     assert all(c.falsifier for c in claims)
+    # every fixed-tolerance agreement claim carries the control theory; the timing carries its same-work control
+    for c in claims:
+        if c.bar and "faster" not in c.statement:
+            assert c.control is not None and "collective response" in c.control_arm, c.statement
+    speed = next(c for c in claims if "faster" in c.statement)
+    assert speed.timing_control is not None and speed.control_arm.startswith("none:")
+    stop = next(c for c in claims if "Stopping" in c.statement)
+    assert len(stop.baselines) == 2
     assert {"learning_curve", "sample_size_scaling"} <= set(out.tables)
     assert "learning_curve" in out.figures

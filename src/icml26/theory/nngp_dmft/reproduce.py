@@ -20,14 +20,13 @@ samples, gradient flow from w = 0; times log-spaced in [1, 3e4]. Everything belo
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
 from threadpoolctl import threadpool_limits
 
-from icml26.harness import Budget, Claim, Outcome, seed_everything
+from icml26.harness import Budget, Claim, Outcome, compare_times, seed_everything
 from icml26.testbeds.ntk import fit_power_law
 
 from .nngp_features import digits_nngp_features
@@ -63,6 +62,9 @@ TEMP = 5e-5                   # Langevin temperature (our choice: thermal error 
 TOL_BEFORE, TOL_AFTER = 0.05, 0.10
 T_OPT_FACTOR = 1.5
 EXP_TOL = 0.1
+TIMING_REPEATS = 3
+CONTROL_ARM = ("the same theory with the collective response switched off (kappa(z) = z, D12 = 1: population "
+               "eigenvalues, label noise at rate 1/P, no renormalisation), same run")
 
 
 # helper functions
@@ -110,14 +112,20 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         # 1. learning curve, gamma = 0
         th = dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2)
         t_opt_th, e_opt_th = optimal_stopping_time(t, th)
-        t_sim = np.r_[t, t_opt_th]
+        # the control: the same theory with the collective response switched off (kappa = z, D12 = 1)
+        nv = dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, self_consistent=False)
+        t_opt_nv, e_opt_nv = optimal_stopping_time(t, nv)
+        t_sim = np.r_[t, t_opt_th, t_opt_nv]
         runs = simulate_generalization_curve(t_sim, lam, w2, sz.P, sigma2=SIGMA2, n_draws=sz.draws, seed=s_curve)
-        sim, at_topt_th = runs[:, :-1].mean(0), runs[:, -1]
+        sim, at_topt_th, at_topt_nv = runs[:, :-2].mean(0), runs[:, -2], runs[:, -1]
+        runs = runs[:, :-1]                                   # columns: t grid, DMFT t_opt (as before)
         se = runs[:, :-1].std(0, ddof=1) / np.sqrt(sz.draws)
         t_opt_sim, e_opt_sim = optimal_stopping_time(t, sim)
         rel = th / sim - 1
         before, after = t <= t_opt_sim, t > t_opt_sim
         err_before, err_after = float(np.abs(rel[before]).max()), float(np.abs(rel[after]).max())
+        rel_nv = nv / sim - 1
+        nv_before, nv_after = float(np.abs(rel_nv[before]).max()), float(np.abs(rel_nv[after]).max())
         slope_sim, slope_th = _slope(t, sim), _slope(t, th)
 
         # 3. weight decay on the same data sets (same seed), with t = infinity (ridge)
@@ -127,7 +135,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         sim_wd, ridge_sim = runs_wd[:, :-1].mean(0), runs_wd[:, -1]
         t_opt_wd, _ = optimal_stopping_time(t, sim_wd)
         err_wd = float(np.abs(th_wd / sim_wd - 1).max())
+        nv_wd = float(np.abs(dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, weight_decay=GAMMA,
+                                                       self_consistent=False) / sim_wd - 1).max())
         ridge_th = ridge_equivalent(lam, w2, sz.P, GAMMA, SIGMA2)
+        ridge_nv = ridge_equivalent(lam, w2, sz.P, GAMMA, SIGMA2, self_consistent=False)
         ridge_dmft = float(dmft_generalization_curve(np.array([1e9]), lam, w2, sz.P, sigma2=SIGMA2,
                                                      weight_decay=GAMMA)[0])
 
@@ -137,7 +148,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                                                 temperature=TEMP, n_draws=sz.draws, seed=s_curve)
         sim_lv, bayes_sim = runs_lv[:, :-1].mean(0), runs_lv[:, -1]
         err_lv = float(np.abs(th_lv / sim_lv - 1).max())
+        nv_lv = float(np.abs(dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, weight_decay=GAMMA,
+                                                       temperature=TEMP, self_consistent=False) / sim_lv - 1).max())
         bayes_th = bayes_limit(lam, w2, sz.P, GAMMA, TEMP, SIGMA2)
+        bayes_nv = bayes_limit(lam, w2, sz.P, GAMMA, TEMP, SIGMA2, self_consistent=False)
         bayes_dmft = float(dmft_generalization_curve(np.array([1e9]), lam, w2, sz.P, sigma2=SIGMA2,
                                                      weight_decay=GAMMA, temperature=TEMP)[0])
         cold = dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, weight_decay=GAMMA, temperature=1e-14)
@@ -152,6 +166,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                            for idx in (rng_d.choice(len(dy), sz.digits_P, replace=False)
                                        for _ in range(sz.digits_draws))], axis=0)
         err_dig = float(np.abs(th_dig / sim_dig - 1).max())
+        nv_dig = float(np.abs(dmft_generalization_curve(t_dig, dlam, dw ** 2, sz.digits_P, self_consistent=False)
+                              / sim_dig - 1).max())
         a_dig = fit_power_law(dlam, lo=5, hi=300)[0]
 
         # 6. sample-size scaling and solver vs simulation time
@@ -159,24 +175,25 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         slam, sw2 = stask.lam, stask.w2
         scale_rows = []
         for P in sz.scale_P:
-            t0 = time.perf_counter()
             th_P = dmft_generalization_curve(t, slam, sw2, P, sigma2=SIGMA2)
-            t1 = time.perf_counter()
+            nv_P = dmft_generalization_curve(t, slam, sw2, P, sigma2=SIGMA2, self_consistent=False)
             sim_P = simulate_generalization_curve(t, slam, sw2, P, sigma2=SIGMA2, n_draws=sz.scale_draws,
                                                   seed=s_scale + P).mean(0)
-            t2 = time.perf_counter()
-            th_P2 = dmft_generalization_curve(t, slam, sw2, P, sigma2=SIGMA2)   # interleaved second timing
-            t3 = time.perf_counter()
-            assert np.array_equal(th_P, th_P2)
             to_th, eo_th = optimal_stopping_time(t, th_P)
             to_sim, eo_sim = optimal_stopping_time(t, sim_P)
             scale_rows.append({"P": P, "t_opt_dmft": to_th, "t_opt_sim": to_sim, "E_opt_dmft": eo_th,
-                               "E_opt_sim": eo_sim, "max_rel_err": float(np.abs(th_P / sim_P - 1).max()),
-                               "dmft_s": 0.5 * (t1 - t0 + t3 - t2), "sim_s": t2 - t1})
+                               "E_opt_sim": eo_sim, "E_opt_control": optimal_stopping_time(t, nv_P)[1],
+                               "max_rel_err": float(np.abs(th_P / sim_P - 1).max())})
         Ps = np.array(sz.scale_P, dtype=float)
         alpha_sim = fit_power_law(np.array([r["E_opt_sim"] for r in scale_rows]), Ps)[0]
         alpha_th = fit_power_law(np.array([r["E_opt_dmft"] for r in scale_rows]), Ps)[0]
-        speed = scale_rows[-1]["sim_s"] / scale_rows[-1]["dmft_s"]
+        alpha_nv = fit_power_law(np.array([r["E_opt_control"] for r in scale_rows]), Ps)[0]
+        # solver vs the simulation it predicts at the largest P: interleaved, CPU time, same-work control
+        P_big = sz.scale_P[-1]
+        tc = compare_times(lambda: dmft_generalization_curve(t, slam, sw2, P_big, sigma2=SIGMA2),
+                           lambda: simulate_generalization_curve(t, slam, sw2, P_big, sigma2=SIGMA2,
+                                                                 n_draws=sz.scale_draws, seed=s_scale + P_big),
+                           repeats=TIMING_REPEATS, warmup=1, clock="cpu")
 
         # checks: Talbot convergence, limits, simulation vs scikit-learn ridge
         th24 = dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, n_talbot=24)
@@ -208,82 +225,108 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         "bayes_dmft_t1e9": bayes_dmft, "langevin_thermal_share_end": float(1 - th_wd[-1] / th_lv[-1]),
         "langevin_cold_limit_err": cold_err, "max_rel_err_digits_nngp": err_dig,
         "digits_nngp_spectrum_exponent": a_dig, "digits_E_end_sim": float(sim_dig[-1]), "sklearn_gp_rel_err": gp_err,
-        "P_exponent_sim": alpha_sim, "P_exponent_dmft": alpha_th, "speed_ratio_sim_over_dmft": speed,
-        "dmft_s_largest": scale_rows[-1]["dmft_s"], "sim_s_largest": scale_rows[-1]["sim_s"],
+        "P_exponent_sim": alpha_sim, "P_exponent_dmft": alpha_th, "P_exponent_control": alpha_nv,
+        "speed_ratio_sim_over_dmft": tc.speedup, "timing_same_work_ratio": tc.control_ratio,
+        "control_max_rel_err_before_topt": nv_before, "control_max_rel_err_after_topt": nv_after,
+        "control_t_opt": t_opt_nv, "control_E_opt": e_opt_nv, "E_sim_at_control_topt": float(at_topt_nv.mean()),
+        "control_max_rel_err_weight_decay": nv_wd, "control_ridge": ridge_nv,
+        "control_max_rel_err_langevin": nv_lv, "control_bayes": bayes_nv, "control_max_rel_err_digits": nv_dig,
         "talbot_16_vs_24": talbot, "infinite_data_limit_err": inf_data, "sklearn_ridge_rel_err": sk_err,
     }
     setting = (f"N={sz.N}, P={sz.P}, a={A}, b={B}, sigma2={SIGMA2}, {sz.draws} simulated data sets, "
                f"{sz.n_t} log-spaced t in [{T_MIN:g}, {T_MAX:g}]")
     lp = f"P={sz.scale_P[-1]}, N={sz.scale_N}"
+    lt = np.log(T_OPT_FACTOR)
+    ridge_m = float(ridge_sim.mean())
+    bayes_m = float(bayes_sim.mean())
     claims = [
         Claim("The DMFT predicts the typical generalisation error over training time (before the optimum)",
               err_before, "<=", TOL_BEFORE, baseline="tolerance 5%", metric="max |DMFT / simulation - 1|, t <= t_opt",
-              paper="quantitative agreement", note=setting,
+              paper="quantitative agreement", note=setting, bar=True, control=nv_before, control_arm=CONTROL_ARM,
               falsifier="DMFT off the simulated mean by more than 5% at some t before the simulated optimum"),
         Claim("The DMFT predicts the generalisation error late in training (noise-fitting phase)",
               err_after, "<=", TOL_AFTER, baseline="tolerance 10%", metric="max |DMFT / simulation - 1|, t > t_opt",
-              note=setting + ". Finite-P edge effects grow late (spec pilot: ~5%).",
+              note=setting + ". Finite-P edge effects grow late (spec pilot: ~5%).", bar=True,
+              control=nv_after, control_arm=CONTROL_ARM,
               falsifier="DMFT off the simulated mean by more than 10% at some t after the optimum"),
-        Claim("The DMFT places the early-stopping optimum", t_opt_th / t_opt_sim, "in",
-              (1 / T_OPT_FACTOR, T_OPT_FACTOR), baseline="simulated t_opt, factor 1.5 band",
-              metric="t_opt(DMFT) / t_opt(simulation)", note="parabola in log t through the grid minimum",
+        Claim("The DMFT places the early-stopping optimum", abs(np.log(t_opt_th / t_opt_sim)), "<=", lt, bar=True,
+              baseline="simulated t_opt, within a factor 1.5", control=abs(np.log(t_opt_nv / t_opt_sim)),
+              control_arm=CONTROL_ARM, metric="|log(t_opt(DMFT) / t_opt(simulation))|",
+              note=f"parabola in log t through the grid minimum; ratio {t_opt_th / t_opt_sim:.3f} (control "
+                   f"{t_opt_nv / t_opt_sim:.3f})",
               falsifier="predicted optimal stopping time off by more than a factor 1.5"),
         Claim("The DMFT predicts the early-stopped (optimal) error", abs(e_opt_th / e_opt_sim - 1), "<=", TOL_BEFORE,
-              baseline="tolerance 5%", metric="|E_opt(DMFT) / E_opt(simulation) - 1|",
+              baseline="tolerance 5%", metric="|E_opt(DMFT) / E_opt(simulation) - 1|", bar=True,
+              control=abs(e_opt_nv / e_opt_sim - 1), control_arm=CONTROL_ARM,
               falsifier="predicted optimal error off by more than 5%"),
-        Claim("Stopping at the DMFT-predicted t_opt beats training to the end", float(at_topt_th.mean()), "<",
-              float(runs[:, -2].mean()), baseline=f"simulated error at t = {T_MAX:g}",
+        Claim("Stopping at the DMFT-predicted t_opt beats the strongest stopping rule without it",
+              float(at_topt_th.mean()), "<",
+              baselines={f"training to the end (t = {T_MAX:g})": float(runs[:, -2].mean()),
+                         "stopping at the control theory's t_opt": float(at_topt_nv.mean())},
+              paired={f"training to the end (t = {T_MAX:g})": list(at_topt_th - runs[:, -2]),
+                      "stopping at the control theory's t_opt": list(at_topt_th - at_topt_nv)},
               metric="simulated error at the DMFT t_opt (mean over data sets)",
-              paired=list(at_topt_th - runs[:, -2]),
-              falsifier="the simulated error at the predicted t_opt not below the end-of-training error, or the "
+              baseline="strongest of: no stopping; stopping where the theory without collective response says",
+              falsifier="the simulated error at the predicted t_opt not below the best alternative's, or the "
                         "per-data-set difference not separable from 0"),
-        Claim("Power-law decay of E_g in t at the spectral exponent -(b-1)/a", slope_sim, "in",
-              (pred_slope - EXP_TOL, pred_slope + EXP_TOL), baseline=f"(b-1)/a = {pred_slope:.3f} ± {EXP_TOL}",
-              metric=f"fitted decay exponent of the simulated curve, t in {FIT_WINDOW}",
-              note=f"DMFT curve's exponent on the same window: {slope_th:.3f}",
-              falsifier="simulated decay exponent more than 0.1 from (b-1)/a"),
-        Claim("The DMFT predicts the sample-size scaling exponent of the early-stopped error", alpha_sim, "in",
-              (alpha_th - EXP_TOL, alpha_th + EXP_TOL), baseline=f"DMFT exponent {alpha_th:.3f} ± {EXP_TOL}",
-              metric="fitted exponent of E_opt vs P, simulation",
-              note=f"N={sz.scale_N}, P in {sz.scale_P}, {sz.scale_draws} data sets per P",
+        Claim("The DMFT predicts the sample-size scaling exponent of the early-stopped error",
+              abs(alpha_sim - alpha_th), "<=", EXP_TOL, bar=True, baseline=f"within {EXP_TOL} of the simulation's",
+              control=abs(alpha_sim - alpha_nv), control_arm=CONTROL_ARM,
+              metric="|exponent of E_opt vs P: simulation - DMFT|",
+              note=f"simulation {alpha_sim:.3f}, DMFT {alpha_th:.3f}, control {alpha_nv:.3f}; N={sz.scale_N}, "
+                   f"P in {sz.scale_P}, {sz.scale_draws} data sets per P",
               falsifier="simulated exponent more than 0.1 from the DMFT's"),
-        Claim("The DMFT predicts the dynamics with weight decay", err_wd, "<=", TOL_AFTER,
+        Claim("The DMFT predicts the dynamics with weight decay", err_wd, "<=", TOL_AFTER, bar=True,
               baseline="tolerance 10%", metric=f"max |DMFT / simulation - 1| over t, gamma = {GAMMA:g}",
+              control=nv_wd, control_arm=CONTROL_ARM,
               falsifier="DMFT with weight decay off by more than 10% at some t"),
         Claim("Weight decay lowers the late-time rise", float(runs_wd[:, -2].mean()), "<", float(runs[:, -2].mean()),
               baseline=f"gamma = 0 on the same data sets, t = {T_MAX:g}", metric=f"simulated E_g(t = {T_MAX:g}), "
               f"gamma = {GAMMA:g}", paired=list(runs_wd[:, -2] - runs[:, -2]),
               falsifier="late-time error with weight decay not below that without, or not separable from 0"),
-        Claim("Weight decay does not move the optimal stopping time much", t_opt_wd / t_opt_sim, "in",
-              (1 / T_OPT_FACTOR, T_OPT_FACTOR), baseline="gamma = 0, factor 1.5 band",
-              metric="simulated t_opt(gamma) / t_opt(0)", falsifier="t_opt moved by more than a factor 1.5"),
         Claim("The ridge deterministic equivalent gives the converged error with weight decay",
-              abs(ridge_th / ridge_sim.mean() - 1), "<=", TOL_BEFORE, baseline="tolerance 5%",
+              abs(ridge_th / ridge_m - 1), "<=", TOL_BEFORE, baseline="tolerance 5%", bar=True,
+              control=abs(ridge_nv / ridge_m - 1), control_arm=CONTROL_ARM + " (kappa = gamma)",
               metric="|E_ridge(closed form) / simulated E_g(t = inf) - 1|",
               falsifier="closed-form limit off the simulated converged error by more than 5%"),
         Claim("The DMFT predicts Langevin training dynamics", err_lv, "<=", TOL_AFTER, baseline="tolerance 10%",
-              metric=f"max |DMFT / simulation - 1| over t, T = {TEMP:g}, gamma = {GAMMA:g}",
+              metric=f"max |DMFT / simulation - 1| over t, T = {TEMP:g}, gamma = {GAMMA:g}", bar=True,
+              control=nv_lv, control_arm=CONTROL_ARM,
               note="simulation averaged exactly over the Brownian noise given each data set (OU covariance); "
                    "thermal share of the late-time error "
                    f"{1 - th_wd[-1] / th_lv[-1]:.0%}. The spec called this term 'our derivation, not yet validated'",
               falsifier="DMFT off the Langevin simulation by more than 10% at some t"),
-        Claim("t -> infinity of Langevin gives the Bayesian GP posterior error", abs(bayes_th / bayes_sim.mean() - 1),
-              "<=", TOL_BEFORE, baseline="tolerance 5%",
+        Claim("t -> infinity of Langevin gives the Bayesian GP posterior error", abs(bayes_th / bayes_m - 1),
+              "<=", TOL_BEFORE, baseline="tolerance 5%", bar=True,
+              control=abs(bayes_nv / bayes_m - 1), control_arm=CONTROL_ARM + " (kappa = gamma)",
               metric="|E_Bayes(closed form) / simulated posterior error - 1|",
               note="posterior with likelihood variance P T and prior variance T / gamma",
               falsifier="closed-form Bayesian error off the simulated posterior error by more than 5%"),
         Claim("The DMFT predicts gradient flow on a real NNGP kernel (digits, ReLU depth 2)", err_dig, "<=", TOL_AFTER,
-              baseline="tolerance 10%", metric="max |DMFT / simulation - 1| over t in [1, 1e5]",
+              baseline="tolerance 10%", metric="max |DMFT / simulation - 1| over t in [1, 1e5]", bar=True,
+              control=nv_dig, control_arm=CONTROL_ARM,
               note=f"N = {len(dlam)} eigenmodes (spectrum exponent {a_dig:.2f} on ranks 5-300), parity target, "
                    f"P = {sz.digits_P} digits sampled without replacement, {sz.digits_draws} draws; test error over "
                    "all 1797 digits. Real, non-Gaussian features: the DMFT assumes Gaussian ones",
               falsifier="DMFT off the simulation on the real kernel by more than 10% at some t"),
-        Claim("The DMFT solver is >= 10x faster than the simulation it predicts (largest size)", speed, ">=", 10.0,
-              baseline="10x", metric=f"simulation wall time / DMFT wall time, {lp}",
-              note=f"simulation = {sz.scale_draws} exact data sets (SVD + closed-form dynamics) on the same t grid; "
-                   "one thread each, back to back in this run; the DMFT time is the mean of two solves around it",
-              falsifier="ratio below 10"),
+        tc.claim("The DMFT solver is >= 10x faster than the simulation it predicts (largest size)", ">=", 10.0,
+                 as_="speedup", bar=True, baseline="10x",
+                 control_arm="none: a cost ratio of two different computations; the timing carries its same-work "
+                             "control (the simulation timed against itself)",
+                 note=f"simulation = {sz.scale_draws} exact data sets (SVD + closed-form dynamics) on the same t grid, "
+                      f"{lp}; process CPU time, {TIMING_REPEATS} interleaved repeats, one thread",
+                 falsifier="speed-up below 10"),
         # checks
+        Claim("Power-law decay of E_g in t at the spectral exponent -(b-1)/a", slope_sim, "in",
+              (pred_slope - EXP_TOL, pred_slope + EXP_TOL), baseline=f"(b-1)/a = {pred_slope:.3f} ± {EXP_TOL}",
+              metric=f"fitted decay exponent of the simulated curve, t in {FIT_WINDOW}", kind="check",
+              note=f"a property of the task (population gradient flow on the power-law spectrum decays as "
+                   f"t^-(b-1)/a), not of the DMFT: the control theory's curve has it too; DMFT's exponent on the "
+                   f"same window {slope_th:.3f}"),
+        Claim("Weight decay does not move the optimal stopping time much", t_opt_wd / t_opt_sim, "in",
+              (1 / T_OPT_FACTOR, T_OPT_FACTOR), baseline="gamma = 0, factor 1.5 band", kind="check",
+              metric="simulated t_opt(gamma) / t_opt(0)",
+              note="our statement about the chosen gamma (~0.2 / t_opt), not the abstract's; reported"),
         Claim("t -> infinity of the DMFT with weight decay equals the ridge deterministic equivalent",
               abs(ridge_dmft / ridge_th - 1), "<=", 1e-6, kind="check", baseline="1e-6",
               metric="|E_DMFT(t = 1e9) / E_ridge - 1|", note="final-value theorem; exact identity"),

@@ -138,22 +138,24 @@ def renormalized_ridge(z: np.ndarray | complex, lam: np.ndarray, P: int, *, tol:
 
 
 def ridge_equivalent(lam: np.ndarray, w2: np.ndarray, P: int, ridge: float, sigma2: float = 0.0,
-                     *, per_mode: bool = False) -> float | np.ndarray:
+                     *, per_mode: bool = False, self_consistent: bool = True) -> float | np.ndarray:
     """Deterministic-equivalent excess test error of ridge regression with ridge ``ridge`` > 0 [A02 limit]:
 
         E = [kappa^2 sum_k lambda_k w_k^2 / (lambda_k + kappa)^2 + sigma2 df2 / P] / (1 - df2 / P),
         df2 = sum_k lambda_k^2 / (lambda_k + kappa)^2,  kappa = kappa(ridge)
 
     (Canatar, Bordelon & Pehlevan 2021; the t -> infinity limit of gradient flow with weight decay = ridge).
+    ``self_consistent=False`` is the control with the collective response switched off: kappa = ridge and no
+    1 / (1 - df2 / P) factor (every mode sees the bare ridge; label noise still enters as sigma2 df2 / P).
     """
     lam, w2 = _check_spectrum(lam, w2)
     P = _check_P(P)
     ridge, sigma2 = _check_nonneg("ridge", ridge), _check_nonneg("sigma2", sigma2)
     if ridge <= 0:
         raise ValueError("ridge must be > 0")
-    k = float(renormalized_ridge(np.array([ridge]), lam, P)[0])
+    k = float(renormalized_ridge(np.array([ridge]), lam, P)[0]) if self_consistent else float(ridge)
     q = lam / (lam + k)
-    df2 = (q * q).sum() / P
+    df2 = (q * q).sum() / P if self_consistent else 0.0
     modes = (k * k * lam * w2 / (lam + k) ** 2 + sigma2 * q * q / P) / (1 - df2)
     return modes if per_mode else float(modes.sum())
 
@@ -177,7 +179,7 @@ def _talbot(M: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P: int, *, sigma2: float = 0.0,
                               weight_decay: float = 0.0, temperature: float = 0.0, n_talbot: int = 16,
-                              per_mode: bool = False) -> np.ndarray:
+                              per_mode: bool = False, self_consistent: bool = True) -> np.ndarray:
     """DMFT prediction of the typical excess test error E_g(t) of gradient flow (with weight decay) or Langevin
     dynamics dw = -(grad L + gamma w) dt + sqrt(2T) dB (temperature T > 0) [A02].
 
@@ -193,6 +195,9 @@ def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P:
         sigma2: label-noise variance; weight_decay: gamma >= 0; temperature: T >= 0 (Langevin).
         n_talbot: M, Talbot nodes per variable (M = 16 and 24 agree to ~1e-8 on our tasks; M > 32 loses digits).
         per_mode: return (nt, N) per-mode contributions (their sum over modes is E_g).
+        self_consistent: False switches the DMFT's collective response off (the control of the reproduction):
+            kappa(z) = z and D12 = 1, i.e. each mode evolves with the population eigenvalue and sees the label
+            noise at rate 1/P with no renormalisation (signal part = population gradient flow).
 
     Returns E_g(t), shape (nt,) (or (nt, N)). See the module docstring for the equations.
     """
@@ -209,7 +214,7 @@ def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P:
     s, c = _talbot(M, t)                                   # (nt, 2M-1); node M-1 is theta = 0
     z = s + gamma
     # kappa(conj z) = conj kappa(z): solve on theta >= 0 only
-    kh = renormalized_ridge(z[:, M - 1:], lam, P)          # (nt, M) complex
+    kh = renormalized_ridge(z[:, M - 1:], lam, P) if self_consistent else z[:, M - 1:]   # (nt, M) complex
     kap = np.concatenate([np.conj(kh[:, :0:-1]), kh], axis=1)
     # the double sum is real and F(conj s1, conj s2) = conj F(s1, s2): the outer variable runs over
     # theta >= 0 with weight 2 (1 at theta = 0) and the real part is taken
@@ -222,7 +227,7 @@ def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P:
         ko, zo, so = ki[M - 1:], zi[M - 1:], si[M - 1:]
         co = ci[M - 1:] * half
         cs, cso = ci / si, co / so                         # the 1/s factor of each variable
-        D = 1 - ((Ao * lam ** 2) @ A.T) / P                # (M, 2M-1)
+        D = 1 - ((Ao * lam ** 2) @ A.T) / P if self_consistent else np.ones((M, 2 * M - 1))  # (M, 2M-1)
         if per_mode:
             u, uo = ci * ki / si, cso * ko
             W = (uo[:, None] * u[None, :]) / D
@@ -242,7 +247,7 @@ def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P:
     out = np.array(out)
     if temp > 0:
         zt = gamma + s[:, M - 1:] / 2                      # (nt, M), theta >= 0
-        kt = renormalized_ridge(zt, lam, P)
+        kt = renormalized_ridge(zt, lam, P) if self_consistent else zt
         wt = c[:, M - 1:] * half * temp / s[:, M - 1:] * kt / zt
         if per_mode:
             out = out + (wt[..., None] * lam / (lam + kt[..., None])).sum(1).real
@@ -252,19 +257,19 @@ def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P:
 
 
 def bayes_limit(lam: np.ndarray, w2: np.ndarray, P: int, weight_decay: float, temperature: float,
-                sigma2: float = 0.0) -> float:
+                sigma2: float = 0.0, *, self_consistent: bool = True) -> float:
     """t -> infinity of Langevin training with gamma, T > 0: the Bayesian GP posterior with likelihood variance
     P T and prior variance T / gamma [A02]. Expected excess error of a posterior sample:
 
         E_Bayes = E_ridge(gamma) + T (kappa / gamma) sum_k lambda_k / (lambda_k + kappa),   kappa = kappa(gamma)
 
     (the posterior mean is the ridge estimator; the posterior covariance T (Sigma_hat + gamma)^-1 adds the second
-    term through the one-point equivalent).
+    term through the one-point equivalent). ``self_consistent=False``: kappa = gamma (the control).
     """
     temp = _check_nonneg("temperature", temperature)
-    e = ridge_equivalent(lam, w2, P, weight_decay, sigma2)
+    e = ridge_equivalent(lam, w2, P, weight_decay, sigma2, self_consistent=self_consistent)
     lam = np.asarray(lam, dtype=float)
-    k = float(renormalized_ridge(np.array([float(weight_decay)]), lam, P)[0])
+    k = float(renormalized_ridge(np.array([float(weight_decay)]), lam, P)[0]) if self_consistent else float(weight_decay)
     return float(e + temp * k / weight_decay * (lam / (lam + k)).sum())
 
 
