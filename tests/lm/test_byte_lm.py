@@ -391,7 +391,7 @@ def test_reproduce_quick_is_well_formed():
 
     out = reproduce(Budget.QUICK, seed=0)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 6 and len(out.checks) == 3
+    assert len(claims) == 7 and len(out.checks) == 3
     assert all(c.falsifier.strip() for c in claims)
     assert all(math.isfinite(c.measured) for c in out.claims)
     assert all(c.verdict == "holds" for c in out.checks)                    # exactness (x2) and normalisation
@@ -406,6 +406,30 @@ def test_reproduce_quick_is_well_formed():
     assert out.metrics["regex_exactness_abs_diff_bits_per_byte"] < 1e-6
     assert {r["cuts"] for r in out.tables["prompt_boundary_gpt2_regex"]} == {"mid-token", "boundary", "all"}
     assert out.metrics["acc_bytelm_mid-token"] > out.metrics["acc_naive_mid-token"]
+    # speed claims come from compare_times: paired over repeats, with the same-work control attached
+    speed = [c for c in claims if "throughput" in c.statement]
+    assert len(speed) == 2 and all(c.timing_control is not None and len(c.paired) >= 3 for c in speed)
+    assert speed[0].control is not None                       # one model call per node, timed the same way
+    assert [r["V"] for r in out.tables["production_vocabularies"]] == [1024]   # the quick budget: 1k only
+
+
+# production-size tokenizers (issue 34): the smallest of the family only (32k/64k run in the standard budget)
+
+def test_production_tokenizer_is_gpt2_regex_bpe_and_byte_lm_is_exact():
+    from icml26.testbeds.production_tokenizers import production_tokenizer, random_llama
+
+    tok = production_tokenizer("gpt2", 1024)
+    assert tok.get_vocab_size() == 1024 and tok.token_to_id("<|endoftext|>") is not None
+    bpe = ByteBPE(tok)
+    assert bpe.pretok is not None and bpe.pretok._known
+    text = "".join(corpus_texts("val", 4_000)) + " x  = 12345  it's naïve"
+    assert bpe.encode(text.encode()) == tok.encode(text).ids
+    lm = ByteLevelLM(random_llama(1024, hidden_size=32, num_heads=2, intermediate_size=64, seed=1,
+                                  dtype=torch.float64), tok)
+    for t in (b"def f(x):\n    return x  # it's\n", "é = 10000\n".encode()):
+        assert lm.logprob(t) == pytest.approx(canonical_token_logprob(lm, t), abs=1e-8)
+    with pytest.raises(ValueError, match="style"):
+        production_tokenizer("bert", 1024)
 
 
 # regex pre-tokenizers (GPT-2, Llama-3): production-style tokenizers trained offline
