@@ -278,7 +278,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         Claim(statement="SH keeps ceil(n / eta) configurations per rung", measured=float(np.mean(rung_ok)), op=">=",
               reference=1.0, kind="check", metric="share of SH runs whose rung sizes follow ceil(n/eta)"),
         Claim(statement="compute saved vs the exhaustive sweep at the headline budget", measured=float(min(saved)),
-              op=">=", reference=0.8 - 1e-9, kind="check", metric="min over all strategies' runs of 1 - used / exhaustive",
+              op=">=", reference=0.8 - 1e-6, kind="check", metric="min over all strategies' runs of 1 - used / exhaustive",
               paper="up to 98.7%", note="follows from B = 20% of exhaustive"),
         Claim(statement="SH-only returns the true best on noise-free non-crossing curves",
               measured=_non_crossing_check(seed), op=">=", reference=1.0, kind="check",
