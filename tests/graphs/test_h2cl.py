@@ -241,6 +241,9 @@ def test_reproduce_quick_is_well_formed():
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     assert len(claims) == 5 and len(out.checks) == 2
+    # fixed-bar claims (AUC > 0.8, weighted heterogeneity < 0) carry the untrained encoder's weights as control
+    bars = [c for c in claims if c.bar]
+    assert len(bars) == 2 and all(c.control is not None and "untrained" in c.control_arm for c in bars)
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")

@@ -150,6 +150,12 @@ def run_testbed(base: HypergraphData, noise: tuple, sz: Sizes, seed: int, *, ext
             out["auc_h"] = float(roc_auc_score(noisy, h.numpy()))
             out["h_gap"] = [weighted_heterogeneity(h, w) - float(h.mean()) for w in ws]
             out["h_mean"] = float(h.mean())
+            # control: the same weights from an untrained encoder (same init seed, no contrastive training)
+            torch.manual_seed(seed)
+            untrained = H2CL(data.x.shape[1], sz.hid)
+            wu = incidence_weights(untrained, data.x, data.hg)
+            out["auc_w_untrained"] = [float(roc_auc_score(noisy, -w.numpy())) for w in wu]
+            out["h_gap_untrained"] = [weighted_heterogeneity(h, w) - float(h.mean()) for w in wu]
             out["beta"] = [float(c.beta.detach()) for c in model.encoder.convs]
             if extras:
                 out["energy"] = _energy_check(model, data)
@@ -201,6 +207,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             rows.append({"testbed": tb, "method": name, "noise": frac, "accuracy": round(acc, 4)})
     for tb, res in (("sbm", sbm), ("digits", dig)):
         metrics[f"{tb}_auc_h_input"] = res["auc_h"]
+        for i, (a, g) in enumerate(zip(res["auc_w_untrained"], res["h_gap_untrained"])):
+            metrics[f"{tb}_auc_weights_untrained_layer{i + 1}"] = a
+            metrics[f"{tb}_weighted_minus_mean_h_untrained_layer{i + 1}"] = g
         for i, (a, g, b) in enumerate(zip(res["auc_w"], res["h_gap"], res["beta"])):
             metrics[f"{tb}_auc_weights_layer{i + 1}"] = a
             metrics[f"{tb}_weighted_minus_mean_h_layer{i + 1}"] = g
@@ -233,11 +242,15 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               metric="accuracy gap H2CL - plain, pooled over both clean testbeds",
               falsifier="H2CL more than 1 point below the plain method on clean data"),
         Claim("Learned re-weighting separates injected (heterogeneous) incidences from clean ones",
-              measured=float(sbm["auc_w"][0]), op=">", reference=0.8, baseline="ROC-AUC 0.5 = no separation",
+              measured=float(sbm["auc_w"][0]), op=">", reference=0.8, baseline="ROC-AUC 0.8 (spec's bar)", bar=True,
+              control=float(sbm["auc_w_untrained"][0]),
+              control_arm="the same layer-1 weights of an untrained encoder (same init, no contrastive training)",
               paper="ROC-AUC > 0.8 (spec)", metric="ROC-AUC of -a_ve (layer 1) for injected vs clean incidences, "
               f"SBM at {HEADLINE:g} noise", falsifier="ROC-AUC at or below 0.8"),
         Claim("Re-weighting lowers the heterogeneity seen by message passing at every layer",
-              measured=float(max(sbm["h_gap"] + dig["h_gap"])), op="<", reference=0.0,
+              measured=float(max(sbm["h_gap"] + dig["h_gap"])), op="<", reference=0.0, bar=True,
+              control=float(max(sbm["h_gap_untrained"] + dig["h_gap_untrained"])),
+              control_arm="the same weights of an untrained encoder (same init, no contrastive training)",
               baseline="unweighted mean heterogeneity of the same incidences",
               metric="max over layers and testbeds of sum(a h)/sum(a) - mean(h)",
               paper="reweighting patterns effectively reduce heterogeneity",
