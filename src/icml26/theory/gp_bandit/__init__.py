@@ -15,7 +15,8 @@ from .information_gain import (
     simple_regret_lower_steps,
 )
 from .spectrum import (
-    check_on_sphere, funk_hecke_eigenvalues, harmonic_multiplicity, sample_sphere, se_kernel, se_sphere_eigenvalues,
+    check_on_sphere, funk_hecke_eigenvalues, harmonic_multiplicity, poisson_kernel, poisson_sphere_eigenvalues, sample_sphere,
+    se_kernel, se_sphere_eigenvalues,
 )
 
 __all__ = [
@@ -23,5 +24,5 @@ __all__ = [
     "check_on_sphere", "mig_upper_bound", "greedy_information_gain", "information_gain", "mig_rate_new",
     "mig_rate_old", "regret_lower_rate", "simple_regret_lower_steps", "IncrementalGP", "refit_posterior", "GPUCB",
     "MaximumVarianceReduction", "UniformRandom", "RKHSFunction", "rkhs_test_function", "run_bandit",
-    "beta_srinivas",
+    "beta_srinivas", "poisson_kernel", "poisson_sphere_eigenvalues",
 ]
