@@ -2,6 +2,7 @@
 the loop and its filters, the tabular policy, bad input, determinism, and the quick reproduction's structure."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -106,6 +107,59 @@ def test_filters():
     with pytest.raises(ValueError, match="\\[0, 1\\]"):
         RubricWeighting(lambda d: d[1] * 1.0)((q, a), rng)
     np.testing.assert_array_equal(circular_distance(np.array([0, 10, 5]), np.array([10, 0, 5]), 11), [1, 1, 0])
+
+
+def test_noisy_verifier_flips_at_its_rate_and_rejects_bad_noise():
+    """Issue 30: claims decided by a perfect oracle are near-guaranteed; the open loops the claims use carry a
+    verifier that flips each verdict with probability 0.2."""
+    rng = np.random.default_rng(0)
+    q, a = np.zeros(20000, int), np.tile([2, 1], 10000)
+    _, w = VerifierFilter(lambda d: d[1] == 2, noise=0.2)((q, a), rng)
+    assert abs(w[a == 2].mean() - 0.8) < 0.02 and abs(w[a == 1].mean() - 0.2) < 0.02
+    _, w0 = VerifierFilter(lambda d: d[1] == 2)((q, a), rng)
+    np.testing.assert_array_equal(w0, (a == 2).astype(float))
+    for bad in (-0.1, 0.5, "x"):
+        with pytest.raises(ValueError, match="noise"):
+            VerifierFilter(lambda d: d[1] == 2, noise=bad)
+
+
+def test_fine_signals_give_no_credit_outside_the_acceptable_set():
+    """Issue 30: the earlier graded rubrics credited wrong answers and lines that do not parse, so "binary beats
+    graded" held by construction. The fine signals are finer supervision among acceptable outputs only."""
+    from icml26.data.synthetic_loops import AcceptedRubric, FormRubric
+    from icml26.data.synthetic_loops.mixture import accepted_posterior_rubric, bayes_verifier, interleaved_task
+
+    t = interleaved_task(4, np.random.default_rng(1))
+    x, y = t.sample(200, np.random.default_rng(2))
+    ok = bayes_verifier(t)((x, y))
+    _, w = AcceptedRubric(accepted_posterior_rubric(t))((x, y), np.random.default_rng(0))
+    assert np.all(w[~ok] == 0) and np.all(w[ok] >= 0.5) and np.all(w <= 1) and w[ok].std() > 0
+    rub = FormRubric(["x = 1", "y = 2", "z = f(3)", "f(x)", "return x", "C", "if a:"])
+    lines = ["x = (1,", "def f(:", "a = 3", "g(y)", "C", "3"]
+    wl = rub(lines)
+    assert wl[0] == wl[1] == 0 and wl[2] == 1.0 and 0 < wl[3] < 1 and wl[4] == wl[5] > 0
+    with pytest.raises(ValueError):
+        FormRubric(["bad (", "3"])
+
+
+def test_mixture_claims_state_the_accumulating_closed_loop():
+    """Issue 30: the closed loop's information loss was claimed in replace mode only; in accumulate mode it gains.
+    A closed accumulate loop that gains must give a claim that does not hold."""
+    from icml26.data.synthetic_loops.reproduce import SIZES, mixture_claims
+
+    sz = SIZES[Budget.STANDARD]
+    T, P, rng = sz.rounds, 50, np.random.default_rng(0)
+    def loop(start, end):
+        info = np.linspace(start, end, T + 1)[:, None] + 0.001 * rng.standard_normal((T + 1, P))
+        return {"information": info, "usable": info, "kl": np.ones((T + 1, P)), "accuracy": np.ones((T + 1, P))}
+    mix = {("replace", "closed"): loop(0.2, 0.18), ("replace", "binary verifier"): loop(0.2, 0.23),
+           ("replace", "fine among accepted"): loop(0.2, 0.22), ("replace", "perfect verifier"): loop(0.2, 0.24),
+           ("accumulate", "closed"): loop(0.2, 0.21), ("accumulate", "binary verifier"): loop(0.2, 0.25)}
+    bayes = {"information": np.full(P, 0.3), "usable": np.full(P, 0.4), "usable_cells": np.full(P, 0.4)}
+    cl = {c.statement: c for c in mixture_claims(mix, bayes, sz)}
+    acc = [c for k, c in cl.items() if "(accumulate): the closed loop" in k]
+    assert len(acc) == 1 and acc[0].kind == "claim" and acc[0].verdict == "does not hold"
+    assert [c.kind for k, c in cl.items() if "perfect verifier" in k] == ["check"]
 
 
 def test_perfect_verifier_tabular_policy_converges_where_possible():
@@ -391,6 +445,11 @@ def test_quick_reproduction_structure():
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
     assert len([c for c in out.claims if c.kind == "claim"]) >= 12 and len(out.checks) >= 5
+    # no counted claim rests on a perfect oracle verifier (issue 30): those are checks
+    for c in out.claims:
+        if re.search(r"\bperfect\b|\boracle\b", c.statement):
+            assert c.kind == "check", c.statement
+
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")

@@ -5,8 +5,12 @@ code sometimes gets right (whole programs it never does). Signals on a line l:
 
 - binary (coarse): ``line_is_valid(l)``: ``ast.parse`` accepts the stripped line as a non-empty statement (a line
   opening a block, ending in ``:``, is completed with `` pass``; a comment-only line is not a statement);
-- graded (fine, our choice): ``line_score(l)`` = mean of three checks: the line tokenizes, its brackets balance,
-  it parses (in {0, 1/3, 2/3, 1}).
+- fine among acceptable outputs (our choice): ``FormRubric(real lines)``: 0 for an invalid line; a valid line
+  gets the frequency of its statement form among real code lines relative to the most common form (an
+  assignment scores 1, an ``if`` or a call about 1/3, a bare name or constant under 0.01). It is finer supervision *among acceptable lines*, as the abstract
+  contrasts; it gives no credit to a line that does not parse;
+- partial credit (the earlier graded score, kept for reference): ``line_score(l)`` = mean of three checks (the
+  line tokenizes, its brackets balance, it parses), which credits lines that do not parse.
 
 One generation: sample lines from p_theta_t, weight them by the signal (closed loop: weight 1), fine-tune a copy of
 the model on the weighted lines (weighted next-token cross-entropy, AdamW). Recorded per generation: validity of the
@@ -209,6 +213,36 @@ def form_entropy(forms: Counter) -> float:
     return float(-(p * np.log(p)).sum())
 
 
+def real_lines(max_bytes: int = 300_000, max_len: int = 60) -> list[str]:
+    """Real code lines of every form: the stripped, non-empty, valid lines of at most ``max_len`` characters of
+    the training split of the stdlib corpus (the control loop fine-tunes on these instead of its own samples)."""
+    from icml26.testbeds.code_corpus import corpus_texts
+
+    out = [ln.strip() for t in corpus_texts("train", max_bytes=max_bytes) for ln in t.split("\n")]
+    return [ln for ln in out if ln and len(ln) <= max_len and line_is_valid(ln)]
+
+
+class FormRubric:
+    """Fine signal among acceptable lines [A05]: weight(l) = 1[l valid] f(kind(l)) / max_k f(k), with f the
+    frequency of each statement form (``statement_kind``) among real lines; forms never seen in real code get 0.
+    An invalid line always gets 0 (no partial credit outside the acceptable set)."""
+
+    def __init__(self, references: Sequence[str]) -> None:
+        kinds = Counter(statement_kind(s) for s in references)
+        kinds.pop("", None)
+        # bare constants among single real lines are docstring fragments, not statements: they get the weight of
+        # the other bare expression, a bare name
+        kinds.pop("Expr:Constant", None)
+        if not kinds:
+            raise ValueError("need at least one valid reference line (other than a bare constant)")
+        top = max(kinds.values())
+        self.weights = {k: v / top for k, v in kinds.items()}
+        self.weights["Expr:Constant"] = self.weights.get("Expr:Name", 0.0)
+
+    def __call__(self, lines: list[str]) -> np.ndarray:
+        return np.array([self.weights.get(statement_kind(s), 0.0) for s in lines])
+
+
 def reference_lines(max_bytes: int = 300_000, max_len: int = 60) -> list[str]:
     """One surface form for imitation (our choice): valid assignment lines ``name = value`` (at most ``max_len``
     characters) from the training split of the stdlib corpus."""
@@ -240,5 +274,5 @@ def binary_signal(lines: list[str]) -> np.ndarray:
 
 
 def graded_signal(lines: list[str]) -> np.ndarray:
-    """Fine: the graded score of each line."""
+    """Partial credit (the earlier "fine" signal): the graded score of each line; credits lines that do not parse."""
     return np.array([line_score(s) for s in lines])

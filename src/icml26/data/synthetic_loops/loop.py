@@ -23,13 +23,23 @@ Data = tuple[np.ndarray, ...]
 # filters
 
 class VerifierFilter:
-    """Binary acceptance (coarse signal): weight 1[v(data)] per sample. ``v`` carries outside information."""
+    """Binary acceptance (coarse signal): weight 1[v(data)] per sample. ``v`` carries outside information.
 
-    def __init__(self, verifier: Callable[[Data], np.ndarray]) -> None:
-        self.verifier = verifier
+    ``noise`` (default 0: a perfect verifier) flips each verdict independently with that probability, drawn from
+    the loop's generator: an imperfect verifier that accepts a wrong output with probability ``noise`` and rejects
+    a right one with the same probability. Loops decided by a perfect oracle are near-guaranteed to improve; a
+    noisy one can fail (it injects less than one bit of task information per verdict)."""
+
+    def __init__(self, verifier: Callable[[Data], np.ndarray], noise: float = 0.0) -> None:
+        if not (isinstance(noise, (int, float)) and 0.0 <= noise < 0.5):
+            raise ValueError(f"noise must be a flip probability in [0, 0.5), got {noise!r}")
+        self.verifier, self.noise = verifier, float(noise)
 
     def __call__(self, data: Data, rng: np.random.Generator) -> tuple[Data, np.ndarray]:
-        return data, np.asarray(self.verifier(data), dtype=bool).astype(float)
+        v = np.asarray(self.verifier(data), dtype=bool)
+        if self.noise > 0:
+            v = v ^ (rng.random(v.shape) < self.noise)
+        return data, v.astype(float)
 
 
 class RubricWeighting:
@@ -40,6 +50,20 @@ class RubricWeighting:
 
     def __call__(self, data: Data, rng: np.random.Generator) -> tuple[Data, np.ndarray]:
         w = np.asarray(self.score(data), dtype=float)
+        if np.any((w < 0) | (w > 1)) or not np.all(np.isfinite(w)):
+            raise ValueError("rubric scores must be finite and in [0, 1]")
+        return data, w
+
+
+class AcceptedRubric:
+    """Fine signal among acceptable outputs: ``score(data, rng)`` in [0, 1], zero outside the acceptable set
+    (e.g. ``accepted_posterior_rubric``); the generator lets the score share a noisy verifier's flips."""
+
+    def __init__(self, score: Callable[[Data, np.random.Generator], np.ndarray]) -> None:
+        self.score = score
+
+    def __call__(self, data: Data, rng: np.random.Generator) -> tuple[Data, np.ndarray]:
+        w = np.asarray(self.score(data, rng), dtype=float)
         if np.any((w < 0) | (w > 1)) or not np.all(np.isfinite(w)):
             raise ValueError("rubric scores must be finite and in [0, 1]")
         return data, w

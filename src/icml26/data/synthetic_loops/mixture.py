@@ -216,8 +216,26 @@ def bayes_verifier(truth: MixtureModel):
     return verify
 
 
+def accepted_posterior_rubric(truth: MixtureModel, noise: float = 0.0):
+    """Fine signal among acceptable outputs: weight 1[y is the Bayes label of x] p*(y | x) (in [1/2, 1] for an
+    accepted sample, 0 otherwise: no credit to a wrong label). ``noise`` flips the acceptance like
+    ``VerifierFilter(noise=...)`` (a flipped-in wrong label gets its own p*(y | x)). Use with ``RubricWeighting``;
+    the flips need a generator, so it returns ``score(data, rng)``; see ``AcceptedRubric``."""
+    verify, post = bayes_verifier(truth), posterior_rubric(truth)
+
+    def score(data: tuple[np.ndarray, np.ndarray], rng: np.random.Generator | None = None) -> np.ndarray:
+        v = np.asarray(verify(data), dtype=bool)
+        if noise > 0:
+            if rng is None:
+                raise ValueError("noise > 0 needs a generator")
+            v = v ^ (rng.random(v.shape) < noise)
+        return v * post(data)
+    return score
+
+
 def posterior_rubric(truth: MixtureModel):
-    """Graded (fine) signal: weight p*(y | x) in [0, 1]."""
+    """Graded signal p*(y | x) in [0, 1] (credits wrong labels too: a label against the Bayes decision still
+    gets its posterior)."""
     def score(data: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         x, y = data
         return np.take_along_axis(truth.posterior(x), np.asarray(y)[..., None], -1)[..., 0]
