@@ -321,7 +321,12 @@ def test_quick_reproduction_structure():
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 10 and len(checks) == 4
+    assert len(claims) == 9 and len(checks) == 5
+    # the law's bar claims carry the shuffled-outcome control (the outcome decoupled from dU)
+    law = [c for c in claims if c.statement.startswith("P(follow text) decreases")]
+    assert len(law) == 3 and all(c.control is not None and "shuffled" in c.control_arm for c in law)
+    assert all(c.control_verdict != "holds" or c.verdict == "inconclusive" for c in law)
+    assert all(c.bar for c in claims if c.reference == 0.0)           # fixed bars are marked as such
     for c in out.claims:
         assert math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
     assert all(c.falsifier for c in claims)
@@ -329,6 +334,16 @@ def test_quick_reproduction_structure():
     assert all(c.verdict == "holds" for c in checks)
     assert {"following_curves", "resampled_balance_point", "oscillation", "sft_steering"} <= set(out.figures)
     assert {"b_star", "b_star_lo", "b_star_hi", "spearman_entropy", "heldout_vision_follow_boundary"} <= set(out.metrics)
+
+
+def test_shuffled_control_destroys_the_law():
+    from icml26.interpret.modality_following.reproduce import _shuffled_spearman
+
+    p_v, p_t, p_j, y_v, y_t = _product_of_experts_case(n=4000, seed=3)
+    c = modality_following_curve(p_v, p_t, p_j, y_v, y_t, n_bins=10)
+    assert c.spearman < -0.8
+    rhos = [_shuffled_spearman(c, s) for s in range(20)]
+    assert np.mean(rhos) > -0.5 and np.mean(np.array(rhos) < -0.8) < 0.2
 
 
 def test_monotone_transform_of_the_index_keeps_the_sign_of_the_law():
