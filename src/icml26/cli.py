@@ -296,11 +296,24 @@ def reproduce(
 
 
 @app.command("report")
-def report_cmd(out: str = typer.Option("runs", help="Output folder holding run records.")) -> None:
-    """Build the static HTML report from the run records in OUT."""
-    root = out_path(out)
-    if not (root / "records").is_dir():
-        fail(f"no run records in {out!r}; run `icml26 reproduce ... --out {out}` first")
+def report_cmd(out: list[str] = typer.Option(["runs"], help="Output folder(s) holding run records."),
+               counts: bool = typer.Option(False, "--counts", help="Print the per-paper verdict counts (claims "
+                                           "decided over seeds, seed-invariant, checks, without a control) of "
+                                           "the newest batch of each paper in OUT, as the Markdown table the "
+                                           "README's totals come from; builds no report.")) -> None:
+    """Build the static HTML report from the run records in OUT (or, with --counts, print the counts table)."""
+    roots = [out_path(o) for o in out]
+    for o, root in zip(out, roots):
+        if not (root / "records").is_dir():
+            fail(f"no run records in {o!r}; run `icml26 reproduce ... --out {o}` first")
+    if counts:
+        from .harness.report import counts_table
+
+        console.print(counts_table(roots), markup=False, highlight=False, soft_wrap=True)
+        return
+    if len(roots) > 1:
+        fail("give one --out to build a report (several are allowed only with --counts)")
+    root = roots[0]
     from .harness.report import build_report
     from .harness.store import check_writable
 

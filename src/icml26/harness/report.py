@@ -468,6 +468,39 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
     return rdir / "index.html"
 
 
+def counts_table(outs: Sequence[str | Path]) -> str:
+    """Per paper (the newest batch in any of ``outs``): claims decided over seeds (holds / does not hold /
+    inconclusive), seed-invariant claims, checks, claims without a control, seeds and budget; then the totals.
+    This is the table the README's totals are copied from."""
+    latest: dict[str, list[dict[str, Any]]] = {}
+    for out in outs:
+        for pid, recs in ResultStore(Path(out)).latest_batches().items():
+            if pid not in latest or max(r.get("started") or 0 for r in recs) > max(r.get("started") or 0
+                                                                                 for r in latest[pid]):
+                latest[pid] = recs
+    head = ("| id | claims: holds / not / inconclusive | seed-invariant: holds / not / inconclusive | checks: holds / "
+            "not / inconclusive | claims without a control | budget, seeds |")
+    rows = [head, "|" + "---|" * 6]
+    tot = {k: [0, 0, 0] for k in ("claims", SEED_INVARIANT, "checks")}
+    tot_nc = 0
+    for pid in sorted(latest):
+        s = summarize_records(latest[pid]).get(pid)
+        if s is None:
+            continue
+        c = verdict_counts(s["claims"])
+        cells = []
+        for k in ("claims", SEED_INVARIANT, "checks"):
+            v = [c[k].get(x, 0) for x in VERDICTS]
+            tot[k] = [a + b for a, b in zip(tot[k], v)]
+            cells.append(" / ".join(map(str, v)))
+        nc = without_control(s["claims"])
+        tot_nc += nc
+        rows.append(f"| {pid} | {' | '.join(cells)} | {nc} | {s['budget']}, {len(s['seeds'])} seeds |")
+    rows.append(f"| total | {' | '.join(' / '.join(map(str, tot[k])) for k in ('claims', SEED_INVARIANT, 'checks'))}"
+                f" | {tot_nc} | |")
+    return "\n".join(rows)
+
+
 # pieces
 
 def _finite(x: Any) -> bool:
@@ -632,5 +665,5 @@ def _paper_page(rdir: Path, p: Any, s: dict[str, Any], why: tuple[str, str] | No
     atomic_write_bytes(rdir / f"{p.id}.html", "".join(parts).encode())
 
 
-__all__ = ["build_report", "fmt", "fmt_n", "claim_reference", "baselines_text", "control_text", "why_undecided", "latex_to_text", "arxiv_links", "why_section",
+__all__ = ["build_report", "counts_table", "fmt", "fmt_n", "claim_reference", "baselines_text", "control_text", "why_undecided", "latex_to_text", "arxiv_links", "why_section",
            "render_readme", "provenance"]

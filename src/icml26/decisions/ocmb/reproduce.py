@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.metrics import average_precision_score
 
-from icml26.harness import Budget, Claim, Outcome, interleaved_times, median_ratio, seed_everything
+from icml26.harness import Budget, Claim, Outcome, compare_times, interleaved_times, median_ratio, seed_everything
 
 from ._extras import require
 from .baselines import ordered_regression
@@ -232,15 +232,23 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     dsep = dsep_recovery(A, sizes, rng)
 
     # (d) scaling: CI tests and runtime of OCMB vs PC, timed interleaved in this run
-    perf = []
+    perf, speed_timing = [], None
     for d in sizes.perf_d:
         Ad = scale_free_dag(d, sizes.m, random_state=rng)
         Xd, _ = simulate_sem(Ad, sizes.n, random_state=rng)
         out: dict[str, dict] = {}
-        times = interleaved_times({
-            "ocmb": lambda: out.__setitem__("ocmb", run_ocmb(Xd, Ad, "eqvar", sizes, seed)),
-            "pc": lambda: out.__setitem__("pc", run_pc(Xd, sizes.alpha, None)),
-        }, n_iter=1, warmup=0)
+        # interleaved CPU time; at the largest d, repeated with PC timed against itself (same-work control)
+        timing = compare_times(lambda: out.__setitem__("ocmb", run_ocmb(Xd, Ad, "eqvar", sizes, seed)),
+                               lambda: out.__setitem__("pc", run_pc(Xd, sizes.alpha, None)),
+                               repeats=3, warmup=0, clock="cpu") if d == max(sizes.perf_d) else None
+        if timing is None:
+            times = interleaved_times({
+                "ocmb": lambda: out.__setitem__("ocmb", run_ocmb(Xd, Ad, "eqvar", sizes, seed)),
+                "pc": lambda: out.__setitem__("pc", run_pc(Xd, sizes.alpha, None)),
+            }, n_iter=1, warmup=0, clock="cpu")
+        else:
+            times = {"ocmb": timing.method, "pc": timing.baseline}
+            speed_timing = timing
         perf.append({"d": d, "hub_degree": int(((Ad + Ad.T) != 0).sum(1).max()),
                      "ocmb_ci_tests": out["ocmb"]["n_ci_tests"], "pc_ci_tests": out["pc"]["n_ci_tests"],
                      "ocmb_max_cond_set": out["ocmb"]["max_cond_set"], "pc_max_cond_set": out["pc"]["max_cond_set"],
@@ -301,9 +309,11 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         Claim(f"OCMB needs fewer CI tests than PC (d={big['d']})", big["ocmb_ci_tests"], "<",
               big["pc_ci_tests"], baseline="PC (default depth), distinct tests, same data",
               metric="distinct CI tests", falsifier="OCMB running at least as many distinct CI tests as PC"),
-        Claim(f"OCMB is faster than PC (d={big['d']})", big["runtime_ratio_ocmb_over_pc"], "<", 1.0,
-              baseline="PC's runtime in the same run (ratio 1)", metric="runtime OCMB / PC",
-              falsifier="OCMB's wall time at or above PC's on the same data",
+        speed_timing.claim(f"OCMB is faster than PC (d={big['d']})", "<", 1.0, as_="ratio",
+              baseline="PC's runtime in the same run (ratio 1)",
+              metric=f"CPU time OCMB / PC, median of {len(speed_timing.method)} interleaved repeats (same-work ratio "
+                     f"{speed_timing.control_ratio:.3f})",
+              falsifier="OCMB's CPU time at or above PC's on the same data",
               note="Both are Python; OCMB batches Fisher-z over candidates, causal-learn tests one by one."),
     ]
     boss = _row(hub, "BOSS (BIC)")
