@@ -217,3 +217,24 @@ def test_report_and_index_show_controls_baselines_power_and_seed_invariant(tmp_p
     (sb,) = db.execute("select strongest_baseline from claims where statement = 'beats the keyword baseline'"
                        " limit 1").fetchone()
     assert sb == "keyword"
+
+
+def test_counts_table_counts_seed_invariant_claims_apart(tmp_path):
+    from typer.testing import CliRunner
+
+    from icml26.cli import app
+    from icml26.harness.store import ResultStore
+
+    store = ResultStore(tmp_path)
+    for seed in range(3):
+        claims = [claim(2.0, 1.0).to_dict(), claim(2.0 + 0.1 * seed, 1.0).to_dict(),
+                  Claim("c", 1.0, ">=", 1.0, kind="check").to_dict()]
+        store.save({"run_id": f"A03-{seed}", "batch": "b1", "paper": "A03", "budget": "standard", "seed": seed,
+                    "status": "ok", "started": 1.7e9 + seed, "error": None, "wall_time": 1.0, "tables": {},
+                    "figures": [], "env": {}, "claims": [dict(c, statement=f"{c['statement']}{i}")
+                                                         for i, c in enumerate(claims)], "metrics": {}})
+    r = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--counts"])
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if line.startswith("| A03"))
+    assert row == "| A03 | 1 / 0 / 0 | 1 / 0 / 0 | 1 / 0 / 0 | 2 | standard, 3 seeds |"
+    assert "| total | 1 / 0 / 0 | 1 / 0 / 0 | 1 / 0 / 0 | 2 | |" in r.output
