@@ -398,7 +398,7 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .harness.runner import run_reproductions
+    from .harness.runner import Interrupted, run_reproductions
 
     plan = [(pid, s) for pid in ids for s in range(seeds)]
     width = max(1, min(jobs or os.cpu_count() or 1, len(plan)))
@@ -453,6 +453,10 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
                                      on_start=on_start, on_done=on_done, on_job_start=on_job_start)
         except ValueError as e:
             fail(str(e))
+        except Interrupted as e:
+            stop.set()
+            err.print(str(e), highlight=False)
+            raise typer.Exit(e.exit_code) from None
         finally:
             stop.set()
 

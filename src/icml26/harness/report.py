@@ -503,6 +503,16 @@ def counts_table(outs: Sequence[str | Path]) -> str:
 
 # pieces
 
+def _figure_file(root: Path, rel: Any) -> Path | None:
+    """The figure file a record names, resolved inside the output folder ``root``; None when the path is not a
+    relative path that stays inside it (``../../etc/passwd``, an absolute path, not a string)."""
+    if not isinstance(rel, str) or not rel or Path(rel).is_absolute():
+        return None
+    base = root.resolve()
+    target = (base / rel).resolve()
+    return target if target.is_relative_to(base) else None
+
+
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -650,7 +660,17 @@ def _paper_page(rdir: Path, p: Any, s: dict[str, Any], why: tuple[str, str] | No
         if first.get("figures"):
             parts.append(f"<h2>Figures (seed {first['seed']})</h2>")
             for f in first["figures"]:
-                parts.append(f"<h3>{e(f['name'])}</h3><img src='../{e(f['path'])}' alt='{e(f['name'])}'>")
+                where = _figure_file(rdir.parent, f.get("path"))
+                if where is None:
+                    log.warning("%s: figure path %r is not inside the output folder; left out", p.id, f.get("path"))
+                    parts.append(f"<h3>{e(str(f.get('name')))}</h3><p class='small'>figure left out: its path is not "
+                                 "inside the output folder</p>")
+                elif not where.is_file():
+                    parts.append(f"<h3>{e(str(f.get('name')))}</h3><p class='small'>figure file missing: "
+                                 f"<code>{e(str(f.get('path')))}</code></p>")
+                else:
+                    rel = where.relative_to(rdir.parent.resolve()).as_posix()
+                    parts.append(f"<h3>{e(str(f['name']))}</h3><img src='../{e(rel)}' alt='{e(str(f['name']))}'>")
         for name, rows in (first.get("tables") or {}).items():
             if not rows:
                 continue

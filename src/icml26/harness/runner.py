@@ -11,12 +11,15 @@ paper's folder knows which backend runs it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import logging
 import math
 import os
+import signal
 import socket
+import threading
 import time
 import traceback
 import uuid
@@ -24,7 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .budget import Budget
 from .figures import tidy_figure
@@ -35,6 +38,41 @@ from .store import ResultStore, atomic_write_bytes, check_writable, valid_record
 
 log = logging.getLogger(__name__)
 BACKENDS = ("local", "ray")
+
+
+class Interrupted(Exception):
+    """``icml26 reproduce`` was stopped by SIGTERM or SIGINT: the pool's workers were ended, the records of the jobs
+    that finished are kept (each is written whole, atomically), nothing partial is."""
+
+    def __init__(self, signame: str, done: int, total: int) -> None:
+        super().__init__(f"interrupted by {signame}: {done} of {total} jobs finished and stored; the others were "
+                         "stopped")
+        self.signame, self.done, self.total = signame, done, total
+
+    @property
+    def exit_code(self) -> int:
+        return 143 if self.signame == "SIGTERM" else 130
+
+
+class _Stop(BaseException):
+    """Raised in the main thread by the SIGTERM handler (a BaseException, so no ``except Exception`` swallows it)."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`_Stop` in the main thread (outside the main thread: no change)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Stop()
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 @dataclass(frozen=True)
@@ -165,32 +203,56 @@ def execute(
             on_job_start(job)
         return job
 
-    if backend == "ray":
-        _run_ray([started(j) for j in todo], collect, ray_address, jobs)  # Ray schedules them itself
-    elif backend != "local":
+    if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    elif jobs == 1:
-        for job in todo:
-            collect(run_job(started(job)))
-    else:  # at most `jobs` in flight, so a job is handed out when a worker is free to start it
-        pending = iter(todo)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            running: set[Future] = set()
+    pool: ProcessPoolExecutor | None = None
+    try:
+        with _sigterm_raises():
+            if backend == "ray":
+                _run_ray([started(j) for j in todo], collect, ray_address, jobs)  # Ray schedules them itself
+            elif jobs == 1:
+                for job in todo:
+                    collect(run_job(started(job)))
+            else:  # at most `jobs` in flight, so a job is handed out when a worker is free to start it
+                pending = iter(todo)
+                pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+                running: set[Future] = set()
 
-            def submit_next() -> None:
-                job = next(pending, None)
-                if job is not None:
-                    running.add(pool.submit(run_job, started(job)))
+                def submit_next() -> None:
+                    job = next(pending, None)
+                    if job is not None:
+                        running.add(pool.submit(run_job, started(job)))  # type: ignore[union-attr]
 
-            for _ in range(jobs):
-                submit_next()
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    running.discard(fut)
-                    collect(fut.result())
+                for _ in range(jobs):
                     submit_next()
+                while running:
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        running.discard(fut)
+                        collect(fut.result())
+                        submit_next()
+                pool.shutdown(wait=True)
+                pool = None
+    except (_Stop, KeyboardInterrupt) as e:
+        if pool is not None:
+            _end_pool(pool)
+        raise Interrupted("SIGTERM" if isinstance(e, _Stop) else "SIGINT", len(records), len(todo)) from None
     return records
+
+
+def _end_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a process pool at once: cancel what has not started, end the workers (and their children), reap them."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.terminate()
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
 
 
 @dataclass
@@ -383,5 +445,5 @@ def _close(fig: Any) -> None:
         pass
 
 
-__all__ = ["Job", "run_job", "execute", "run_reproductions", "BatchResult", "summarize_records", "BACKENDS",
+__all__ = ["Interrupted", "Job", "run_job", "execute", "run_reproductions", "BatchResult", "summarize_records", "BACKENDS",
            "probe_ray_address", "RAY_CONNECT_TIMEOUT_S"]

@@ -1,0 +1,63 @@
+"""Reliability: SIGTERM ends a pooled run cleanly; the report never links a figure outside the output folder."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from icml26.harness.report import build_report
+from icml26.harness.store import ResultStore
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    st = Path(f"/proc/{pid}/stat")
+    return not (st.exists() and st.read_text().split()[2] == "Z")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc and ps")
+def test_sigterm_during_a_pooled_run_leaves_no_process_behind(tmp_path):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "icml26", "reproduce", "A03", "A08", "--budget", "quick",
+                             "--seeds", "2", "--jobs", "2", "--out", str(tmp_path / "runs")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while time.monotonic() < deadline and len(workers) < 2:  # the two pool workers (plus the resource tracker)
+        time.sleep(0.5)
+        workers = [c for c in _children(proc.pid)]
+    assert len(workers) >= 2, "the pool never started"
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, (out, err)
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    time.sleep(1.0)
+    left = [w for w in workers if _alive(w)]
+    assert not left, f"processes left behind: {left}"
+
+
+def test_report_refuses_figure_paths_outside_the_output_folder(tmp_path):
+    store = ResultStore(tmp_path)
+    store.save({"run_id": "r0", "batch": "b", "paper": "A03", "budget": "quick", "seed": 0, "status": "ok",
+                "started": 1.7e9, "wall_time": 1.0, "error": None, "metrics": {}, "tables": {}, "env": {},
+                "figures": [{"name": "escape", "path": "../../../../etc/passwd"},
+                            {"name": "absolute", "path": "/etc/passwd"},
+                            {"name": "gone", "path": "figures/A03/missing.png"}],
+                "claims": []})
+    page = (build_report(tmp_path).parent / "A03.html").read_text()
+    assert "etc/passwd" not in page
+    assert page.count("its path is not inside the output folder") == 2
+    assert "figure file missing" in page and "<img src='../figures/A03/missing.png'" not in page
