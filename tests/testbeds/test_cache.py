@@ -169,3 +169,30 @@ def test_a_testbed_model_whose_weights_were_truncated_is_rebuilt_on_load():
     assert weights.stat().st_size == size
     for a, b in zip(first.state_dict().values(), again.state_dict().values()):
         assert torch.equal(a, b)  # the rebuild is deterministic: same config, same weights
+
+
+def test_artefact_without_manifest_is_never_adopted():
+    """A deleted manifest next to a truncated file looked complete and was adopted (issue: a cache that cannot be
+    fooled); it must be rebuilt instead, and is_cached must not report it."""
+    calls = []
+    d = cached_dir("toy", {"no-manifest": 1}, counting_build(calls))
+    (d / cache.MANIFEST).unlink()
+    with open(d / "model.bin", "r+b") as f:
+        f.truncate(10)
+    cache._verified.clear()
+    assert not cache.is_cached("toy", {"no-manifest": 1})
+    d2 = cached_dir("toy", {"no-manifest": 1}, counting_build(calls))
+    assert len(calls) == 2 and (d2 / "model.bin").stat().st_size == 1000 and (d2 / cache.MANIFEST).exists()
+
+
+def test_files_a_library_writes_0600_become_shareable():
+    old = os.umask(0o022)
+    try:
+        def build(d):
+            p = d / "model.safetensors"
+            p.write_bytes(b"w" * 10)
+            os.chmod(p, 0o600)  # what tempfile-and-rename writers leave
+        d = cached_dir("toy", {"mode": 1}, build)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((d / "model.safetensors").stat().st_mode) == 0o644

@@ -14,6 +14,7 @@ get the usual permissions (``0o777``/``0o666`` minus the umask), so a shared cac
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -125,17 +126,13 @@ def manifest_problem(folder: Path, check_hashes: bool = True) -> str | None:
 
 
 def _status(final: Path) -> str | None:
-    """``None`` when ``final`` holds a complete, intact artefact; else why not. A complete folder built before
-    manifests existed is adopted (its manifest written now); the loader-failure path of :func:`load_cached`
-    still catches it if it is damaged."""
+    """``None`` when ``final`` holds a complete, intact artefact; else why not. A folder without its manifest
+    cannot be verified (a deleted manifest next to a truncated file looks complete), so it is never adopted: it is
+    reported as damaged and rebuilt."""
     if not (final / COMPLETE).exists():
         return "absent" if not final.exists() else "incomplete"
     if not (final / MANIFEST).exists():
-        try:
-            write_manifest(final)
-            log.info("adopted cached artefact %s (manifest written)", final)
-        except OSError:
-            return None  # read-only shared cache: nothing to check against, use as is
+        return "no manifest, so its files cannot be verified"
     try:
         mtime = (final / MANIFEST).stat().st_mtime
     except OSError:
@@ -242,6 +239,7 @@ def cached_dir(kind: str, config: Any, build: Callable[[Path], None]) -> Path:
             os.chmod(tmp, 0o777 & ~_umask())
             build(tmp)
             (tmp / CONFIG).write_text(json.dumps(config, sort_keys=True, indent=1, default=str))
+            _share(tmp)  # libraries write some files 0600 (tempfile + rename); a shared cache is readable by all
             write_manifest(tmp)
             (tmp / COMPLETE).touch()  # last: a folder with the marker is complete and has its manifest
             if final.exists():
@@ -277,6 +275,14 @@ def load_cached(kind: str, config: Any, build: Callable[[Path], None], load: Cal
     except Exception as e:  # noqa: BLE001
         raise CacheError(f"the cached {kind} artefact {str(folder)!r} cannot be loaded even after a rebuild "
                          f"({type(e).__name__}: {e}); delete that folder and report the error") from e
+
+
+def _share(folder: Path) -> None:
+    """Give every file and folder under ``folder`` the usual permissions (0o666 / 0o777 minus the umask)."""
+    mask = _umask()
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
 
 
 def _mtime(path: Path) -> float | None:
