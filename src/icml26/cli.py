@@ -117,6 +117,8 @@ def main(
 
 # input checks (no heavy imports)
 
+MAX_SEEDS = 1000  # `--seeds` above this is refused (1e12 seeds once ran out of memory after 30 s)
+
 def out_path(out: str) -> Path:
     """``--out`` as a Path; an empty value is refused (``Path("")`` would silently mean the current folder)."""
     if not out or not out.strip():
@@ -266,6 +268,9 @@ def reproduce(
     root = out_path(out)
     if seeds < 1:
         fail(f"--seeds must be >= 1, got {seeds}")
+    if seeds > MAX_SEEDS:
+        fail(f"--seeds {seeds} is more than {MAX_SEEDS}; a power estimate that asks for more says 'not within 100', "
+             "so more seeds will not decide the claim")
     if jobs is not None and jobs < 1:
         fail(f"--jobs must be >= 1, got {jobs}")
     if backend not in ("local", "ray"):

@@ -102,6 +102,7 @@ def test_cli_show():
     (["reproduce", PLANNED], "planned"),
     (["reproduce", "--all", "--budget", "fast"], "unknown budget"),
     (["reproduce", "--all", "--seeds", "0"], "--seeds"),
+    (["reproduce", "--all", "--seeds", "1000000000000"], "more than 1000"),
     (["reproduce"], "--all"),
     (["show", "Z99"], "unknown paper id"),
 ])
