@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from icml26.harness import Budget, Claim, Outcome, interleaved_times, limit_threads, seed_everything
-from icml26.testbeds.causal_lm import SMALL_8L, TOY_4L, encode_split, load_causal_lm
+from icml26.testbeds.causal_lm import SMALL_8L, TOY_4L, build_model, encode_split, load_causal_lm
 
 from .adapters import get_adapter
 from .calibrate import calibrate_on_trajectory, default_grid, evaluate_exit
@@ -87,6 +87,18 @@ def _collect(model, ids: torch.Tensor, chunk: int = 64) -> Trajectory:
     cat = lambda name, dim: torch.cat([getattr(t, name) for t in parts], dim)  # noqa: E731
     return Trajectory(hidden=cat("hidden", 1), logits=None, step=cat("step", 1), cos=cat("cos", 1),
                       layer_argmax=cat("layer_argmax", 1), max_prob=cat("max_prob", 1), entropy=cat("entropy", 1))
+
+
+def _untrained_geometry(cfg, vocab_size: int, ids: torch.Tensor, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step sizes and cosines [L, B, T] of the testbed's architecture at its initialisation (same seed, no training).
+
+    The control for the trajectory claims: a random-init residual stream also changes step size with depth (its norm
+    grows), so a two-phase statistic that an untrained model shows as well is not a finding about trained models.
+    """
+    model = build_model(cfg, vocab_size).eval()
+    parts = [collect_trajectory(model, ids[i:i + chunk], with_lens=False, with_logits=False)
+             for i in range(0, len(ids), chunk)]
+    return torch.cat([t.step for t in parts], 1), torch.cat([t.cos for t in parts], 1)
 
 
 def _static_at(depth: float, static: list[dict], key: str) -> float:
@@ -235,6 +247,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     win_med = lambda x: x.permute(1, 0, 2).flatten(1).median(1).values  # noqa: E731  per window
     step_paired = (win_med(tr_ev.step[late]) - win_med(tr_ev.step[early])).tolist()
     cos_paired = (win_med(tr_ev.cos[late]) - win_med(tr_ev.cos[early])).tolist()
+    # control: the same statistics on the untrained model (same architecture and init seed, no training)
+    u_step, u_cos = _untrained_geometry(MODELS[sizes.model], model.config.vocab_size, evalw[:, :-1])
+    u_prof = two_phase_profile(u_step, u_cos, first_layer=FIRST_LAYER)
+    u_s_early, u_s_late = float(u_step[early].median()), float(u_step[late].median())
+    u_c_early, u_c_late = float(u_cos[early].median()), float(u_cos[late].median())
+    u_step_paired = (win_med(u_step[late]) - win_med(u_step[early])).tolist()
+    u_cos_paired = (win_med(u_cos[late]) - win_med(u_cos[early])).tolist()
     layers_txt = lambda sl: f"layers {sl.start + 1}..{sl.stop}" if sl.stop - sl.start > 1 else f"layer {sl.stop}"  # noqa: E731
 
     # static truncation at every depth, full depth, oracle
@@ -317,12 +336,16 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         paired[key] = {"saved": [1 - e / L for e in _per_window(ex)],
                        "vs_static": _per_window(ok - static_ok),
                        "retained98": _per_window(ok - TARGET_AGREEMENT * full_ok),
-                       "retained95": _per_window(ok - 0.95 * full_ok)}
+                       "retained95": _per_window(ok - 0.95 * full_ok),
+                       "static_retained98": _per_window(static_ok - TARGET_AGREEMENT * full_ok),
+                       "static_retained95": _per_window(static_ok - 0.95 * full_ok)}
     # at the 98%-agreement point: per-window FLOPs saved of each rule, and agreement of the geometric rule
     saved98 = {name: torch.tensor([1 - e / L for e in _per_window(chosen[("agreement>=0.98", name)][0].exit_layers(tr_ev))])
                for name in ("geometric", "max-prob", "entropy", "static")}
     ex98 = chosen[("agreement>=0.98", "geometric")][0].exit_layers(tr_ev)
     agree98 = (tr_ev.layer_argmax.gather(0, (ex98 - 1)[None]).squeeze(0) == tr_ev.layer_argmax[-1])
+    ex98_static = chosen[("agreement>=0.98", "static")][0].exit_layers(tr_ev)
+    agree98_static = (tr_ev.layer_argmax.gather(0, (ex98_static - 1)[None]).squeeze(0) == tr_ev.layer_argmax[-1])
     vs98 = {name: (saved98["geometric"] - saved98[name]).tolist() for name in ("max-prob", "entropy", "static")}
     metrics = {
         "num_layers": L, "accuracy_full_depth": acc_full, "eval_positions": float(targets.numel()),
@@ -330,6 +353,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         "transition_drops": prof["n_drops"],
         "median_step_early": s_early, "median_step_late": s_late, "median_cos_early": c_early, "median_cos_late": c_late,
         "median_step_layer1": float(tr_ev.step[0].median()),
+        "untrained_median_step_early": u_s_early, "untrained_median_step_late": u_s_late,
+        "untrained_median_cos_early": u_c_early, "untrained_median_cos_late": u_c_late,
+        "untrained_transition_sharpness": u_prof["sharpness"],
         "geo98_flops_saved": g98["flops_saved"], "geo98_accuracy_retained": g98["accuracy_retained"],
         "geo98_agreement": g98["agreement"], "geo98_static_accuracy_equal_flops": g98["static_accuracy_equal_flops"],
         "geo20_flops_saved": g20["flops_saved"], "geo20_accuracy_retained": g20["accuracy_retained"],
@@ -352,29 +378,46 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     paired_note = f"paired interval over the {n_win} evaluation windows"
     claims = [
         Claim("Early layers take large steps, late layers small ones (two-phase trajectory)",
-              measured=s_late, op="<", reference=s_early, baseline=f"median s_l over {layers_txt(early)}",
-              metric=f"median s_l over {layers_txt(late)}", paired=step_paired,
-              falsifier="late-layer median step size at or above the early-layer median",
-              note=f"{scale}; layer 1 left out (its s_1 = {metrics['median_step_layer1']:.2f} divides by the embedding's "
+              measured=s_late - s_early, op="<", reference=0.0,
+              baseline=f"0: late median s_l equal to the early one ({layers_txt(early)}: {s_early:.4g})",
+              metric=f"median s_l over {layers_txt(late)} minus over {layers_txt(early)}", paired=step_paired,
+              control=u_s_late - u_s_early, control_paired=u_step_paired,
+              control_arm="the same architecture untrained (same init seed, no training), same windows",
+              falsifier="late-layer median step size at or above the early-layer median, or the untrained model "
+                        "showing the same drop",
+              note=f"{scale}; late {s_late:.4g} vs early {s_early:.4g} (untrained: {u_s_late:.4g} vs {u_s_early:.4g}); "
+                   f"layer 1 left out (its s_1 = {metrics['median_step_layer1']:.2f} divides by the embedding's "
                    f"norm); {paired_note} (per-window medians)"),
         Claim("Late-layer updates are aligned (cosine between consecutive updates rises)",
-              measured=c_late, op=">", reference=c_early, baseline=f"median c_l over {layers_txt(early)}",
-              metric=f"median c_l over {layers_txt(late)}", paired=cos_paired,
-              falsifier="late-layer median cosine at or below the early-layer median",
-              note=f"c_1 is undefined; layers >= 2 only; {paired_note} (per-window medians)"),
+              measured=c_late - c_early, op=">", reference=0.0,
+              baseline=f"0: late median c_l equal to the early one ({layers_txt(early)}: {c_early:.4g})",
+              metric=f"median c_l over {layers_txt(late)} minus over {layers_txt(early)}", paired=cos_paired,
+              control=u_c_late - u_c_early, control_paired=u_cos_paired,
+              control_arm="the same architecture untrained (same init seed, no training), same windows",
+              falsifier="late-layer median cosine at or below the early-layer median, or the untrained model "
+                        "showing the same rise",
+              note=f"late {c_late:.4g} vs early {c_early:.4g} (untrained: {u_c_late:.4g} vs {u_c_early:.4g}); c_1 is "
+                   f"undefined; layers >= 2 only; {paired_note} (per-window medians)"),
         Claim("The transition is sharp: one dominant drop in log step size",
               measured=prof["sharpness"], op=">=", reference=0.5, baseline="one layer carries half of the decrease",
               metric=f"largest one-layer drop of log median s over the sum of positive drops (layers >= {FIRST_LAYER})",
-              falsifier="the largest one-layer drop carries less than half of the total decrease of log median s",
+              bar=True, control=u_prof["sharpness"],
+              control_arm="the same architecture untrained (same init seed, no training), same windows",
+              falsifier="the largest one-layer drop carries less than half of the total decrease of log median s, or "
+                        "the untrained model's trajectory is as sharp",
               note=f"{prof['n_drops']} one-layer drops after layer {FIRST_LAYER}, largest into layer "
-                   f"{prof['transition_layer']}; with fewer than 3 the larger always carries half, so the statistic is "
+                   f"{prof['transition_layer']} (untrained: into layer {u_prof['transition_layer']}); with fewer than 3 "
+                   "the larger always carries half, so the statistic is "
                    "NaN and the verdict inconclusive (a 4-layer model cannot test it); a pooled statistic: no per-window "
                    "interval (a single window's medians are noisy, which inflates its largest share), seeds give the spread"),
         Claim("Geometric exit saves >= 20% of block FLOPs at >= 98% agreement (issue 12's goal)",
               measured=g98["flops_saved"], op=">=", reference=TARGET_SAVED, baseline="20% of block FLOPs",
               metric="block FLOPs saved (eval), thresholds calibrated for agreement >= 0.98 on separate windows",
               paper="30-35% (LLaMA-2-7B/13B)", paired=[x - TARGET_SAVED for x in paired["98"]["saved"]],
-              falsifier="less than 20% of block FLOPs saved at the 98%-agreement operating point",
+              bar=True, control=st98["flops_saved"], control_paired=[x - TARGET_SAVED for x in saved98["static"].tolist()],
+              control_arm=f"static truncation calibrated the same way ({st98['criterion']})",
+              falsifier="less than 20% of block FLOPs saved at the 98%-agreement operating point, or static truncation "
+                        "saving as much",
               note=f"agreement on the eval windows {g98['agreement']:.4f}; no exit rule on this model can save more "
                    f"than {bound98:.3f} at 98% agreement (first agreeing layer >= {l_min}, the 2% with most to gain "
                    f"exit at {l_min}); {paired_note}"),
@@ -382,38 +425,42 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               measured=g98["agreement"], op=">=", reference=TARGET_AGREEMENT, baseline="98% agreement",
               metric="share of eval tokens whose exit-layer argmax equals the full-depth argmax",
               paired=[x - TARGET_AGREEMENT for x in _per_window(agree98)],
-              falsifier="held-out agreement below 0.98 (the thresholds overfit the calibration windows)",
+              bar=True, control=st98["agreement"], control_paired=[x - TARGET_AGREEMENT for x in _per_window(agree98_static)],
+              control_arm=f"static truncation calibrated the same way ({st98['criterion']})",
+              falsifier="held-out agreement below 0.98 (the thresholds overfit the calibration windows), or static "
+                        "truncation keeping it too (then agreement says nothing about the geometric rule)",
               note=f"calibrated at {g98['calib_agreement']:.4f} on {sizes.n_calib} calibration windows; " + paired_note),
-        Claim("Geometric exit saves more FLOPs than the max-probability exit at 98% agreement",
-              measured=g98["flops_saved"], op=">", reference=p98["flops_saved"],
-              baseline=f"max-probability exit, same calibration tokens, {grid_sizes['max-prob']} vs "
-                       f"{grid_sizes['geometric']} candidate rules", metric="block FLOPs saved (eval)",
-              paired=vs98["max-prob"], falsifier="FLOPs saved at or below the max-probability exit's",
-              note=f"eval agreement geometric {g98['agreement']:.4f}, max-prob {p98['agreement']:.4f}; the "
-                   "max-probability test pays an O(dV) lens per layer on top; " + paired_note),
-        Claim("Geometric exit saves more FLOPs than the entropy exit at 98% agreement",
-              measured=g98["flops_saved"], op=">", reference=e98["flops_saved"],
-              baseline=f"entropy exit, same calibration tokens, {grid_sizes['entropy']} vs "
-                       f"{grid_sizes['geometric']} candidate rules", metric="block FLOPs saved (eval)",
-              paired=vs98["entropy"], falsifier="FLOPs saved at or below the entropy exit's",
-              note=f"eval agreement geometric {g98['agreement']:.4f}, entropy {e98['agreement']:.4f}; " + paired_note),
-        Claim("Geometric exit saves more FLOPs than static truncation at 98% agreement",
-              measured=g98["flops_saved"], op=">", reference=st98["flops_saved"],
-              baseline=f"static truncation calibrated the same way ({st98['criterion']})",
-              metric="block FLOPs saved (eval)", paired=vs98["static"],
-              falsifier="FLOPs saved at or below the deepest-cut static truncation that keeps 98% agreement",
-              note=f"eval agreement static {st98['agreement']:.4f}; " + paired_note),
+        Claim("Geometric exit saves more FLOPs at 98% agreement than the strongest baseline exit "
+              "(max-probability, entropy, static truncation)",
+              measured=g98["flops_saved"], op=">",
+              baselines={"max-probability exit": p98["flops_saved"], "entropy exit": e98["flops_saved"],
+                         "static truncation": st98["flops_saved"]},
+              paired={"max-probability exit": vs98["max-prob"], "entropy exit": vs98["entropy"],
+                      "static truncation": vs98["static"]},
+              metric="block FLOPs saved (eval)",
+              falsifier="FLOPs saved at or below the strongest of the max-probability exit, the entropy exit and the "
+                        "deepest-cut static truncation that keeps 98% agreement",
+              note=f"same calibration tokens, {grid_sizes['max-prob']} (max-prob) / {grid_sizes['entropy']} (entropy) vs "
+                   f"{grid_sizes['geometric']} (geometric) candidate rules; eval agreement geometric "
+                   f"{g98['agreement']:.4f}, max-prob {p98['agreement']:.4f}, entropy {e98['agreement']:.4f}, static "
+                   f"{st98['agreement']:.4f}; the confidence tests pay an O(dV) lens per layer on top; " + paired_note),
         Claim("Geometric exit saves 30-35% of FLOPs at >98% agreement", measured=g98["flops_saved"], op=">=",
               reference=PAPER_SAVED, baseline="paper's lower end", metric="block FLOPs saved (eval), thresholds calibrated "
               "for agreement >= 0.98 on separate windows", paper="30-35% (LLaMA-2-7B/13B)",
               paired=[x - PAPER_SAVED for x in paired["98"]["saved"]],
-              falsifier="less than 30% of block FLOPs saved at the 98%-agreement operating point",
+              bar=True, control=st98["flops_saved"], control_paired=[x - PAPER_SAVED for x in saved98["static"].tolist()],
+              control_arm=f"static truncation calibrated the same way ({st98['criterion']})",
+              falsifier="less than 30% of block FLOPs saved at the 98%-agreement operating point, or static truncation "
+                        "saving as much",
               note="intermediate layers of a tiny model decode poorly through the final head (logit-lens gap); "
                    + paired_note),
         Claim("...while retaining > 98% of full-depth accuracy", measured=g98["accuracy_retained"], op=">=",
               reference=TARGET_AGREEMENT, baseline="98% of full-depth top-1 accuracy", metric="accuracy / full-depth accuracy",
               paper=">98%", paired=paired["98"]["retained98"],
-              falsifier="top-1 accuracy below 98% of full depth at that operating point",
+              bar=True, control=g98["static_accuracy_equal_flops"] / acc_full, control_paired=paired["98"]["static_retained98"],
+              control_arm="static truncation at the same mean depth (equal FLOPs)",
+              falsifier="top-1 accuracy below 98% of full depth at that operating point, or static truncation at the "
+                        "same FLOPs retaining it too",
               note=paired_note + " of (correct - 0.98 x full-depth correct)"),
         Claim("Geometric exit beats static truncation at equal FLOPs (98% agreement point)",
               measured=g98["accuracy"], op=">", reference=g98["static_accuracy_equal_flops"],
@@ -424,7 +471,11 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         Claim("At >= 20% FLOPs saved, accuracy stays >= 95% of full depth", measured=g20["accuracy_retained"],
               op=">=", reference=0.95, baseline="95% of full-depth accuracy", metric=
               f"accuracy / full depth at the calibrated >=20%-saved point (saved {g20['flops_saved']:.3f} on eval)",
-              paired=paired["20"]["retained95"], falsifier="accuracy below 95% of full depth at >= 20% FLOPs saved",
+              paired=paired["20"]["retained95"],
+              bar=True, control=g20["static_accuracy_equal_flops"] / acc_full, control_paired=paired["20"]["static_retained95"],
+              control_arm="static truncation at the same mean depth (equal FLOPs)",
+              falsifier="accuracy below 95% of full depth at >= 20% FLOPs saved, or static truncation at the same FLOPs "
+                        "keeping 95% too",
               note="the spec's scaled-down operating point; " + paired_note),
         Claim("...and beats static truncation at equal FLOPs there", measured=g20["accuracy"], op=">",
               reference=g20["static_accuracy_equal_flops"], baseline="static truncation at the same mean depth",
