@@ -247,7 +247,7 @@ def test_quick_reproduction_structure():
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 7 and len(out.checks) == 4
+    assert len(claims) == 8 and len(out.checks) == 4
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")
@@ -255,4 +255,26 @@ def test_quick_reproduction_structure():
             assert c.falsifier and c.paired is not None and len(c.paired) > 1
     for row in out.tables["ar_scaling"]:
         assert 0.0 <= row["success"] <= 1.0
+    by = {c.statement: c for c in claims}
+    gen = next(c for t, c in by.items() if t.startswith("Training-free search (no AR model)"))
+    assert len(gen.baselines) == 3 and gen.reference == max(gen.baselines.values())   # strongest non-search
+    assert gen.control is not None                                                    # shuffled-label verifier
+    for c in claims:
+        if "hack" in c.statement or "away from real images" in c.statement:
+            assert c.bar and c.control is not None and c.control_arm                  # decided against no search
+    scal = next(c for t, c in by.items() if t.startswith("AR prior + test-time search scales"))
+    assert "slope" in scal.metric
     assert {"prefix_and_scaling", "training_free_samples"} <= set(out.figures)
+
+
+def test_scaling_slope_is_the_least_squares_slope_in_log_calls():
+    from icml26.generation.token_search.reproduce import scaling_slope
+
+    calls = (16, 32, 64, 128)
+    succ = np.array([[0.0, 1.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0]])      # target 0 rises, target 1 flat
+    sl = scaling_slope(succ, calls)
+    assert np.isclose(sl[0], np.polyfit(np.log2(calls), succ[:, 0], 1)[0]) and sl[1] == 0.0
+    # shifting the level does not enter the slope (the old claim compared mean levels over budgets)
+    assert np.allclose(scaling_slope(succ * 0.5 + 0.5, calls), 0.5 * sl)
+    with pytest.raises(ValueError):
+        scaling_slope(succ[:1], calls[:1])
