@@ -103,6 +103,15 @@ def check_writable(out: str | Path) -> Path:
     return out
 
 
+_BUDGETS = ("quick", "standard", "full")
+
+
+def _paper_ids() -> frozenset[str]:
+    from ..catalog import PAPERS
+
+    return frozenset(p.id for p in PAPERS)
+
+
 def record_problem(r: Any) -> str | None:
     """Why ``r`` is not a usable run record (``None`` when it is): a missing or mistyped field, a bad claim."""
     if not isinstance(r, dict):
@@ -117,6 +126,12 @@ def record_problem(r: Any) -> str | None:
             return f"field {key!r} should be {_tname(typ)}, found {type(r[key]).__name__}"
     if isinstance(r.get("started"), float) and not math.isfinite(r["started"]):
         return "field 'started' is not a finite time"
+    if r["budget"] not in _BUDGETS:
+        return f"unknown budget {r['budget']!r} (expected one of {', '.join(_BUDGETS)})"
+    if r["status"] not in ("ok", "error"):
+        return f"unknown status {r['status']!r} (expected 'ok' or 'error')"
+    if r.get("paper") not in _paper_ids():
+        return f"paper {r.get('paper')!r} is not in the catalogue"
     for i, c in enumerate(r.get("claims") or []):
         if not isinstance(c, dict):
             return f"claim {i} should be an object, found {type(c).__name__}"
