@@ -158,6 +158,18 @@ def resolve_papers(paper_ids: Optional[List[str]], all_: bool, *, default_all: b
     return papers
 
 
+def check_cache() -> None:
+    """Exit 2 with one line when the testbed cache folder (``ICML26_CACHE``) cannot be created or written."""
+    from .testbeds.cache import cache_root
+
+    try:
+        root = cache_root()
+    except ValueError as e:
+        fail(str(e))
+    if not os.access(root, os.W_OK | os.X_OK):
+        fail(f"the testbed cache folder {str(root)!r} is not writable; set ICML26_CACHE to a folder you can write")
+
+
 # commands
 
 @app.command("list")
@@ -237,6 +249,7 @@ def prepare(
     """Build (train once, then cache) every testbed the given papers' reproductions need at BUDGET."""
     b = parse_budget(budget)
     papers = resolve_papers(paper_ids, False, default_all=True)
+    check_cache()
     from .testbeds.registry import testbeds_for
 
     needed = testbeds_for([p.id for p in papers], b)
@@ -283,6 +296,7 @@ def reproduce(
     except ValueError as e:
         fail(str(e))
     if backend == "local" or not ray_address:  # jobs on this machine share its testbed cache: fill it first
+        check_cache()
         from .testbeds.registry import testbeds_for
 
         needed = testbeds_for([p.id for p in papers], b, seeds)
@@ -326,7 +340,11 @@ def report_cmd(out: list[str] = typer.Option(["runs"], help="Output folder(s) ho
         check_writable(root)
     except ValueError as e:
         fail(str(e))
-    console.print(f"Report: {build_report(root).resolve()}")
+    try:
+        index = build_report(root)
+    except ValueError as e:
+        fail(str(e))
+    console.print(f"Report: {index.resolve()}")
 
 
 # testbeds

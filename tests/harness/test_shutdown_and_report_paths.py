@@ -61,3 +61,31 @@ def test_report_refuses_figure_paths_outside_the_output_folder(tmp_path):
     assert "etc/passwd" not in page
     assert page.count("its path is not inside the output folder") == 2
     assert "figure file missing" in page and "<img src='../figures/A03/missing.png'" not in page
+
+
+def test_report_folder_name_taken_by_a_file_is_one_clear_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from icml26.cli import app
+
+    store = ResultStore(tmp_path)
+    store.save({"run_id": "r0", "batch": "b", "paper": "A03", "budget": "quick", "seed": 0, "status": "ok",
+                "started": 1.7e9, "wall_time": 1.0, "error": None, "metrics": {}, "tables": {}, "env": {},
+                "figures": [], "claims": []})
+    (tmp_path / "report").write_text("not a folder")
+    r = CliRunner().invoke(app, ["report", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "is a file" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("cmd", [["prepare", "A19", "--dry-run"], ["reproduce", "A19", "--budget", "quick"]])
+def test_cache_path_that_is_a_file_is_one_clear_line(tmp_path, monkeypatch, cmd):
+    from typer.testing import CliRunner
+
+    from icml26.cli import app
+
+    blocker = tmp_path / "cachefile"
+    blocker.write_text("x")
+    monkeypatch.setenv("ICML26_CACHE", str(blocker))
+    r = CliRunner().invoke(app, [*cmd, "--out", str(tmp_path / "runs")] if cmd[0] == "reproduce" else cmd)
+    assert r.exit_code == 2, r.output
+    assert "ICML26_CACHE" in r.output and "Traceback" not in r.output

@@ -376,6 +376,9 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
                  for s in [summarize_records(recs).get(pid)] if s is not None}
     all_records = [r for pid, recs in latest.items() if pid in summaries for r in recs]
     rdir = store.root / "report"
+    if rdir.exists() and not rdir.is_dir():
+        raise ValueError(f"{str(rdir)!r} is a file, and the report needs that name for its folder; move the file "
+                         "away or give another --out")
     repo = _repo_url()
     prov = provenance(all_records, command)
     all_claims = [c for s in summaries.values() for c in s["claims"]]
