@@ -387,7 +387,9 @@ def build_testbeds(needed: list, users: dict[str, tuple[str, ...]], dry_run: boo
               highlight=False)
     if dry_run:
         return todo
-    t0 = time.perf_counter()
+    from .testbeds import cache
+
+    t0, before = time.perf_counter(), cache.builds_done
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, disable=not err.is_terminal) as progress:
         bars: dict[str, Any] = {}
@@ -405,7 +407,12 @@ def build_testbeds(needed: list, users: dict[str, tuple[str, ...]], dry_run: boo
                 except Exception as e:  # noqa: BLE001 - say which testbed failed, then stop
                     err.print(f"[bold red]error:[/] building testbed {tb.name} failed: {escape(f'{type(e).__name__}: {e}')}")
                     raise typer.Exit(code=1) from None
-    err.print(f"Built {len(todo)} testbed{'s' if len(todo) > 1 else ''} in {_duration(time.perf_counter() - t0)}.")
+    built = cache.builds_done - before
+    reused = len(todo) - min(built, len(todo))
+    msg = f"Built {built} testbed{'s' if built != 1 else ''} in {_duration(time.perf_counter() - t0)}"
+    if reused:
+        msg += f"; reused {reused} that another process built meanwhile"
+    err.print(msg + ".")
     return todo
 
 

@@ -196,3 +196,24 @@ def test_files_a_library_writes_0600_become_shareable():
     finally:
         os.umask(old)
     assert stat.S_IMODE((d / "model.safetensors").stat().st_mode) == 0o644
+
+
+def test_waiting_for_a_concurrent_build_says_so(caplog):
+    import threading
+
+    lock = cache.cache_root() / "toy" / ".abc.lock"
+    held = threading.Event()
+
+    def hold():
+        with cache.file_lock(lock):
+            held.set()
+            time.sleep(1.0)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    with caplog.at_level("WARNING", logger="icml26.testbeds.cache"):
+        with cache.file_lock(lock):
+            pass
+    t.join()
+    assert "waiting for another process that is building toy/abc" in caplog.text

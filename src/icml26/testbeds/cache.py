@@ -34,6 +34,7 @@ MANIFEST = "icml26_manifest.json"
 COMPLETE = ".complete"
 CONFIG = "icml26_config.json"
 STALE_TMP_S = 3600.0  # a build folder untouched this long, whose build lock is free, is left from a crash
+builds_done = 0  # how many artefacts this process has built (the CLI tells "built" from "reused" with it)
 _verified: dict[str, float] = {}  # folder -> manifest mtime whose hashes this process has checked
 
 
@@ -59,9 +60,27 @@ def config_hash(config: Any) -> str:
 
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path``; says so (one warning, every 30 s while it lasts) when another process holds
+    it, e.g. a concurrent build of the same artefact, instead of waiting in silence."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            what = path.name.removeprefix(".").removesuffix(".lock")
+            t0 = time.monotonic()
+            next_note = t0 + 30.0
+            log.warning("waiting for another process that is building %s/%s; its build will be reused",
+                        path.parent.name, what)
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    time.sleep(0.5)
+                    if time.monotonic() >= next_note:
+                        log.warning("still waiting for %s/%s (%.0f s)", path.parent.name, what, time.monotonic() - t0)
+                        next_note += 30.0
         try:
             yield
         finally:
@@ -238,6 +257,8 @@ def cached_dir(kind: str, config: Any, build: Callable[[Path], None]) -> Path:
         try:
             os.chmod(tmp, 0o777 & ~_umask())
             build(tmp)
+            global builds_done
+            builds_done += 1
             (tmp / CONFIG).write_text(json.dumps(config, sort_keys=True, indent=1, default=str))
             _share(tmp)  # libraries write some files 0600 (tempfile + rename); a shared cache is readable by all
             write_manifest(tmp)
