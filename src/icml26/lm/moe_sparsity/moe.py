@@ -56,7 +56,10 @@ class SparseMoE(nn.Module):
     Attributes:
         drop_policy: a :class:`~icml26.lm.moe_sparsity.policies.DropPolicy` or ``None`` (compute every pair).
         last_stats: after each forward: ``pairs``, ``pair_drop_rate``, ``compute_drop`` (share of the routed
-            expert FLOPs skipped), ``expert_flops``.
+            expert FLOPs skipped), ``expert_flops`` (routed experts, 6 d n per pair with n neurons computed),
+            ``router_flops`` (2 d E' per token), ``shared_flops`` (2 x the shared expert's and its gate's weights
+            per token), ``flops`` (their sum) and ``moe_compute_drop`` (share of the whole layer's FLOPs without
+            dropping that was skipped).
     """
 
     def __init__(self, hidden_size: int, ffn_size: int, num_experts: int, top_k: int, *, renormalize: bool = True,
@@ -169,14 +172,29 @@ class SparseMoE(nn.Module):
         if self.drop_policy is None:
             level = torch.full(idx.shape, 2, dtype=torch.int8)
         else:
-            level = self.drop_policy(w, idx, self.num_experts)
+            level = self.drop_policy(w, idx, self.num_experts, self.num_parts)
         out = self.experts_forward(x, w, idx, level)
+        self._count_fixed_flops(x.shape[0])
         if self.shared is not None:
             s = self.shared(x)
             if self.shared_gate is not None:
                 s = torch.sigmoid(self.shared_gate(x)) * s
             out = out + s
         return out.view(shape)
+
+    def _count_fixed_flops(self, n_tok: int) -> None:
+        """Add the work every token pays whatever the policy: the router (2 d E') and the shared expert(s) with
+        their gate (2 x weight count: multiply-add per weight); and the layer-level totals."""
+        st = self.last_stats
+        st["router_flops"] = 2.0 * self.hidden_size * self.num_experts * n_tok
+        shared = 0
+        for mod in (self.shared, self.shared_gate):
+            if mod is not None:
+                shared += sum(m.weight.numel() for m in mod.modules() if isinstance(m, nn.Linear))
+        st["shared_flops"] = 2.0 * shared * n_tok
+        st["flops"] = st["expert_flops"] + st["router_flops"] + st["shared_flops"]
+        full = 6.0 * self.hidden_size * self.ffn_size * st["pairs"] + st["router_flops"] + st["shared_flops"]
+        st["moe_compute_drop"] = 1.0 - st["flops"] / full
 
     # Hugging Face adapters
 
@@ -284,13 +302,20 @@ def set_drop_policy(model: nn.Module, policy: DropPolicy | None) -> list[SparseM
 
 
 def model_stats(layers: Iterable[SparseMoE]) -> dict[str, float]:
-    """Pair-weighted drop rates over the layers' ``last_stats``."""
+    """Pair-weighted drop rates over the layers' ``last_stats``, the summed ``flops`` of the layers (routed
+    experts, routers and shared experts) and ``moe_compute_drop``, the share of those FLOPs skipped."""
     layers = list(layers)
     pairs = sum(m.last_stats.get("pairs", 0.0) for m in layers)
     if pairs == 0:
-        return {"pair_drop_rate": math.nan, "compute_drop": math.nan}
-    return {k: sum(m.last_stats[k] * m.last_stats["pairs"] for m in layers) / pairs
-            for k in ("pair_drop_rate", "compute_drop")}
+        return {"pair_drop_rate": math.nan, "compute_drop": math.nan, "flops": math.nan, "moe_compute_drop": math.nan}
+    out = {k: sum(m.last_stats[k] * m.last_stats["pairs"] for m in layers) / pairs
+           for k in ("pair_drop_rate", "compute_drop")}
+    flops = sum(m.last_stats["flops"] for m in layers)
+    full = sum(m.last_stats["flops"] / (1.0 - m.last_stats["moe_compute_drop"]) for m in layers
+               if m.last_stats["moe_compute_drop"] < 1.0)
+    out["flops"] = flops
+    out["moe_compute_drop"] = 1.0 - flops / full if full > 0 else math.nan
+    return out
 
 
 __all__ = ["SparseMoE", "SwiGLU", "moe_layers", "convert_hf_moe", "set_drop_policy", "model_stats",

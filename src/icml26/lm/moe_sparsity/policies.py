@@ -11,9 +11,15 @@ pair: 0 = dropped, 1 = major part only (the first ``major_fraction`` of the expe
     CapacityDrop(capacity_factor)   each expert takes at most C = cf * N * K / E pairs, highest w first (baseline)
     RatioSkip(beta)                 NAEE-style dynamic skipping: drop pair j if w_j < beta * w_1   (baseline)
 
-By default every policy keeps each token's highest-weight pair (``keep_top1=True``, our choice), so no token is
+By default every policy keeps each token's highest-weight expert (``keep_top1=True``, our choice), so no token is
 left with no expert; with Mixtral's renormalised top-2 the top weight is >= 0.5 and thresholds <= 0.5 never
 touch it anyway.
+
+Partitioned layers (``num_parts = P > 1``, see :func:`partition_experts`): sub-expert ``c`` is child ``c mod P``
+of original expert ``c // P``. Every policy acts on *original experts* where its rule is about experts: the top
+expert kept by ``keep_top1`` is all P children of the top pair's parent, ``RandomDrop`` drops whole parents,
+``TopKReduce(k)`` keeps the k * P highest-weight children. So at initialisation (children carry their parent's
+weight) a partitioned layer under any policy computes exactly what the unpartitioned layer computes.
 """
 
 from __future__ import annotations
@@ -35,9 +41,19 @@ def _check_unit(name: str, v: float) -> float:
     return float(v)
 
 
-def _protect_top1(level: torch.Tensor, keep_top1: bool) -> torch.Tensor:
+def _check_parts(num_experts: int, num_parts: int) -> int:
+    if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1 or num_experts % num_parts:
+        raise ValueError(f"num_parts must be a positive integer dividing num_experts={num_experts}, got {num_parts!r}")
+    return num_parts
+
+
+def _protect_top1(level: torch.Tensor, keep_top1: bool, experts: torch.Tensor, num_parts: int = 1) -> torch.Tensor:
+    """Keep, at full level, every selected child of the parent of each token's top pair (column 0: weights are
+    sorted descending). With ``num_parts = 1`` that is column 0 alone."""
     if keep_top1:
-        level[:, 0] = torch.clamp(level[:, 0], min=2)  # weights are sorted descending: column 0 is the top pair
+        parent = torch.div(experts, num_parts, rounding_mode="floor")
+        top = parent == parent[:, :1]
+        level = torch.where(top, torch.clamp(level, min=2), level)
     return level
 
 
@@ -45,11 +61,12 @@ def _protect_top1(level: torch.Tensor, keep_top1: bool) -> torch.Tensor:
 
 
 class DropPolicy:
-    """Base class: ``policy(w, experts, num_experts) -> level`` (int8 ``[N, K]``; 0 drop, 1 major, 2 full)."""
+    """Base class: ``policy(w, experts, num_experts, num_parts=1) -> level`` (int8 ``[N, K]``; 0 drop, 1 major,
+    2 full). ``num_parts`` is the layer's partition factor P (children ``c`` of parent ``c // P``)."""
 
     keep_top1: bool = True
 
-    def __call__(self, w: torch.Tensor, experts: torch.Tensor, num_experts: int) -> torch.Tensor:
+    def __call__(self, w: torch.Tensor, experts: torch.Tensor, num_experts: int, num_parts: int = 1) -> torch.Tensor:
         raise NotImplementedError
 
 
@@ -63,8 +80,9 @@ class ThresholdDrop(DropPolicy):
     def __post_init__(self) -> None:
         self.tau = _check_unit("tau", self.tau)
 
-    def __call__(self, w, experts, num_experts):
-        return _protect_top1((w >= self.tau).to(torch.int8) * 2, self.keep_top1)
+    def __call__(self, w, experts, num_experts, num_parts=1):
+        _check_parts(num_experts, num_parts)
+        return _protect_top1((w >= self.tau).to(torch.int8) * 2, self.keep_top1, experts, num_parts)
 
 
 @dataclass
@@ -81,14 +99,17 @@ class DualThresholdDrop(DropPolicy):
         if self.tau_lo > self.tau_hi:
             raise ValueError(f"tau_lo must be <= tau_hi, got tau_lo={self.tau_lo} > tau_hi={self.tau_hi}; swap them")
 
-    def __call__(self, w, experts, num_experts):
+    def __call__(self, w, experts, num_experts, num_parts=1):
+        _check_parts(num_experts, num_parts)
         level = (w >= self.tau_lo).to(torch.int8) + (w >= self.tau_hi).to(torch.int8)
-        return _protect_top1(level, self.keep_top1)
+        return _protect_top1(level, self.keep_top1, experts, num_parts)
 
 
 @dataclass
 class RandomDrop(DropPolicy):
-    """Baseline: drop each pair at random so that a fraction ``rate`` of all pairs is dropped (top-1 kept)."""
+    """Baseline: drop each (token, expert) pair at random so that a fraction ``rate`` of all pairs is dropped
+    (top expert kept). In a partitioned layer a draw drops a whole parent (all its selected children), so the
+    partitioned and unpartitioned layers drop the same work under the same seed."""
 
     rate: float
     seed: int = 0
@@ -98,23 +119,28 @@ class RandomDrop(DropPolicy):
         self.rate = _check_unit("rate", self.rate)
         self._gen = torch.Generator().manual_seed(int(self.seed))
 
-    def __call__(self, w, experts, num_experts):
-        n, k = w.shape
+    def __call__(self, w, experts, num_experts, num_parts=1):
+        _check_parts(num_experts, num_parts)
+        n, kp = w.shape
+        k = max(1, kp // num_parts)                 # selected parents per token
         droppable = k - 1 if self.keep_top1 else k
         if self.rate > droppable / k + 1e-12:
             raise ValueError(f"RandomDrop(rate={self.rate}) would leave tokens with no expert: with top-{k} routing "
-                             f"and the top pair kept at most {droppable / k:.3g} of the pairs can be dropped; "
+                             f"and the top expert kept at most {droppable / k:.3g} of the pairs can be dropped; "
                              f"use rate <= {droppable / k:.3g}")
         p = 0.0 if droppable == 0 else self.rate * k / droppable
-        drop = torch.rand(w.shape, generator=self._gen) < p
+        parent = torch.div(experts, num_parts, rounding_mode="floor")
+        u = torch.rand(n, num_experts // num_parts, generator=self._gen)   # one draw per (token, parent)
+        drop = u.gather(1, parent) < p
         if self.keep_top1:
-            drop[:, 0] = False
+            drop &= parent != parent[:, :1]
         return (~drop).to(torch.int8) * 2
 
 
 @dataclass
 class TopKReduce(DropPolicy):
-    """Baseline: static top-k reduction, keep only the ``k`` highest-weight pairs of each token."""
+    """Baseline: static top-k reduction, keep only the ``k`` highest-weight experts of each token (in a
+    partitioned layer the ``k * P`` highest-weight children, the same compute)."""
 
     k: int
 
@@ -122,9 +148,10 @@ class TopKReduce(DropPolicy):
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"TopKReduce needs k >= 1 (k = 0 would leave every token with no expert), got {self.k!r}")
 
-    def __call__(self, w, experts, num_experts):
+    def __call__(self, w, experts, num_experts, num_parts=1):
+        _check_parts(num_experts, num_parts)
         level = torch.zeros_like(w, dtype=torch.int8)
-        level[:, : self.k] = 2
+        level[:, : self.k * num_parts] = 2
         return level
 
 
@@ -137,8 +164,9 @@ class RatioSkip(DropPolicy):
     def __post_init__(self) -> None:
         self.beta = _check_unit("beta", self.beta)
 
-    def __call__(self, w, experts, num_experts):
-        return _protect_top1((w >= self.beta * w[:, :1]).to(torch.int8) * 2, True)
+    def __call__(self, w, experts, num_experts, num_parts=1):
+        _check_parts(num_experts, num_parts)
+        return _protect_top1((w >= self.beta * w[:, :1]).to(torch.int8) * 2, True, experts, num_parts)
 
 
 @dataclass
@@ -153,7 +181,8 @@ class CapacityDrop(DropPolicy):
         if not math.isfinite(float(self.capacity_factor)) or self.capacity_factor <= 0:
             raise ValueError(f"capacity_factor must be > 0, got {self.capacity_factor!r}")
 
-    def __call__(self, w, experts, num_experts):
+    def __call__(self, w, experts, num_experts, num_parts=1):
+        _check_parts(num_experts, num_parts)
         n, k = w.shape
         cap = math.ceil(self.capacity_factor * n * k / num_experts)
         flat_w, flat_e = w.reshape(-1), experts.reshape(-1)
@@ -165,7 +194,7 @@ class CapacityDrop(DropPolicy):
         rank = torch.empty_like(order)
         rank[order] = torch.arange(len(order)) - starts[flat_e[order]]
         level = ((rank < cap).to(torch.int8) * 2).view(n, k)
-        return _protect_top1(level, self.keep_top1)
+        return _protect_top1(level, self.keep_top1, experts, num_parts)
 
 
 __all__ = ["DropPolicy", "ThresholdDrop", "DualThresholdDrop", "RandomDrop", "TopKReduce", "RatioSkip", "CapacityDrop"]

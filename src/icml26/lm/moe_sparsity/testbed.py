@@ -3,6 +3,12 @@ Mixtral renormalisation) trained on the standard-library code corpus with the sh
 disk (cache kind ``"moe_lm"``) and loaded with its MoE blocks converted to :class:`SparseMoE`.
 
     >>> model, tok = load_moe_lm(MOE_4L)      # trains once (~4 min CPU), then loads from the cache
+
+A second testbed, ``OLMOE_4L``, is an OLMoE-style model (Hugging Face ``OlmoeForCausalLM``: softmax over all
+experts, top-4 of 8, **no renormalisation**) with the same width, depth, active expert neurons per token and
+recipe. With renormalised top-2 several drop policies coincide (ratio skip at beta is the threshold at
+beta / (1 + beta); static top-1 is the threshold at 0.5); with k >= 3 and raw softmax weights they differ, so the
+comparison of policies can come out either way.
 """
 
 from __future__ import annotations
@@ -48,14 +54,38 @@ class MoELMConfig:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class OlmoeLMConfig(MoELMConfig):
+    """An OLMoE-style tiny MoE LM: top-k of the softmax over all experts, not renormalised (``norm_topk_prob``)."""
+
+    name: str = "olmoe-4L"
+    ffn_size: int = 128
+    top_k: int = 4
+    norm_topk_prob: bool = False
+
+
 MOE_4L = MoELMConfig()
+OLMOE_4L = OlmoeLMConfig()
 MOE_2L = replace(MOE_4L, name="moe-2L", num_layers=2, hidden_size=64, num_heads=2, ffn_size=128, steps=60,
                  batch_size=8, seq_len=64, warmup=10, train_bytes=1_000_000)
+OLMOE_2L = replace(OLMOE_4L, name="olmoe-2L", num_layers=2, hidden_size=64, num_heads=2, ffn_size=64, steps=60,
+                   batch_size=8, seq_len=64, warmup=10, train_bytes=1_000_000)
 
 
 def build_moe_lm(cfg: MoELMConfig, vocab_size: int):
-    """An untrained ``MixtralForCausalLM`` for ``cfg`` (seeded)."""
-    from transformers import MixtralConfig, MixtralForCausalLM
+    """An untrained ``MixtralForCausalLM`` (``OlmoeForCausalLM`` for an :class:`OlmoeLMConfig`) for ``cfg``
+    (seeded)."""
+    from transformers import MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM
+
+    if isinstance(cfg, OlmoeLMConfig):
+        config = OlmoeConfig(vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_size,
+                             num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
+                             num_key_value_heads=cfg.num_heads, num_experts=cfg.num_experts,
+                             num_experts_per_tok=cfg.top_k, norm_topk_prob=cfg.norm_topk_prob,
+                             router_aux_loss_coef=cfg.aux_loss_coef, max_position_embeddings=cfg.context,
+                             tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+        torch.manual_seed(cfg.seed)
+        return OlmoeForCausalLM(config)
 
     config = MixtralConfig(vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.ffn_size,
                            num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
@@ -97,18 +127,18 @@ def train_moe_lm(cfg: MoELMConfig, tokenizer, out_dir: Path | None = None):
 def load_moe_lm(cfg: MoELMConfig = MOE_4L, *, convert: bool = True):
     """The trained ``(model, tokenizer)`` for ``cfg``, trained once and cached; with ``convert`` its Mixtral
     MoE blocks are replaced by equivalent :class:`SparseMoE` layers (drop policies off)."""
-    from transformers import MixtralForCausalLM, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     if not isinstance(cfg, MoELMConfig):
-        raise TypeError(f"cfg must be a MoELMConfig (e.g. MOE_4L), got {type(cfg).__name__}")
+        raise TypeError(f"cfg must be a MoELMConfig (e.g. MOE_4L or OLMOE_4L), got {type(cfg).__name__}")
 
     def build(d: Path) -> None:
         train_moe_lm(cfg, load_tokenizer(cfg.tokenizer), d)
 
     model, tok = load_cached("moe_lm", asdict(cfg), build,
-                             lambda d: (MixtralForCausalLM.from_pretrained(d).eval(),
+                             lambda d: (AutoModelForCausalLM.from_pretrained(d).eval(),
                                         PreTrainedTokenizerFast.from_pretrained(d)))
     return (convert_hf_moe(model, inplace=True) if convert else model), tok
 
 
-__all__ = ["MoELMConfig", "MOE_4L", "MOE_2L", "build_moe_lm", "train_moe_lm", "load_moe_lm"]
+__all__ = ["MoELMConfig", "OlmoeLMConfig", "MOE_4L", "MOE_2L", "OLMOE_4L", "OLMOE_2L", "build_moe_lm", "train_moe_lm", "load_moe_lm"]
