@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
 from icml26.harness import Budget, Outcome
@@ -24,11 +25,16 @@ def _llama(seed=0, layers=2, kv_heads=2):
     return LlamaForCausalLM(cfg).eval()
 
 
+def _out_weight(mem):
+    """The output projection's weight: per-head blocks [H, d, d] (official style) or a dense Linear's (v1)."""
+    return mem.out_proj if isinstance(mem.out_proj, torch.nn.Parameter) else mem.out_proj.weight
+
+
 def _randomize_memory(m, seed=1):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for mem in m.memories:
-            mem.out_proj.weight.normal_(0, 0.3, generator=g)
+            _out_weight(mem).normal_(0, 0.3, generator=g)
             mem.a_proj.weight.normal_(0, 0.3, generator=g)
             mem.b_proj.weight.normal_(0, 0.3, generator=g)
 
@@ -176,18 +182,70 @@ def test_deltanet_closed_form_orthonormal_keys():
     assert torch.allclose(keys[2] @ S2[0, 0], v2[0, 0, 0], atol=1e-5)
 
 
-def test_memory_module_step_equals_forward():
-    mem = AHNMemory("gdn", 16, 2, 8, chunk_size=8)
-    torch.nn.init.normal_(mem.out_proj.weight, std=0.2)
+@pytest.mark.parametrize("kind", ["gdn", "deltanet", "mamba2"])
+@pytest.mark.parametrize("style", ["official", "v1"])
+def test_memory_module_step_equals_forward(kind, style):
+    mem = AHNMemory(kind, 16, 2, 8, chunk_size=8, style=style)
+    torch.nn.init.normal_(_out_weight(mem), std=0.2)
     g = torch.Generator().manual_seed(0)
     k, v, q = (torch.randn(1, 2, 20, 8, generator=g) for _ in range(3))
-    x = torch.randn(1, 20, 16, generator=g)
-    o, S = mem(k, v, x, q)
+    x, xq = torch.randn(1, 20, 16, generator=g), torch.randn(1, 20, 16, generator=g)
+    o, S = mem(k, v, x, q, x_q=xq)
     st = mem.init_state(1)
     for t in range(20):
-        ot, st = mem.step(st, k[:, :, t], v[:, :, t], x[:, t], q[:, :, t])
+        ot, st = mem.step(st, k[:, :, t], v[:, :, t], x[:, t], q[:, :, t], xq[:, t])
         assert torch.allclose(ot, o[:, :, t], atol=1e-5)
     assert torch.allclose(st, S, atol=1e-5)
+
+
+def test_matches_fla_reference_simple_gla_for_mamba2():
+    """Mamba2's scalar-decay update S <- e^g S + dt k v^T is fla's simple GLA with keys dt * k."""
+    naive = _fla_naive("ops/simple_gla/naive.py")
+    q, k, v, beta, g = _inputs(T=70)
+    t = lambda x: x.transpose(1, 2).contiguous()  # noqa: E731
+    ref, ref_S = naive.naive_recurrent_simple_gla(t(q), t(k * beta[..., None]), t(v), t(g), scale=1.0)
+    o, S = chunk_memory_rule(q, k, v, beta, g, delta_rule=False, chunk_size=16)
+    assert torch.allclose(o, t(ref).float(), atol=1e-5) and torch.allclose(S, ref_S.float(), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gdn", "mamba2"])
+@torch.no_grad()
+def test_official_output_stage_matches_reference_formula(kind):
+    """ByteDance-Seed/AHN: GDN/DeltaNet FusedRMSNormSwishGate(head_dim)(o, g) = rmsnorm_h(o) w silu(g), Mamba2
+    RMSNormGated(H d, norm_before_gate=False)(o, g) = rmsnorm(o silu(g)) w, with g = g_proj(x_t) repeated over each
+    head's dims; then GroupLinear (per-head blocks, einsum 'bgi,gio->bgo')."""
+    H, d, hid, n = 3, 8, 16, 5
+    mem = AHNMemory(kind, hid, H, d, style="official")
+    gen = torch.Generator().manual_seed(4)
+    mem.out_proj.normal_(0, 0.3, generator=gen)
+    mem.o_norm.weight.normal_(1, 0.2, generator=gen)
+    o, x = torch.randn(2, H, n, d, generator=gen), torch.randn(2, n, hid, generator=gen)
+    z = mem.g_proj(x).repeat_interleave(d, dim=-1)                            # [B, n, H d]
+    flat = o.transpose(1, 2).reshape(2, n, H * d)
+    rms = lambda a, w, eps=1e-5: a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps) * w  # noqa: E731
+    if kind == "mamba2":
+        y = rms(flat * F.silu(z), mem.o_norm.weight)
+    else:
+        y = rms(flat.view(2, n, H, d), mem.o_norm.weight).reshape(2, n, H * d) * F.silu(z)
+    ref = torch.einsum("bgi,gio->bgo", y.reshape(-1, H, d), mem.out_proj).reshape(2, n, H, d).transpose(1, 2)
+    assert torch.allclose(mem.project(o, x), ref, atol=1e-5)
+    assert sum(p.numel() for p in [mem.out_proj]) == H * d * d                # block-diagonal, not (H d)^2
+    with pytest.raises(ValueError, match="x_q"):
+        mem.project(o)
+
+
+def test_official_gate_initialisation():
+    torch.manual_seed(0)
+    gdn, m2 = AHNMemory("gdn", 32, 16, 8), AHNMemory("mamba2", 32, 16, 8)
+    A = gdn.A_log.exp()
+    assert (A > 0).all() and (A < 16).all() and A.mean() > 4          # U(0, 16), not (1..16)/16
+    dt = F.softplus(gdn.dt_bias)
+    assert (dt >= 1e-4 - 1e-9).all() and (dt <= 0.1 + 1e-6).all()
+    assert torch.allclose(m2.A_log.exp(), torch.arange(1.0, 17.0))
+    dt0 = F.softplus(m2.dt_bias)                                        # Mamba2 step size about 1.3 at init
+    assert torch.allclose(dt0, torch.full((16,), math.log1p(math.e)))
+    v1 = AHNMemory("gdn", 32, 16, 8, style="v1")
+    assert v1.A_log.exp().max() <= 1.0 + 1e-6 and v1.g_proj is None
 
 
 # wrapper
@@ -269,7 +327,7 @@ def test_base_frozen_and_distillation_trains_only_ahn(base):
     r1 = self_distill_ahn(m, data, steps=3, batch_size=2, windows=(8, 16), sinks=(2,), seed=5)
     assert all(torch.equal(before[k], v) for k, v in base.state_dict().items())
     assert all(not p.requires_grad for p in base.parameters())
-    assert any(p.abs().sum() > 0 for p in (mem.out_proj.weight for mem in m.memories))
+    assert any(_out_weight(mem).abs().sum() > 0 for mem in m.memories)
     m2 = augment_with_ahn(base, kind="gdn", window=8, num_sinks=2, chunk_size=16)
     r2 = self_distill_ahn(m2, data, steps=3, batch_size=2, windows=(8, 16), sinks=(2,), seed=5)
     assert r1.losses == r2.losses and r1.windows == r2.windows   # same seed, same run

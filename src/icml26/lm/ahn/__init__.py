@@ -10,6 +10,7 @@ from .distill import DistillResult, self_distill_ahn
 from .memory import (AHNMemory, DeltaNetMemory, GatedDeltaNetMemory, Mamba2Memory, chunk_memory_rule, memory_read,
                      memory_step)
 from .model import AHNCache, AHNConfig, AHNModel, AHNOutput, augment_with_ahn
+from .testbed import COPY_2L, COPY_4L, CopyLMConfig, load_copy_lm, plant_copies
 
 __all__ = [
     "sliding_window_mask", "attended_keys", "attention_flops", "kv_cache_bytes",
@@ -17,4 +18,5 @@ __all__ = [
     "memory_read",
     "AHNConfig", "AHNModel", "AHNOutput", "AHNCache", "augment_with_ahn",
     "self_distill_ahn", "DistillResult",
+    "CopyLMConfig", "COPY_4L", "COPY_2L", "load_copy_lm", "plant_copies",
 ]

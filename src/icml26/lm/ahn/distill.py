@@ -2,6 +2,7 @@
 sliding-window + AHN model; only the AHN parameters are optimised.
 
     loss = mean over positions t >= S + W (where the window has dropped tokens) of KL(p_teacher(t) || p_student(t))
+           (optionally only over labelled positions, as the reference code does for instruction data)
 
 Each step samples the window W (and the number of sinks) at random, so one AHN serves many window sizes (the
 paper's randomized training: T/8 < W < T).
@@ -35,7 +36,7 @@ def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor) ->
 
 def self_distill_ahn(model: AHNModel, data: torch.Tensor, *, steps: int, batch_size: int = 8, lr: float = 3e-3,
                      windows: Sequence[int] = (16, 32, 64), sinks: Sequence[int] = (4,), random_window: bool = True,
-                     seed: int = 0, weight_decay: float = 0.0) -> DistillResult:
+                     seed: int = 0, weight_decay: float = 0.0, loss_mask: torch.Tensor | None = None) -> DistillResult:
     """Train ``model``'s AHNs by self-distillation from its own frozen base with full attention [A07].
 
     Args:
@@ -44,6 +45,9 @@ def self_distill_ahn(model: AHNModel, data: torch.Tensor, *, steps: int, batch_s
         steps: optimiser steps (AdamW, cosine decay after a 10% warm-up).
         windows, sinks: the W and S values sampled per step (only W with T/8 < W < T are used); with
             ``random_window=False`` the model's ``cfg.window`` / ``cfg.num_sinks`` are used throughout.
+        loss_mask: optional bool [N, T]: positions that count in the KL besides t >= S + W (the reference code
+            counts labelled tokens only, ``labels != -100``: e.g. the response of an instruction sample). On plain
+            text every token is labelled and the mask changes nothing.
     """
     if not isinstance(model, AHNModel):
         raise TypeError(f"model must be an AHNModel (see augment_with_ahn), got {type(model).__name__}")
@@ -52,6 +56,9 @@ def self_distill_ahn(model: AHNModel, data: torch.Tensor, *, steps: int, batch_s
     if not isinstance(steps, int) or steps < 1 or batch_size < 1 or not lr > 0:
         raise ValueError(f"need steps >= 1, batch_size >= 1 and lr > 0; got steps={steps}, batch_size={batch_size}, lr={lr}")
     T = data.shape[1]
+    if loss_mask is not None and (not isinstance(loss_mask, torch.Tensor) or loss_mask.shape != data.shape
+                                  or loss_mask.dtype != torch.bool):
+        raise ValueError(f"loss_mask must be a bool tensor of the data's shape {tuple(data.shape)}")
     ok = [w for w in windows if T / 8 < w < T] if random_window else [model.cfg.window]
     if not ok:
         raise ValueError(f"no window in {tuple(windows)} satisfies T/8 < W < T for T={T}; pass windows between "
@@ -73,7 +80,12 @@ def self_distill_ahn(model: AHNModel, data: torch.Tensor, *, steps: int, batch_s
         with torch.no_grad():
             teacher = model(ids, window=None).logits
         student = model(ids, window=W, num_sinks=S).logits
-        loss = kl_to_teacher(student[:, S + W:], teacher[:, S + W:]).mean()
+        kl = kl_to_teacher(student[:, S + W:], teacher[:, S + W:])
+        if loss_mask is None:
+            loss = kl.mean()
+        else:
+            m = loss_mask[rows][:, S + W:].float()
+            loss = (kl * m).sum() / m.sum().clamp(min=1.0)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -7,7 +7,7 @@ All three keep, per head, a fixed-size state S (d_k x d_v) and read it with a qu
     DeltaNet         the same with a_t = 1
     Mamba2 (scalar)  S_t = a_t S_{t-1} + D_t k_t v_t^T                          D_t = softplus(w_a x_t + c),
                                                                                 a_t = exp(-e^A D_t)
-    readout          o_t = S^T q_t / sqrt(d_k)        (q, k L2-normalised per head)
+    readout          o_t = S^T q_t / sqrt(d_k)        (q, k L2-normalised per head; Mamba2: S^T q_t)
 
 (state written S[d_k, d_v], so the readout is q^T S). Two equivalent forms: :func:`chunk_memory_rule` (chunked
 parallel form for training: within a chunk of C tokens the delta-rule corrections are one triangular solve, the
@@ -95,6 +95,8 @@ def memory_read(state: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension."""
+
     def __init__(self, dim: int, eps: float = 1e-6) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
@@ -106,9 +108,26 @@ class RMSNorm(nn.Module):
 
 # main class
 
+STYLES = ("official", "v1")
+
+
 class AHNMemory(nn.Module):
     """One layer's Artificial Hippocampus Network [A07]: gates from the evicted token's normalised hidden state x,
-    a fixed-size per-head state, a readout with the current query, and a zero-initialised output projection.
+    a fixed-size per-head state, a readout with the current query, and a zero-initialised output stage.
+
+    Output stage and initialisation, ``style="official"`` (default; ByteDance-Seed/AHN ``src/ahn/rnn``):
+
+        GDN / DeltaNet   o_h <- RMSNorm_h(o_h) * silu(g_h(x_t))           g = W_g x_t (per head, no bias; x_t the
+                                                                          *current* token's normalised input)
+        Mamba2           o   <- RMSNorm_{H d}(o * silu(g(x_t)))           g = W_g x_t + b (gate before the norm)
+        then             y_h  = o_h W_h                                    per-head d x d blocks (GroupLinear), 0 init
+        gates            GDN: A ~ U(0, 16) per head, dt_bias = softplus^-1(dt), dt ~ logU[1e-3, 1e-1], W_a, W_b of
+                         nn.Linear's default init, no bias; DeltaNet: W_b; Mamba2: A_h = h (1..H), dt_bias = 1,
+                         dt = softplus(W_a x + b + dt_bias) (about 1.3 at init), q not scaled by 1/sqrt(d)
+
+    ``style="v1"`` (this project's first version, kept to compare): o <- RMSNorm_h(o), no gate, one dense
+    (H d) x (H d) projection; A = (1..16)/16 spread over heads, dt ~ logU[0.01, 0.1], W_a, W_b ~ N(0, 0.02^2); q
+    scaled by 1/sqrt(d) for every kind.
 
     Args:
         kind: ``"gdn"`` (Gated DeltaNet), ``"deltanet"`` or ``"mamba2"`` (scalar-decay SSM, no delta correction).
@@ -116,40 +135,62 @@ class AHNMemory(nn.Module):
         num_heads, head_dim: the attention layer's query heads and head size (one state per query head).
         use_q_proj: re-project the (RoPE'd) query before reading the memory (off by default, as in the spec).
         chunk_size: chunk length of the parallel form.
+        style: ``"official"`` or ``"v1"`` (see above).
     """
 
     def __init__(self, kind: str, hidden_size: int, num_heads: int, head_dim: int, *, use_q_proj: bool = False,
-                 chunk_size: int = 64) -> None:
+                 chunk_size: int = 64, style: str = "official") -> None:
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"unknown AHN kind {kind!r}; use one of {', '.join(KINDS)}")
+        if style not in STYLES:
+            raise ValueError(f"unknown AHN style {style!r}; use one of {', '.join(STYLES)}")
         self.kind, self.num_heads, self.head_dim, self.chunk_size = kind, num_heads, head_dim, chunk_size
+        self.style = style
         self.delta_rule = kind != "mamba2"
-        self.b_proj = nn.Linear(hidden_size, num_heads, bias=True)           # b_t = sigmoid(w_b x_t)
-        self.a_proj = nn.Linear(hidden_size, num_heads, bias=True)           # dt = softplus(w_a x_t + c)
-        self.A_log = nn.Parameter(torch.log(torch.linspace(1.0, 16.0, num_heads)) - math.log(16.0))
-        nn.init.normal_(self.a_proj.weight, std=0.02)
-        nn.init.normal_(self.b_proj.weight, std=0.02)
-        with torch.no_grad():  # initial dt around 0.01..0.1 (Mamba2's dt range)
-            dt = torch.linspace(math.log(0.01), math.log(0.1), num_heads).exp()
-            self.a_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))
-            self.b_proj.bias.zero_()
+        official = style == "official"
+        H = num_heads
+        self.b_proj = nn.Linear(hidden_size, H, bias=False)                       # b_t = sigmoid(w_b x_t)
+        self.a_proj = nn.Linear(hidden_size, H, bias=official and kind == "mamba2")  # dt = softplus(w_a x + dt_bias)
+        if official:
+            if kind == "mamba2":
+                A = torch.arange(1, H + 1, dtype=torch.float32)
+                dt_bias = torch.ones(H)
+            else:
+                A = torch.empty(H).uniform_(0, 16)
+                dt = torch.exp(torch.rand(H) * (math.log(0.1) - math.log(0.001)) + math.log(0.001)).clamp(min=1e-4)
+                dt_bias = dt + torch.log(-torch.expm1(-dt))
+        else:
+            A = torch.linspace(1.0, 16.0, H) / 16.0
+            nn.init.normal_(self.a_proj.weight, std=0.02)
+            nn.init.normal_(self.b_proj.weight, std=0.02)
+            dt = torch.linspace(math.log(0.01), math.log(0.1), H).exp()       # Mamba2's dt range
+            dt_bias = dt + torch.log(-torch.expm1(-dt))
+        self.A_log = nn.Parameter(torch.log(A))
+        self.dt_bias = nn.Parameter(dt_bias)
         self.q_proj = nn.Linear(head_dim, head_dim, bias=False) if use_q_proj else None
         if self.q_proj is not None:
             nn.init.eye_(self.q_proj.weight)
-        self.o_norm = RMSNorm(head_dim)
-        self.out_proj = nn.Linear(num_heads * head_dim, num_heads * head_dim, bias=False)
-        nn.init.zeros_(self.out_proj.weight)                                  # AHN starts as a no-op
+        if official:
+            self.g_proj = nn.Linear(hidden_size, H, bias=kind == "mamba2")    # output gate from the current token
+            self.o_norm = RMSNorm(H * head_dim if kind == "mamba2" else head_dim, eps=1e-5)
+            self.out_proj = nn.Parameter(torch.zeros(H, head_dim, head_dim))  # per-head blocks (GroupLinear)
+        else:
+            self.g_proj = None
+            self.o_norm = RMSNorm(head_dim)
+            self.out_proj = nn.Linear(H * head_dim, H * head_dim, bias=False)
+            nn.init.zeros_(self.out_proj.weight)                              # AHN starts as a no-op
 
     def gates(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(beta, g = log a), each [B, H, T], from hidden states x [B, T, hidden]."""
         x = x.float()
         if self.kind == "mamba2":
-            dt = F.softplus(self.a_proj(x))
+            dt = F.softplus(self.a_proj(x) + self.dt_bias)
             beta, g = dt, -self.A_log.exp() * dt
         else:
             beta = torch.sigmoid(self.b_proj(x))
-            g = -self.A_log.exp() * F.softplus(self.a_proj(x)) if self.kind == "gdn" else torch.zeros_like(beta)
+            g = (-self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias) if self.kind == "gdn"
+                 else torch.zeros_like(beta))
         return beta.transpose(1, 2), g.transpose(1, 2)
 
     def prep_k(self, k: torch.Tensor) -> torch.Tensor:
@@ -157,17 +198,21 @@ class AHNMemory(nn.Module):
 
     def prep_q(self, q: torch.Tensor) -> torch.Tensor:
         q = q.float() if self.q_proj is None else self.q_proj(q.float())
-        return F.normalize(q, dim=-1, eps=1e-6) / math.sqrt(self.head_dim)
+        q = F.normalize(q, dim=-1, eps=1e-6)
+        if self.style == "official" and self.kind == "mamba2":
+            return q                                   # Mamba2's C = normalised q, no 1/sqrt(d)
+        return q / math.sqrt(self.head_dim)
 
     def forward(self, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor, q: torch.Tensor,
-                state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                state: torch.Tensor | None = None, x_q: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Chunked form: absorb tokens (k, v, x) in order; row i of the output reads the state after token i with
-        query q_i. k, q [B, H, n, d]; v [B, H, n, d]; x [B, n, hidden]. Returns (projected readout [B, H, n, d],
-        final state [B, H, d, d])."""
+        query q_i (and output gate from x_q[i], the reading token's normalised input; needed by the official
+        style). k, q [B, H, n, d]; v [B, H, n, d]; x, x_q [B, n, hidden]. Returns (readout [B, H, n, d], final
+        state [B, H, d, d])."""
         beta, g = self.gates(x)
         o, S = chunk_memory_rule(self.prep_q(q), self.prep_k(k), v.float(), beta, g, delta_rule=self.delta_rule,
                                  chunk_size=self.chunk_size, initial_state=state)
-        return self.project(o), S
+        return self.project(o, x_q), S
 
     def absorb(self, state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor,
                g: torch.Tensor) -> torch.Tensor:
@@ -175,24 +220,36 @@ class AHNMemory(nn.Module):
         return memory_step(state, self.prep_k(k), v.float(), beta, g, delta_rule=self.delta_rule)
 
     def step(self, state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
-             q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One recurrent step (absorb token (k, v, x), then read with q): the decoding form of :meth:`forward`.
-        k, v, q [B, H, d]; x [B, hidden]. Returns (projected readout [B, H, d], new state)."""
+             q: torch.Tensor, x_q: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One recurrent step (absorb token (k, v, x), then read with q and the reading token's x_q): the decoding
+        form of :meth:`forward`. k, v, q [B, H, d]; x, x_q [B, hidden]. Returns (readout [B, H, d], new state)."""
         beta, g = self.gates(x[:, None])
         state = self.absorb(state, k, v, beta[..., 0], g[..., 0])
-        return self.read(state, q), state
+        return self.read(state, q, x_q), state
 
-    def read(self, state: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """Projected readout for queries q [B, H, d] (or [B, H, n, d] against one state per batch row)."""
+    def read(self, state: torch.Tensor, q: torch.Tensor, x_q: torch.Tensor | None = None) -> torch.Tensor:
+        """Readout for queries q [B, H, d] (x_q [B, hidden]) or [B, H, n, d] (x_q [B, n, hidden])."""
         if q.dim() == 3:
-            return self.project(memory_read(state, self.prep_q(q))[:, :, None])[:, :, 0]
-        return self.project(self.prep_q(q) @ state)
+            xq = None if x_q is None else x_q[:, None]
+            return self.project(memory_read(state, self.prep_q(q))[:, :, None], xq)[:, :, 0]
+        return self.project(self.prep_q(q) @ state, x_q)
 
-    def project(self, o: torch.Tensor) -> torch.Tensor:
-        """out_proj(RMSNorm(o)) over the concatenated heads: [B, H, n, d] -> [B, H, n, d]."""
+    def project(self, o: torch.Tensor, x_q: torch.Tensor | None = None) -> torch.Tensor:
+        """The output stage (see the class doc): [B, H, n, d] (and x_q [B, n, hidden]) -> [B, H, n, d]."""
         B, H, n, d = o.shape
-        y = self.out_proj(self.o_norm(o).transpose(1, 2).reshape(B, n, H * d))
-        return y.view(B, n, H, d).transpose(1, 2)
+        if self.g_proj is None:                                           # v1: RMSNorm, dense projection
+            y = self.out_proj(self.o_norm(o).transpose(1, 2).reshape(B, n, H * d))
+            return y.view(B, n, H, d).transpose(1, 2)
+        if x_q is None:
+            raise ValueError("the official AHN output stage needs x_q, the reading tokens' normalised hidden states "
+                             "(its output gate); pass x_q=[B, n, hidden]")
+        z = self.g_proj(x_q.float()).transpose(1, 2)[..., None]           # [B, H, n, 1]: one gate per head
+        if self.kind == "mamba2":                                         # RMSNormGated(H d, norm_before_gate=False)
+            y = (o * F.silu(z)).transpose(1, 2).reshape(B, n, H * d)
+            o = self.o_norm(y).view(B, n, H, d).transpose(1, 2)
+        else:                                                             # FusedRMSNormSwishGate per head
+            o = self.o_norm(o) * F.silu(z)
+        return torch.einsum("bhnd,hde->bhne", o, self.out_proj)
 
     def init_state(self, batch: int, device: torch.device | None = None) -> torch.Tensor:
         return torch.zeros(batch, self.num_heads, self.head_dim, self.head_dim, device=device)

@@ -3,7 +3,9 @@
 Per attention layer, with q, k, v after RoPE (as in the reference code) and x the layer's normalised input:
 
     o_att(t) = softmax over sinks ∪ window(t) of q_t k_j / sqrt(d)  ·  v_j        window(t) = {t-W+1 .. t}
-    o_mem(t) = AHN.out_proj(RMSNorm(S_{t-W}^T q_t / sqrt(d)))                    S_m: state after tokens S..m
+    o_mem(t) = AHN.out(S_{t-W}^T q_t / sqrt(d), x_t)                            S_m: state after tokens S..m
+                                                                                out: per-head RMSNorm x swish gate
+                                                                                from x_t, per-head projection
     y_t      = W_O (o_att(t) + o_mem(t))
 
 Every token that leaves the window (j = t - W, j >= S) is absorbed into the AHN state with its own k_j, v_j and gates
@@ -24,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import check_window, sliding_window_mask
-from .memory import KINDS, AHNMemory
+from .memory import KINDS, STYLES, AHNMemory
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class AHNConfig:
         num_sinks: attention-sink tokens S kept from the start.
         use_q_proj: re-project the query before reading the memory.
         chunk_size: chunk length of the parallel (training) form.
+        style: ``"official"`` (the reference code's gated output stage, per-head projection and gate
+            initialisation; default) or ``"v1"`` (no gate, dense projection; see :class:`AHNMemory`).
         seed: seed of the AHN parameters' initialisation (the global RNG is left untouched).
     """
 
@@ -45,12 +49,15 @@ class AHNConfig:
     num_sinks: int = 4
     use_q_proj: bool = False
     chunk_size: int = 64
+    style: str = "official"
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown AHN kind {self.kind!r}; use one of {', '.join(KINDS)}")
         check_window(self.window, self.num_sinks)
+        if self.style not in STYLES:
+            raise ValueError(f"unknown AHN style {self.style!r}; use one of {', '.join(STYLES)}")
         if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive int, got {self.chunk_size!r}")
 
@@ -130,7 +137,7 @@ class AHNModel(nn.Module):
             torch.manual_seed(cfg.seed)
             self.memories = nn.ModuleList(
                 AHNMemory(cfg.kind, c.hidden_size, self.num_heads, self.head_dim, use_q_proj=cfg.use_q_proj,
-                          chunk_size=cfg.chunk_size) for _ in base.model.layers)
+                          chunk_size=cfg.chunk_size, style=cfg.style) for _ in base.model.layers)
         ref = next(base.parameters())
         self.memories.to(device=ref.device)
 
@@ -174,17 +181,25 @@ class AHNModel(nn.Module):
     # parallel form
 
     def forward(self, input_ids: torch.Tensor, *, window: int | None | str = "cfg", num_sinks: int | None = None,
-                use_memory: bool = True, return_cache: bool = False) -> AHNOutput:
+                use_memory: bool = True, return_cache: bool = False,
+                memory_from: torch.Tensor | None = None) -> AHNOutput:
         """Logits [B, T, V] of sliding-window attention (+ sinks) + AHN memory, all positions in parallel.
 
         ``window="cfg"`` uses ``cfg.window``; ``window=None`` is full attention (then no memory is used).
         ``use_memory=False`` gives the window-only model (StreamingLLM). ``return_cache`` also returns the
-        :class:`AHNCache` to continue decoding from (prefill)."""
+        :class:`AHNCache` to continue decoding from (prefill). ``memory_from`` (a diagnostic control, LongTensor
+        [B]): row b's memory absorbs the evicted tokens of row ``memory_from[b]`` instead of its own (a memory
+        of the wrong sequence), everything else unchanged."""
         self._check_ids(input_ids)
         W = self.cfg.window if window == "cfg" else window
         S = self.cfg.num_sinks if num_sinks is None else num_sinks
         check_window(W, S)
         use_memory = use_memory and W is not None
+        if memory_from is not None:
+            memory_from = torch.as_tensor(memory_from, dtype=torch.long)
+            if memory_from.shape != (input_ids.shape[0],) or memory_from.min() < 0 \
+                    or memory_from.max() >= input_ids.shape[0]:
+                raise ValueError(f"memory_from must be a LongTensor [batch] of row indices in [0, {input_ids.shape[0]})")
         inner = self.base.model
         B, T = input_ids.shape
         x = inner.embed_tokens(input_ids)
@@ -200,8 +215,9 @@ class AHNModel(nn.Module):
             state = None
             if use_memory and n_ev > 0:
                 # evicted token j = S.. T-1-W is read by the query at j + W (its first position outside the window)
-                o_mem, state = mem(self._rep(k[:, :, S:T - W]), self._rep(v[:, :, S:T - W]), h[:, S:T - W],
-                                   q[:, :, S + W:])
+                src = slice(None) if memory_from is None else memory_from
+                o_mem, state = mem(self._rep(k[src, :, S:T - W]), self._rep(v[src, :, S:T - W]), h[src, S:T - W],
+                                   q[:, :, S + W:], x_q=h[:, S + W:])
                 o = torch.cat([o[:, :, :S + W], o[:, :, S + W:] + o_mem.to(o.dtype)], 2)
             if return_cache:
                 caches.append((k, v, h, state))
@@ -279,7 +295,7 @@ class AHNModel(nn.Module):
             o = F.scaled_dot_product_attention(q, cache.k[li][:, :, :n_valid], cache.v[li][:, :, :n_valid],
                                                scale=self._scale(layer), enable_gqa=True)
             if memory and t - W >= S:
-                o = o + mem.read(cache.state[li], q[:, :, 0])[:, :, None].to(o.dtype)
+                o = o + mem.read(cache.state[li], q[:, :, 0], h[:, 0])[:, :, None].to(o.dtype)
             x = x + layer.self_attn.o_proj(o.transpose(1, 2).reshape(B, 1, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         cache.pos = t + 1

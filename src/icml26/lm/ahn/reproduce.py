@@ -1,41 +1,47 @@
-"""[A07] Reproduction: AHNs (GDN, DeltaNet, Mamba2) on the tiny code LM vs sliding window alone and full attention.
+"""[A07] Reproduction: AHNs (GDN, DeltaNet, Mamba2) on a tiny code LM that uses long context, vs sliding window
+alone and full attention.
 
-The frozen base is the cached testbed ``TOY_4L`` (Llama, 4 layers, trained on 128-token windows). Per seed:
+The frozen base is ``COPY_4L`` (``testbed.py``): a Llama of the toy-4L shape trained with full attention on
+256-token code sequences in which one 32-token span is copied again >= 48 tokens after it ends, so full attention
+is measurably better than a window (the first version's base, trained on 128-token natural windows, was not: full
+attention was no better than the 32-token window on any seed, and no claim could be decided). Per seed:
 
 1. self-distil one AHN of each kind (teacher: the same model with full attention; random window per step) on
-   training-split sequences of T tokens;
-2. on validation-split sequences (same T): cross-entropy over positions t >= S + W (where the window has dropped
-   tokens) and KL to the full-attention teacher, for full attention / window only (StreamingLLM: W + S sinks) /
-   window + each AHN; per-sequence paired differences;
-3. long-range recall: (a) natural: top-1 accuracy on positions whose bigram (x_t, x_{t+1}) last occurred more than
-   W tokens back and not inside the window; (b) planted: a line ``<key> = <value>`` inserted early in a validation
-   sequence and repeated at the end, accuracy on the value tokens of the repeat, by distance;
-4. decoding cost: cache bytes measured from the real caches and streaming tokens/s (interleaved timing, AHN-GDN vs
-   full attention on the same code path) at growing context lengths, extrapolated analytically to 32k and 128k.
+   training-split sequences of T tokens with planted copies, plus AHN-GDN with the first version's output stage
+   (``style="v1"``) to compare with the reference code's (``"official"``, the default);
+2. on validation-split sequences (same T, planted copies): cross-entropy over positions t >= S + W and KL to the
+   full-attention teacher, for full attention / window only (StreamingLLM: W + S sinks) / window + each AHN, and
+   the **control**: each AHN reading a memory built from another sequence's evicted tokens (``memory_from``), which
+   keeps every learned bias of the AHN but none of the remembered content; per-sequence paired differences;
+3. long-range recall: accuracy on the copied span's tokens (their source has left the window), on natural bigrams
+   last seen beyond the window, and on a planted ``<key> = <value>`` line repeated at the end;
+4. decoding cost: cache bytes measured from the real caches; streaming speed AHN-GDN vs full attention at the
+   longest context with ``compare_times`` (interleaved, process CPU time, same-work control).
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icml26.harness import Budget, Claim, Outcome, interleaved_times, limit_threads, seed_everything
-from icml26.testbeds.causal_lm import TOY_4L, encode_split, load_causal_lm
+from icml26.harness import Budget, Claim, Outcome, compare_times, limit_threads, seed_everything
+from icml26.testbeds.causal_lm import encode_split
 
 from .attention import attention_flops, kv_cache_bytes
 from .distill import kl_to_teacher, self_distill_ahn
 from .model import AHNModel, augment_with_ahn
+from .testbed import COPY_2L, COPY_4L, load_copy_lm, plant_copies
 
 
 @dataclass(frozen=True)
 class Sizes:
+    base: str                 # the long-context base ("copy-4L"; quick "copy-2L")
     train_bytes: int          # characters of the train split encoded for distillation
     val_bytes: int            # characters of the validation split encoded for evaluation
-    seq_len: int              # T (the base was trained on 128-token windows)
+    seq_len: int              # T (the base's training length)
     window: int               # W at evaluation
     sinks: int                # S
     train_windows: tuple      # W sampled during distillation
@@ -46,18 +52,22 @@ class Sizes:
     n_probe: int              # planted key-value probes
     stream_lengths: tuple     # context lengths for the decoding-cost measurement
     stream_batch: int
-    stream_iters: int         # timed decode steps per length and method
+    stream_iters: int         # decode steps per timed call
+    stream_repeats: int       # compare_times repeats
 
 
 SIZES = {
-    Budget.QUICK: Sizes(200_000, 150_000, 96, 16, 4, (16, 24, 32), 4, 6, 1e-3, 8, 8, (128, 512), 4, 6),
-    Budget.STANDARD: Sizes(500_000, 400_000, 128, 32, 4, (24, 32, 48), 8, 40, 1e-3, 32, 32, (256, 1024, 4096), 8, 24),
-    Budget.FULL: Sizes(3_000_000, 1_000_000, 128, 32, 4, (24, 32, 48, 64), 16, 400, 1e-3, 128, 128,
-                       (256, 1024, 4096, 8192), 8, 20),
+    Budget.QUICK: Sizes("copy-2L", 200_000, 150_000, 96, 16, 4, (16, 24, 32), 4, 6, 3e-3, 8, 8, (128, 512), 4, 4, 3),
+    Budget.STANDARD: Sizes("copy-4L", 600_000, 400_000, 256, 48, 4, (40, 48, 64), 8, 60, 3e-3, 32, 32,
+                           (256, 1024, 4096), 8, 8, 7),
+    Budget.FULL: Sizes("copy-4L", 3_000_000, 1_000_000, 256, 48, 4, (40, 48, 64, 96), 16, 400, 3e-3, 128, 128,
+                       (256, 1024, 4096, 8192), 8, 8, 9),
 }
+BASES = {"copy-2L": COPY_2L, "copy-4L": COPY_4L}
 KINDS = ("gdn", "deltanet", "mamba2")
 PAPER_GAP = 0.25          # spec: AHN closes >= 25% of the window -> full-attention loss gap
 SPEEDUP = 2.0             # issue: AHN streaming tokens/s >= 2x full attention at the longest T
+LONG_GAIN = 0.1           # the testbed decides only if full attention beats the window by >= 0.1 nats
 EXACT = 1e-5
 
 
@@ -117,18 +127,6 @@ def _planted_probes(tok, val: torch.Tensor, n: int, T: int, W: int, S: int, gen:
     return torch.stack(rows), torch.stack(masks), np.array(dists)
 
 
-def _copy_probes(val: torch.Tensor, n: int, seg: int, gap: int, gen: torch.Generator) -> torch.Tensor:
-    """n sequences [A, B, A] (A: seg corpus tokens, B: gap other tokens): the second A can only be predicted well by
-    a model that recalls the first A, which has left the window when gap >= W. A diagnostic of whether the
-    full-attention teacher uses context beyond the window at all (an induction / copy ability)."""
-    rows = []
-    for _ in range(n):
-        s = int(torch.randint(0, len(val) - 2 * (seg + gap) - 1, (1,), generator=gen))
-        A, B = val[s:s + seg], val[s + seg + gap: s + seg + 2 * gap]
-        rows.append(torch.cat([A, B, A]))
-    return torch.stack(rows)
-
-
 def _expand(cache, B: int):
     """The batch-1 cache repeated to B rows (decode cost does not depend on the cached values)."""
     rep = lambda ts: None if ts is None else [t.repeat(B, *([1] * (t.dim() - 1))) for t in ts]  # noqa: E731
@@ -137,77 +135,94 @@ def _expand(cache, B: int):
     return cache
 
 
-def _decode_cost(model: AHNModel, sizes: Sizes, gen: torch.Generator, vocab: int) -> list[dict]:
-    """Cache bytes from the real caches and interleaved streaming step times, AHN-GDN vs full attention, after a
-    real prefill of T random tokens (one row, repeated to the decoding batch)."""
+def _decode_cost(model: AHNModel, sizes: Sizes, gen: torch.Generator, vocab: int):
+    """Cache bytes from the real caches after a real prefill of T random tokens (one row, repeated to the decoding
+    batch) at every length, and at the longest the streaming speed of AHN-GDN vs full attention on the same code
+    path with ``compare_times``. Each timed call decodes ``stream_iters`` tokens from the same position (the
+    cache's position is reset, so every call does the same work)."""
     rows = []
-    B = sizes.stream_batch
+    B, n = sizes.stream_batch, sizes.stream_iters
+    tc = None
     for T in sizes.stream_lengths:
         ids = torch.randint(0, vocab, (1, T), generator=gen)
         nxt = torch.randint(0, vocab, (B,), generator=gen)
         c_ahn = _expand(model.prefill(ids)[1], B)
-        c_full = _expand(model.prefill(ids, window=None, extra_capacity=sizes.stream_iters + 8)[1], B)
+        c_full = _expand(model.prefill(ids, window=None, extra_capacity=n + 1)[1], B)
         c_win = model.new_cache(B, use_memory=False)
         bytes_ahn, bytes_full, bytes_win = c_ahn.nbytes() // B, c_full.nbytes() // B, c_win.nbytes() // B
         bytes_full = bytes_full * T // c_full.k[0].shape[2]   # count the T tokens held, not the spare capacity
-        with torch.no_grad():
-            t = interleaved_times({"ahn": lambda: model.step(nxt, c_ahn), "full": lambda: model.step(nxt, c_full)},
-                                  n_iter=sizes.stream_iters, warmup=2)
-        ta, tf = statistics.median(t["ahn"]), statistics.median(t["full"])
         rows.append({"T": T, "cache_bytes_full": bytes_full, "cache_bytes_window": bytes_win,
-                     "cache_bytes_ahn": bytes_ahn, "tok_s_full": B / tf, "tok_s_ahn": B / ta,
-                     "speedup": tf / ta, "measured": True})
-    return rows
+                     "cache_bytes_ahn": bytes_ahn, "measured": True})
+        if T != sizes.stream_lengths[-1]:
+            continue
+
+        def decode(cache):
+            def fn() -> None:
+                cache.pos = T
+                with torch.no_grad():
+                    for _ in range(n):
+                        model.step(nxt, cache)
+            return fn
+
+        tc = compare_times(decode(c_ahn), decode(c_full), repeats=sizes.stream_repeats, warmup=1, clock="cpu")
+        rows[-1] |= {"tok_s_full": B * n / float(np.median(tc.baseline)), "tok_s_ahn": B * n / float(np.median(tc.method)),
+                     "speedup": tc.speedup, "same_work_ratio": tc.control_ratio}
+    return rows, tc
 
 
 # main
 
 def reproduce(budget: Budget, seed: int) -> Outcome:
-    sizes = budget.pick(SIZES)
+    sizes = Budget.parse(budget).pick(SIZES)
     seed_everything(seed)
     gen = torch.Generator().manual_seed(seed)
-    base, tok = load_causal_lm(TOY_4L)
+    bcfg = BASES[sizes.base]
+    base, tok = load_copy_lm(bcfg)
     c = base.config
     T, W, S = sizes.seq_len, sizes.window, sizes.sinks
+    if T != bcfg.seq_len:
+        raise ValueError(f"seq_len {T} must be the base's training length {bcfg.seq_len}")
     lo = S + W
-    train = _sequences(encode_split(tok, "train", sizes.train_bytes), T, None, gen)
+    plant = dict(span=bcfg.span, min_gap=bcfg.min_gap, lo=S)
+    train, _ = plant_copies(_sequences(encode_split(tok, "train", sizes.train_bytes), T, None, gen), generator=gen,
+                            **plant)
     val_tokens = encode_split(tok, "val", sizes.val_bytes)
-    val = _sequences(val_tokens, T, sizes.n_eval, gen)
+    val, copy_mask = plant_copies(_sequences(val_tokens, T, sizes.n_eval, gen), generator=gen, **plant)
+    copy_mask = copy_mask[:, 1:][:, lo:]                 # [n, T-1-lo]: targets that are copied tokens
     probe_ids, probe_mask, probe_dist = _planted_probes(tok, val_tokens, sizes.n_probe, T, W, S, gen)
     far = _far_bigram_mask(val, W, S)[:, lo:]
-    seg = (T - W - 8) // 2
-    copy_ids = _copy_probes(val_tokens, sizes.n_probe, seg, W + 8, gen)
-    copy_lo = copy_ids.shape[1] - seg   # first position of the second copy
+    other = torch.roll(torch.arange(sizes.n_eval), 1)    # the control's memory: the previous sequence's tokens
+    other_p = torch.roll(torch.arange(sizes.n_probe), 1)
 
     metrics: dict[str, float] = {}
+    arms = {k: k for k in KINDS} | {"gdn-v1": "gdn"}
     models: dict[str, AHNModel] = {}
     with limit_threads(1):
-        for i, kind in enumerate(KINDS):
-            m = augment_with_ahn(base, kind=kind, window=W, num_sinks=S, chunk_size=64, seed=seed)
+        for i, (name, kind) in enumerate(arms.items()):
+            m = augment_with_ahn(base, kind=kind, window=W, num_sinks=S, chunk_size=64, seed=seed,
+                                 style="v1" if name.endswith("-v1") else "official")
             res = self_distill_ahn(m, train, steps=sizes.steps, batch_size=sizes.batch, lr=sizes.lr,
                                    windows=sizes.train_windows, sinks=(S,), seed=seed * 10 + i)
-            n = max(1, len(res.losses) // 5)
-            metrics[f"distill_kl_first_{kind}"] = float(np.mean(res.losses[:n]))
-            metrics[f"distill_kl_last_{kind}"] = float(np.mean(res.losses[-n:]))
-            models[kind] = m
+            k5 = max(1, len(res.losses) // 5)
+            metrics[f"distill_kl_first_{name}"] = float(np.mean(res.losses[:k5]))
+            metrics[f"distill_kl_last_{name}"] = float(np.mean(res.losses[-k5:]))
+            models[name] = m
         metrics["ahn_params_per_kind"] = float(sum(p.numel() for p in models["gdn"].ahn_parameters()))
+        metrics["ahn_params_gdn_v1"] = float(sum(p.numel() for p in models["gdn-v1"].ahn_parameters()))
 
         with torch.no_grad():
             gdn = models["gdn"]
             logits = {"full": gdn(val, window=None).logits, "window": gdn(val, use_memory=False).logits}
-            for kind, m in models.items():
-                logits[kind] = m(val).logits
+            probe_logits = {"full": gdn(probe_ids, window=None).logits,
+                            "window": gdn(probe_ids, use_memory=False).logits}
+            for name, m in models.items():
+                logits[name] = m(val).logits
+                logits[f"{name}/ctrl"] = m(val, memory_from=other).logits
+                probe_logits[name] = m(probe_ids).logits
+                probe_logits[f"{name}/ctrl"] = m(probe_ids, memory_from=other_p).logits
             ce = {k: _ce(v, val, lo) for k, v in logits.items()}                       # [n, T-1-lo]
             kl = {k: kl_to_teacher(v[:, lo:-1], logits["full"][:, lo:-1]) for k, v in logits.items() if k != "full"}
             acc = {k: (v[:, lo:-1].argmax(-1) == val[:, lo + 1:]).float() for k, v in logits.items()}
-            probe_logits = {"full": gdn(probe_ids, window=None).logits, "window": gdn(probe_ids, use_memory=False).logits}
-            for kind, m in models.items():
-                probe_logits[kind] = m(probe_ids).logits
-            copy_logits = {"full": gdn(copy_ids, window=None).logits, "window": gdn(copy_ids, use_memory=False).logits}
-            for kind, m in models.items():
-                copy_logits[kind] = m(copy_ids).logits
-            copy_ce = {k: _ce(v, copy_ids, copy_lo).mean(1) for k, v in copy_logits.items()}
-            first_ce = _ce(copy_logits["full"][:, :seg], copy_ids[:, :seg], 0).mean()
             probe_hit = {k: ((v[:, :-1].argmax(-1) == probe_ids[:, 1:]).float() * probe_mask).sum(1) / probe_mask.sum(1)
                          for k, v in probe_logits.items()}
 
@@ -219,27 +234,29 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             stream = torch.stack([gdn.step(val[:2, t], cache) for t in range(T)], 1)
             stream_diff = (stream - logits["gdn"][:2]).abs().max().item()
 
-        rows = _decode_cost(gdn, sizes, gen, c.vocab_size)
+        rows, tc = _decode_cost(gdn, sizes, gen, c.vocab_size)
 
     per_seq = {k: v.mean(1) for k, v in ce.items()}
+    cmask = copy_mask.float()
+    copy_acc = {k: (v * cmask).sum(1) / cmask.sum(1).clamp(min=1) for k, v in acc.items()}
     for k in ce:
-        metrics[f"ce_{k}"] = float(per_seq[k].mean())
-        metrics[f"top1_{k}"] = float(acc[k].mean())
-        metrics[f"far_recall_acc_{k}"] = float((acc[k] * far).sum() / far.sum().clamp(min=1))
-        metrics[f"planted_recall_acc_{k}"] = float(probe_hit[k].mean())
+        key = k.replace("/", "_")
+        metrics[f"ce_{key}"] = float(per_seq[k].mean())
+        metrics[f"top1_{key}"] = float(acc[k].mean())
+        metrics[f"copy_acc_{key}"] = float(copy_acc[k].mean())
+        metrics[f"far_recall_acc_{key}"] = float((acc[k] * far).sum() / far.sum().clamp(min=1))
+    for k in probe_hit:
+        metrics[f"planted_recall_acc_{k.replace('/', '_')}"] = float(probe_hit[k].mean())
     for k in kl:
-        metrics[f"kl_to_full_{k}"] = float(kl[k].mean())
+        metrics[f"kl_to_full_{k.replace('/', '_')}"] = float(kl[k].mean())
     metrics["far_recall_positions"] = float(far.sum())
-    for k, v in copy_ce.items():
-        metrics[f"copy_ce_{k}"] = float(v.mean())
-    metrics["copy_ce_first_segment_full"] = float(first_ce)
-    # the teacher's own long-range advantage: what the AHN could at most recover
-    metrics["teacher_gain_ce"] = float((ce["window"].mean(1) - ce["full"].mean(1)).mean())
-    metrics["teacher_gain_copy_ce"] = float((copy_ce["window"] - copy_ce["full"]).mean())
+    metrics["copy_positions"] = float(copy_mask.sum())
     gap = per_seq["window"] - per_seq["full"]
-    for kind in KINDS:  # undefined (NaN -> inconclusive) when full attention is not better than the window
-        metrics[f"gap_closed_{kind}"] = (float((per_seq["window"] - per_seq[kind]).mean() / gap.mean())
-                                         if gap.mean() > 0 else float("nan"))
+    metrics["teacher_gain_ce"] = float(gap.mean())       # the teacher's long-range advantage: the most an AHN recovers
+    for name in arms:
+        for k in (name, f"{name}/ctrl"):
+            metrics[f"gap_closed_{k.replace('/', '_')}"] = (float((per_seq["window"] - per_seq[k]).mean() / gap.mean())
+                                                           if gap.mean() > 0 else float("nan"))
 
     L, Hkv, H, d = c.num_hidden_layers, c.num_key_value_heads, c.num_attention_heads, c.hidden_size // c.num_attention_heads
     cost_kw = dict(num_layers=L, num_heads=H, head_dim=d)
@@ -253,47 +270,53 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         if Tx not in sizes.stream_lengths:
             rows.append({"T": Tx, "cache_bytes_full": kvf, "cache_bytes_window": kv_cache_bytes(
                 Tx, num_layers=L, num_kv_heads=Hkv, head_dim=d, window=W, num_sinks=S), "cache_bytes_ahn": kva,
-                "tok_s_full": float("nan"), "tok_s_ahn": float("nan"), "speedup": float("nan"), "measured": False})
+                "measured": False})
         for r in rows:
             if r["T"] == Tx:
                 r["attn_flops_full"], r["attn_flops_ahn"] = ff, fa
     meas = [r for r in rows if r["measured"]]
-    for r in meas:
-        analytic = kv_cache_bytes(r["T"], num_layers=L, num_kv_heads=Hkv, head_dim=d, window=W, num_sinks=S,
-                                  num_heads=H, memory=True)
-        r["cache_bytes_ahn_analytic"] = analytic
     ahn_bytes = [r["cache_bytes_ahn"] for r in meas]
     full_bytes = [r["cache_bytes_full"] for r in meas]
     Tm = [r["T"] for r in meas]
     growth_full = (full_bytes[-1] / full_bytes[0]) / (Tm[-1] / Tm[0])
     metrics["cache_bytes_ahn_spread"] = float(max(ahn_bytes) - min(ahn_bytes))
     metrics["cache_full_growth_vs_linear"] = float(growth_full)
-    speed = meas[-1]["speedup"]
-    metrics[f"stream_speedup_T{Tm[-1]}"] = float(speed)
-    for r in meas:
-        metrics[f"stream_speedup_T{r['T']}"] = float(r["speedup"])
+    metrics[f"stream_speedup_T{Tm[-1]}"] = float(tc.speedup)
+    metrics["stream_same_work_ratio"] = float(tc.control_ratio)
 
-    # claims
+    # claims: the control of every quality claim is the same AHN reading another sequence's memory
+    ctrl_arm = ("the same trained AHN reading a memory built from another sequence's evicted tokens (every learned "
+                "bias kept, no remembered content)")
     claims = []
     for kind in KINDS:
-        d_i = (per_seq[kind] - per_seq["window"]).tolist()
         claims.append(Claim(
             f"window + AHN-{kind} has lower loss than the sliding window alone", measured=metrics[f"ce_{kind}"],
             op="<", reference=metrics["ce_window"], baseline=f"sliding window W={W} + {S} sinks (StreamingLLM), same run",
             metric=f"CE (nats) at positions >= S+W on {sizes.n_eval} held-out sequences of {T} tokens",
             paper="AHN models consistently outperform sliding-window baselines (LV-Eval, InfiniteBench)",
             falsifier="AHN CE at or above window-only CE, or a paired interval over sequences that contains 0",
-            paired=d_i))
+            paired=(per_seq[kind] - per_seq["window"]).tolist(), control=metrics[f"ce_{kind}_ctrl"],
+            control_arm=ctrl_arm, control_paired=(per_seq[f"{kind}/ctrl"] - per_seq["window"]).tolist()))
     closed = (per_seq["window"] - per_seq["gdn"]) - PAPER_GAP * gap
+    closed_ctrl = (per_seq["window"] - per_seq["gdn/ctrl"]) - PAPER_GAP * gap
     claims.append(Claim(
         "window + AHN-GDN closes >= 25% of the loss gap between sliding window and full attention",
-        measured=metrics["gap_closed_gdn"], op=">=", reference=PAPER_GAP,
+        measured=metrics["gap_closed_gdn"], op=">=", reference=PAPER_GAP, bar=True,
         baseline="(CE_window - CE_AHN) / (CE_window - CE_full), all in this run",
         metric="fraction of the window -> full-attention CE gap closed", paper="comparable to full attention (spec: >= 25%)",
         falsifier="less than 25% of the gap closed (paired per-sequence interval of the excess contains 0 -> inconclusive)",
-        paired=closed.tolist(),
-        note=f"gap CE_window - CE_full = {float(gap.mean()):.4f} nats; the fraction is undefined (NaN, inconclusive) "
-             "when full attention is not better than the window: then this testbed cannot decide the claim"))
+        paired=closed.tolist(), control=metrics["gap_closed_gdn_ctrl"], control_arm=ctrl_arm,
+        control_paired=closed_ctrl.tolist(),
+        note=f"gap CE_window - CE_full = {float(gap.mean()):.4f} nats (the testbed decides when >= {LONG_GAIN})"))
+    claims.append(Claim(
+        "AHN-GDN predicts copied tokens whose source left the window better than the window alone",
+        measured=metrics["copy_acc_gdn"], op=">", reference=metrics["copy_acc_window"],
+        baseline="window-only top-1 accuracy on the same positions",
+        metric=f"top-1 accuracy on {int(copy_mask.sum())} copied-span positions (source > W + S tokens back)",
+        falsifier="AHN accuracy at or below window-only's, or a paired per-sequence interval containing 0",
+        paired=(copy_acc["gdn"] - copy_acc["window"]).tolist(), control=metrics["copy_acc_gdn_ctrl"],
+        control_arm=ctrl_arm, control_paired=(copy_acc["gdn/ctrl"] - copy_acc["window"]).tolist(),
+        note=f"full attention (the teacher's ceiling): {metrics['copy_acc_full']:.3f}"))
     claims.append(Claim(
         "AHN-GDN recalls tokens last seen beyond the window better than the window alone",
         measured=metrics["far_recall_acc_gdn"], op=">", reference=metrics["far_recall_acc_window"],
@@ -301,6 +324,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         metric=f"top-1 accuracy on {int(far.sum())} positions whose bigram last occurred > W tokens back",
         falsifier="AHN accuracy at or below window-only's, or a paired per-sequence interval containing 0",
         paired=(((acc["gdn"] - acc["window"]) * far).sum(1) / far.sum(1).clamp(min=1)).tolist(),
+        control=metrics["far_recall_acc_gdn_ctrl"], control_arm=ctrl_arm,
+        control_paired=(((acc["gdn/ctrl"] - acc["window"]) * far).sum(1) / far.sum(1).clamp(min=1)).tolist(),
         note=f"full attention: {metrics['far_recall_acc_full']:.3f}"))
     claims.append(Claim(
         "AHN-GDN recalls a planted key-value line from beyond the window better than the window alone",
@@ -308,14 +333,22 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         baseline="window-only accuracy on the value tokens of the same probes",
         metric=f"top-1 accuracy on value tokens, {sizes.n_probe} probes, distance {int(probe_dist.min())}-{int(probe_dist.max())} tokens",
         falsifier="AHN accuracy at or below window-only's, or a paired per-probe interval containing 0",
-        paired=(probe_hit["gdn"] - probe_hit["window"]).tolist(),
+        paired=(probe_hit["gdn"] - probe_hit["window"]).tolist(), control=metrics["planted_recall_acc_gdn_ctrl"],
+        control_arm=ctrl_arm, control_paired=(probe_hit["gdn/ctrl"] - probe_hit["window"]).tolist(),
         note=f"full attention (the teacher's ceiling): {metrics['planted_recall_acc_full']:.3f}"))
+    claims.append(tc.claim(
+        f"AHN streaming decoding is >= {SPEEDUP:g}x faster than full attention at the longest context", ">=", SPEEDUP,
+        as_="speedup", bar=True, baseline=f"full-attention decoding, same code path, T={Tm[-1]}",
+        paper="inference FLOPs -40.5% at 128k (Qwen2.5-3B)", falsifier=f"speed-up below {SPEEDUP:g}x",
+        control_arm="none: the speed comes from the fixed-size window, which is the method itself; a window without "
+                    "the AHN is faster still and removes the memory, not the speed",
+        note=f"batch {sizes.stream_batch}, {sizes.stream_iters} decoded tokens per timed call from position {Tm[-1]}; "
+             f"same-work control {tc.control_ratio:.3f}"))
     claims.append(Claim(
-        f"AHN streaming decoding is >= {SPEEDUP:g}x faster than full attention at the longest context",
-        measured=speed, op=">=", reference=SPEEDUP, baseline=f"full-attention decoding, same code path, T={Tm[-1]}",
-        metric=f"tokens/s ratio (median of {sizes.stream_iters} interleaved steps, batch {sizes.stream_batch})",
-        paper="inference FLOPs -40.5% at 128k (Qwen2.5-3B)",
-        falsifier=f"ratio below {SPEEDUP:g}x"))
+        f"the base uses context beyond the window (full attention >= {LONG_GAIN} nats better): the testbed can decide",
+        kind="check", measured=metrics["teacher_gain_ce"], op=">=", reference=LONG_GAIN,
+        metric="CE_window - CE_full (nats) at positions >= S+W, before distillation",
+        paired=(gap - LONG_GAIN).tolist()))
     claims.append(Claim(
         "AHN cache bytes are constant in T while full attention's grow linearly", kind="check",
         measured=metrics["cache_bytes_ahn_spread"], op="<=", reference=0.0,
@@ -334,11 +367,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         if sel.any():
             dist_rows.append({"distance": f"{lo_d}-{hi_d}", "n": int(sel.sum()),
                               **{k: float(v[torch.from_numpy(sel)].mean()) for k, v in probe_hit.items()}})
-    quality = [{"model": k, "ce": metrics[f"ce_{k}"], "kl_to_full": metrics.get(f"kl_to_full_{k}", 0.0),
-                "top1": metrics[f"top1_{k}"], "far_recall": metrics[f"far_recall_acc_{k}"],
-                "planted_recall": metrics[f"planted_recall_acc_{k}"], "copy_ce": metrics[f"copy_ce_{k}"]}
-               for k in ("full", "window", *KINDS)]
+    quality = [{"model": k, "ce": metrics[f"ce_{k.replace('/', '_')}"],
+                "kl_to_full": metrics.get(f"kl_to_full_{k.replace('/', '_')}", 0.0),
+                "top1": metrics[f"top1_{k.replace('/', '_')}"], "copy_acc": metrics[f"copy_acc_{k.replace('/', '_')}"],
+                "far_recall": metrics[f"far_recall_acc_{k.replace('/', '_')}"],
+                "planted_recall": metrics[f"planted_recall_acc_{k.replace('/', '_')}"]}
+               for k in ("full", "window", *[a for n in arms for a in (n, f"{n}/ctrl")])]
     return Outcome(metrics=metrics, claims=claims,
                    tables={"quality": quality, "recall_by_distance": dist_rows, "decode_cost": rows},
-                   notes=f"base TOY_4L (trained on 128-token windows), T={T}, W={W}, S={S}, "
-                         f"{sizes.steps} distillation steps per AHN kind")
+                   notes=f"base {bcfg.name} (trained at T={bcfg.seq_len} with planted {bcfg.span}-token copies), "
+                         f"T={T}, W={W}, S={S}, {sizes.steps} distillation steps per AHN")
