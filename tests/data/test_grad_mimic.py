@@ -273,3 +273,10 @@ def test_reproduce_quick_well_formed():
     assert "grad_mimic" in out.figures
     # robust by a wide margin at quick budget: mimic scores separate flipped labels
     assert out.metrics["auroc_mimic"] > 0.8
+    # issue 29: the fixed AUROC bar carries the reference's own disagreement as control; the "use the reference
+    # directly" claim is decided by the strongest of the three direct uses
+    by = {c.statement: c for c in out.claims}
+    det = by["Mimic scores detect mislabeled samples (AUROC >= 0.9)"]
+    assert det.bar and det.control == out.metrics["auroc_ref_disagreement"]
+    direct = next(c for c in out.claims if c.baselines)
+    assert len(direct.baselines) == 3 and direct.reference == max(direct.baselines.values())
