@@ -7,18 +7,19 @@ through an action-conditioned world model, and a residual inverse-dynamics model
 """
 
 from .actions import (
-    ActionConditionedWorldModel, InverseDynamics, ResidualIDM, TrajectoryVAE, infer_actions,
+    ActionConditionedWorldModel, InverseDynamics, ResidualIDM, TrajectoryVAE, WindowInverseDynamics, infer_actions,
 )
 from .generator import MultiViewRGBDGenerator, camera_embedding, generator_loss, psnr
 from .geometry import (
-    Camera, backproject, chamfer_distance, completeness, fuse_views, look_at_camera, project, splat_zbuffer,
+    Camera, backproject, chamfer_distance, completeness, fscore, fuse_views, look_at_camera, project, splat_zbuffer,
     warp_rgbd,
 )
 from .sim import TabletopState, random_states, render_rgbd, rollout, scripted_demos, step, success
 
 __all__ = [
     "Camera", "look_at_camera", "backproject", "project", "splat_zbuffer", "warp_rgbd", "fuse_views",
-    "chamfer_distance", "completeness", "TabletopState", "random_states", "render_rgbd", "step", "rollout",
+    "chamfer_distance", "completeness", "fscore", "TabletopState", "random_states", "render_rgbd", "step", "rollout",
     "success", "scripted_demos", "MultiViewRGBDGenerator", "camera_embedding", "generator_loss", "psnr",
     "TrajectoryVAE", "ActionConditionedWorldModel", "infer_actions", "ResidualIDM", "InverseDynamics",
+    "WindowInverseDynamics",
 ]

@@ -213,6 +213,45 @@ class InverseDynamics(nn.Module):
         return denormalise_actions(self.head(f))
 
 
+class WindowInverseDynamics(nn.Module):
+    """Windowed per-step IDM baseline: a_t = I(O_{t-past}, ..., O_{t+1+future}, p_{t-past}, ..., p_{t+1+future}).
+
+    The per-step IDM on (O_t, O_{t+1}) cannot tell the grasp step from the still settle steps before it (the grip
+    state is not rendered); a window of frames around the step can: a grasp at t is followed by the cube lifting
+    with the end effector at t+1 -> t+2. The IDM is given the whole target future, so future frames in the window
+    are available at test time. ``window(o, p)`` builds the inputs from episodes (B, T+1, ...) with edge padding.
+    """
+
+    def __init__(self, hw: tuple[int, int], past: int = 2, future: int = 2, width: int = 16, dim: int = 64):
+        super().__init__()
+        if past < 0 or future < 0:
+            raise ValueError(f"past and future must be >= 0, got {past}, {future}")
+        self.past, self.future = int(past), int(future)
+        self.n = self.past + 2 + self.future                     # frames in the window
+        self.enc = _FrameEncoder(4 * self.n, hw, dim, width)
+        self.head = nn.Sequential(nn.Linear(dim + 3 * self.n + 3, dim), nn.GELU(), nn.Linear(dim, dim), nn.GELU(),
+                                  nn.Linear(dim, A_DIM))
+
+    def window(self, o: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Episodes ``o`` (B, T+1, 4, h, w), ``p`` (B, T+1, 3) -> per-step windows (B*T, n*4, h, w), (B*T, n, 3)."""
+        _check_obs(o, "o", 5)
+        if p.shape != (*o.shape[:2], 3):
+            raise ValueError(f"p must be (B, T+1, 3) = {(*o.shape[:2], 3)}, got {tuple(p.shape)}")
+        b, t1 = o.shape[:2]
+        steps = torch.arange(t1 - 1)
+        idx = (steps[:, None] + torch.arange(-self.past, 2 + self.future)[None]).clamp(0, t1 - 1)   # (T, n)
+        frames = o[:, idx].reshape(b * (t1 - 1), self.n * 4, *o.shape[-2:])
+        return frames, p[:, idx].reshape(b * (t1 - 1), self.n, 3)
+
+    def forward(self, frames: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        centre = pos[:, self.past: self.past + 1]                # p_t
+        if frames.ndim != 4 or frames.shape[1] != 4 * self.n or pos.shape != (frames.shape[0], self.n, 3):
+            raise ValueError(f"expected frames (N, {4 * self.n}, h, w) and positions (N, {self.n}, 3) from "
+                             f"window(), got {tuple(frames.shape)} and {tuple(pos.shape)}")
+        f = torch.cat([self.enc(frames), ((pos - centre) / ACTION_SCALE).flatten(1), centre[:, 0] / ACTION_SCALE], -1)
+        return denormalise_actions(self.head(f))
+
+
 class ResidualIDM(nn.Module):
     """Residual inverse dynamics: a_t = a_bar_t + R_phi(O_t, O_{t+1}, p_t, p_{t+1}, a_bar_t); R_phi's last layer is
     zero, so at initialisation the output is exactly the prior a_bar [B15]."""

@@ -230,3 +230,25 @@ def completeness(pred: torch.Tensor, gt: torch.Tensor, tau: float = 0.02) -> flo
         return 0.0
     _check_points(pred, "pred")
     return float((torch.cdist(gt.double(), pred.double()).min(1).values <= tau).double().mean())
+
+
+def fscore(pred: torch.Tensor, gt: torch.Tensor, tau: float = 0.02) -> tuple[float, float, float]:
+    """(F-score, precision, recall) of a predicted cloud at distance threshold ``tau`` (Tatarchenko et al. 2019,
+    "What do single-view 3D reconstruction networks learn?"): precision = fraction of predicted points within
+    ``tau`` of the ground truth, recall = fraction of ground-truth points within ``tau`` of the prediction
+    (:func:`completeness`), F = 2 P R / (P + R). Unlike recall alone, it falls when the prediction adds wrong
+    points, so a cloud that merely contains the truth does not score 1. An empty prediction scores (0, 0, 0)."""
+    if not (isinstance(tau, (int, float)) and tau > 0):
+        raise ValueError(f"tau must be a positive distance, got {tau!r}")
+    _check_points(gt, "gt")
+    if len(gt) == 0:
+        raise ValueError("gt is empty: the F-score needs ground-truth points")
+    if len(pred) == 0:
+        return 0.0, 0.0, 0.0
+    _check_points(pred, "pred")
+    d = torch.cdist(pred.double(), gt.double())
+    precision = float((d.min(1).values <= tau).double().mean())
+    recall = float((d.min(0).values <= tau).double().mean())
+    f = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+    return f, precision, recall
+
