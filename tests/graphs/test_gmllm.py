@@ -302,7 +302,7 @@ def test_reproduce_quick_is_well_formed():
     out = reproduce(Budget.QUICK, 0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 9 and len(out.checks) == 3
+    assert len(claims) == 8 and len(out.checks) == 3
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")
