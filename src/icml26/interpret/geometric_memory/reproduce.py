@@ -297,26 +297,29 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               falsifier="Node2Vec's top-k energy share at or below the stronger of an isotropic embedding and "
                         "Node2Vec trained on the label-shuffled graph"),
         Claim("Node2VecCE at the official defaults (N(0, 1) init, d = 100, lr 0.01, 10,000 GD steps) drifts into the "
-              "top eigen-directions of the cycle", topk["ce", "cycle"], ">", ce_init["cycle"],
-              baseline="the same embedding at initialisation", paper="spectral bias",
-              control=topk["ce_shuf", "cycle"], control_arm="the same fit on the label-shuffled cycle, read on the "
-              "original cycle's eigenvectors",
+              "top eigen-directions of the cycle", topk["ce", "cycle"], ">",
+              baselines={"the same embedding at initialisation": ce_init["cycle"],
+                         "the same fit on the label-shuffled cycle (original eigenvectors)": topk["ce_shuf", "cycle"]},
+              paper="spectral bias",
               metric="share of spectral energy on the top 2 non-trivial eigenvectors, cycle N=15, d=100",
               note=f"{sz.ce_steps} GD steps, lr {CE_LR}, init N(0, {CE_INIT:g}^2), the official loss (sum over nodes of "
                    f"the mean CE over neighbours). Grid top-3: {topk['ce', 'grid']:.2f} (init {ce_init['grid']:.2f}); "
                    f"path-star top-{k_star}: {topk['ce', 'path-star']:.2f} (init {ce_init['path-star']:.2f}). Top-5 "
                    f"recovery (official metric): cycle {rec5['ce', 'cycle']:.2f}, path-star {rec5['ce', 'path-star']:.2f}.",
-              falsifier="top-2 energy share after training at or below its value at initialisation"),
+              falsifier="top-2 energy share after training at or below the stronger of its value at initialisation "
+                        "and the same fit on the label-shuffled graph"),
     ]
     for vname, row in var.items():
         claims.append(Claim(
             f"The spectral bias needs none of the usual pressures: Node2VecCE ({vname}) drifts into the top "
-            "eigen-directions of the cycle", row["graph"], ">", row["init"], baseline="the same embedding at initialisation",
-            control=row["shuffled"], control_arm="the same variant fit on the label-shuffled cycle, read on the "
-            "original cycle's eigenvectors", paper="arises naturally despite the lack of various pressures",
+            "eigen-directions of the cycle", row["graph"], ">",
+            baselines={"the same embedding at initialisation": row["init"],
+                       "the same variant fit on the label-shuffled cycle (original eigenvectors)": row["shuffled"]},
+            paper="arises naturally despite the lack of various pressures",
             metric="share of spectral energy of the input embeddings on the top 2 non-trivial eigenvectors, cycle N=15",
             note=f"{sz.ce_steps} GD steps, lr {CE_LR}; init 0.5 is far from the near-zero init at which GD acts as power "
-                 "iteration.", falsifier="top-2 energy share after training at or below its value at initialisation"))
+                 "iteration.", falsifier="top-2 energy share after training at or below the stronger of its value at "
+                 "initialisation and the same fit on the label-shuffled graph"))
     claims += [
         Claim("Geometry alone turns path-finding into 1-step navigation: first hop of held-out leaves read off "
               "Node2VecCE embeddings beats associative memories of the same edges",
