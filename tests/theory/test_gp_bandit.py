@@ -242,7 +242,7 @@ def test_reproduce_quick_is_well_formed():
     assert all(math.isfinite(v) for v in out.metrics.values())
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 5 and len(checks) == 9
+    assert len(claims) == 11 and len(checks) == 9
     assert all(c.falsifier for c in claims)
     # theorems and exactness are checks, never counted as evidence; so is the strawman sanity comparison
     assert all(c.kind == "check" for c in out.claims if "bound" in c.statement or "equal" in c.statement)
@@ -250,7 +250,23 @@ def test_reproduce_quick_is_well_formed():
     assert sanity.kind == "check" and sanity.paired is not None and len(sanity.paired) >= 2
     # every claim carries a control arm (MIG: exponential-decay kernel; cost: a refit) or is a same-run ratio
     mig = [c for c in claims if "information gain" in c.statement]
-    assert len(mig) == 3 and all(c.control is not None and "Poisson" in c.control_arm for c in mig)
+    assert len(mig) == 9 and all(c.control is not None and "Poisson" in c.control_arm for c in mig)
+    # review finding 1: every (sphere, lengthscale) cell of the sweep is reported, each with its own control
+    from icml26.theory.gp_bandit.reproduce import MIG_LENGTHSCALES, control_r
+    assert {(c.statement.split(",")[0], c.statement.split("l = ")[1].split(":")[0]) for c in mig} == {
+        (f"S^{d}", f"{ls:g}") for d in (1, 2, 3) for ls in MIG_LENGTHSCALES}
+    assert set(MIG_LENGTHSCALES) >= {0.3, 0.5, 1.0}
+    for c in mig:
+        d, ls = int(c.statement[2]), float(c.statement.split("l = ")[1].split(":")[0])
+        assert f"r = {control_r(d, ls):.3f}" in c.control_arm
+        lo, hi = c.reference                                   # two-sided: a levelled-off gain fails too
+        assert c.op == "in" and 0 < lo < hi
+    rows = out.tables["growth_exponents"]
+    assert len(rows) == 9 and all("control in band" in r for r in rows)
+    # a cell whose exponent leaves the band is reported as not holding (quick S^3 at l = 0.5 does), never hidden
+    for c in mig:
+        outside = not (c.reference[0] <= c.measured <= c.reference[1])
+        assert (c.verdict == "does not hold") == outside
     t2 = next(c for c in claims if "t^2" in c.statement)
     assert t2.control is not None and t2.control > 2.5          # a refit's cost exponent is outside the t^2 band
     assert t2.timing_control is not None                        # decided with a same-work control
@@ -280,20 +296,58 @@ def test_poisson_control_kernel_spectrum():
         poisson_sphere_eigenvalues(-0.1, 2, 3)
 
 
-def test_exponential_decay_control_fails_the_new_rate_test():
-    """The MIG claim's control must be able to fail: greedy gain of the exponential-decay kernel grows faster than
-    the midpoint of the new and old rates' exponents on S^2, where the SE kernel's stays below it."""
-    from icml26.theory.gp_bandit.reproduce import _T_grid, _slope, control_r
-    from icml26.theory.gp_bandit.spectrum import poisson_kernel
-    d, T_max = 2, 400
-    X = sample_sphere(1500, d, 0)
+def _band_and_exponent(X, kernel, T_max):
+    from icml26.theory.gp_bandit.reproduce import _slope, _T_grid, mig_rate_finite_rank
+    d = X.shape[1] - 1
     Ts = _T_grid(T_max)
     T = Ts.astype(float)
     w = T >= T_max / 8
-    mid = 0.5 * (_slope(T[w], mig_rate_new(T[w], d)) + _slope(T[w], mig_rate_old(T[w], d)))
-    g_se, _ = greedy_information_gain(X, se_kernel(LS, check=False), T_max, NV)
-    g_p, _ = greedy_information_gain(X, poisson_kernel(control_r(d), d, check=False), T_max, NV)
-    assert _slope(T[w], g_se[Ts - 1][w]) < mid < _slope(T[w], g_p[Ts - 1][w])
+    new, old = _slope(T[w], mig_rate_new(T[w], d)), _slope(T[w], mig_rate_old(T[w], d))
+    fin = _slope(T[w], mig_rate_finite_rank(T[w]))
+    g, _ = greedy_information_gain(X, kernel, T_max, NV)
+    return (0.5 * (fin + new), 0.5 * (new + old)), _slope(T[w], g[Ts - 1][w])
+
+
+def test_exponential_decay_control_fails_the_new_rate_test():
+    """The MIG claim's control must be able to fail: greedy gain of the exponential-decay kernel grows faster than
+    the band's upper edge (midpoint of the new and old rates' exponents) on S^2, where the SE kernel's is inside."""
+    from icml26.theory.gp_bandit.reproduce import control_r
+    from icml26.theory.gp_bandit.spectrum import poisson_kernel
+    X = sample_sphere(1500, 2, 0)
+    (lo, hi), se = _band_and_exponent(X, se_kernel(LS, check=False), 400)
+    _, ctrl = _band_and_exponent(X, poisson_kernel(control_r(2, LS), 2, check=False), 400)
+    assert lo <= se <= hi < ctrl
+
+
+def test_levelled_off_gain_fails_the_band():
+    """Review finding 1: the old one-sided test (exponent below the midpoint) was passed by any gain that levels off
+    early. A finite-rank kernel (k = (1 + x.y)/2 on S^2: rank 4, MIG ~ ln T) would have passed it; the band's lower
+    edge (midpoint of the new rate's and ln T's exponents) rejects it."""
+    X = sample_sphere(1500, 2, 0)
+    (lo, hi), fin = _band_and_exponent(X, lambda A, B: 0.5 * (1.0 + A @ B.T), 400)
+    assert fin < hi            # the old test would have called this "tracks the new rate"
+    assert fin < lo            # the band does not
+
+
+def test_control_r_follows_the_lengthscale():
+    """Review finding 3: the control's r = lambda_1 / lambda_0 is small at l = 1 (where it stops discriminating)."""
+    from icml26.theory.gp_bandit.reproduce import control_r
+    r = [control_r(2, ls) for ls in (0.3, 0.5, 1.0)]
+    assert r[0] > r[1] > r[2] and r[2] < 0.35
+    assert control_r(2) == control_r(2, LS)
+
+
+def test_information_gain_cells_do_not_depend_on_the_seed():
+    """Review finding 2: the seed never changed what matters (exponents within ~3e-3), so the candidate sets are
+    fixed and every seed gives the same number: the harness counts each cell as one piece of evidence."""
+    import icml26.theory.gp_bandit.reproduce as R
+    sz = R.Sizes(100, 300, 60, (1,), 1, 50, 10, 5, 0, (600, 1200), 50, 4, 1, 3)
+    a = R.information_gain_study(sz, np.random.default_rng(0))
+    b = R.information_gain_study(sz, np.random.default_rng(1))
+    for k in a["greedy"]:
+        np.testing.assert_array_equal(a["greedy"][k], b["greedy"][k])
+        np.testing.assert_array_equal(a["control"][k], b["control"][k])
+    assert not np.array_equal(a["alt"][2], b["alt"][2])      # the seed-dependent candidate set does move
 
 
 def test_timing_claims_are_decided_on_cpu_time_with_a_same_work_control(monkeypatch):

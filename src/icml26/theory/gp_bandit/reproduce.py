@@ -3,9 +3,10 @@ regret curves vs the lower-bound rates, and the cost of our incremental GP-UCB.
 
 1. Spectrum. Closed-form eigenvalues vs Funk-Hecke quadrature and the trace identity, d = 1, 2, 3 (checks);
    Gram-matrix eigenvalues of uniform points (metric).
-2. Information gain. l = 0.5, sigma^2 = 0.01, d = 1, 2, 3. Greedy maximum-variance gamma~_T over N uniform
-   candidates (a (1 - 1/e) lower estimate of the MIG over them), the analytic upper bound up to T = 1e12, and the
-   rates (ln T)^{d+1} (ln ln T)^{-d} (new) and (ln T)^{d+1} (old).
+2. Information gain. l in {0.3, 0.5, 1.0}, sigma^2 = 0.01, d = 1, 2, 3. Greedy maximum-variance gamma~_T over N
+   uniform candidates (fixed per d, independent of the seed; a (1 - 1/e) lower estimate of the MIG over them), the
+   analytic upper bound up to T = 1e12, and the rates (ln T)^{d+1} (ln ln T)^{-d} (new), (ln T)^{d+1} (old) and
+   ln T (finite rank: a levelled-off gain).
 3. Regret. RKHS functions of norm B = 1 (random kernel expansions), noise sd 0.1; GP-UCB (Srinivas beta_t), MVR,
    uniform random and BoTorch's UCB on the same functions, candidates and noise; curves next to the paper's
    lower-bound rates (shapes only: a worst-case bound cannot be checked on typical functions).
@@ -14,8 +15,10 @@ regret curves vs the lower-bound rates, and the cost of our incremental GP-UCB.
    a refit (the control), and one GP-UCB step (observe + the posterior over N candidates) incremental vs refit at
    t = 1000.
 
-Claims (refutable): gamma~_T grows like the new rate rather than the old one (d = 1, 2, 3; control: the same
-greedy with an exponential-decay Poisson kernel, whose MIG has the old rate); the incremental update costs ~t^2
+Claims (refutable): per (d, l) cell, gamma~_T's growth exponent is closer to the new rate's than to the old
+rate's or to ln T's (control: the same greedy with an exponential-decay Poisson kernel with the same
+lambda_1/lambda_0, whose MIG has the old rate; each cell is seed-invariant, one piece of evidence); the
+incremental update costs ~t^2
 (control: a refit's exponent) and a GP-UCB step is >= 5x faster than refitting at t = 1000 (claims about our
 implementation, not the paper's). Checks (theorems, exactness, sanity): trace identity, quadrature, greedy =
 log det, gamma~_T <= analytic bound, the analytic bound grows like the new rate and slower than the old one, GP
@@ -80,12 +83,27 @@ N_ADD = 8                        # incremental updates per timed call (one call:
 T2_BAND = (1.5, 2.5)             # "~t^2": the cost exponent band (about 3 would mean a refactorisation per step)
 
 
-def control_r(d: int) -> float:
-    """r of the Poisson-kernel control on S^d: its mu_1 / mu_0 = r equals the SE kernel's lambda_1 / lambda_0, so
-    the two kernels share their leading spectrum and differ in the decay (exponential vs super-exponential). The
-    rule was fixed after trying r in {0.3, 0.5, 0.7} by hand (see the README), all of which are reported."""
-    lam = se_sphere_eigenvalues(d, LENGTHSCALE, 1)
+MIG_LENGTHSCALES = (0.3, 0.5, 1.0)   # the information-gain claims are made at every one of these (review finding 1)
+MIG_CANDIDATE_SEED = 9009            # the candidate sets of the information-gain study do not depend on the run's
+                                     # seed (review finding 2): the exponents moved by < 2e-3 between seeds, so the
+                                     # seed never resampled what matters; fixed candidates make every seed give the
+                                     # same number and the harness counts each cell as one piece of evidence.
+
+
+def control_r(d: int, lengthscale: float = LENGTHSCALE) -> float:
+    """r of the Poisson-kernel control on S^d: its mu_1 / mu_0 = r equals the SE kernel's lambda_1 / lambda_0 at
+    ``lengthscale``, so the two kernels share their leading spectrum and differ in the decay (exponential vs
+    super-exponential). The rule was fixed after trying r in {0.3, 0.5, 0.7} by hand at l = 0.5 (see the README);
+    the run reports the control at every lengthscale of the sweep, where r = lambda_1 / lambda_0 becomes small at
+    l = 1 and the control stops discriminating."""
+    lam = se_sphere_eigenvalues(d, lengthscale, 1)
     return float(lam[1] / lam[0])
+
+
+def mig_rate_finite_rank(T: np.ndarray) -> np.ndarray:
+    """ln T: the MIG rate of a finite-rank kernel (D features: gamma_T ~ D/2 ln T; Srinivas et al. 2010), the rate
+    of a gain that has levelled off. The third comparator of the information-gain claims (review finding 1)."""
+    return np.log(np.asarray(T, dtype=float))
 
 
 # helper functions
@@ -122,20 +140,29 @@ def spectrum(sz: Sizes, rng: np.random.Generator) -> dict:
 # 2. information gain
 
 def information_gain_study(sz: Sizes, rng: np.random.Generator) -> dict:
-    """Greedy gamma~_T of the SE kernel and of the Poisson-kernel control on the same candidates, per d."""
-    kern = se_kernel(LENGTHSCALE, check=False)
+    """Greedy gamma~_T of the SE kernel and of the Poisson-kernel control on the same candidates, per (d, l).
+
+    The candidates are fixed per d (``MIG_CANDIDATE_SEED``); ``rng`` draws a second, seed-dependent candidate set
+    on which the SE gain is recomputed at l = LENGTHSCALE, to report how much the candidates matter.
+    """
     Ts = _T_grid(sz.mig_T)
-    out: dict = {"T": Ts, "greedy": {}, "control": {}, "bound": {}, "logdet_err": {}, "bound_far": {}}
+    out: dict = {"T": Ts, "greedy": {}, "control": {}, "bound": {}, "logdet_err": {}, "bound_far": {},
+                 "alt": {}}
     for d in DIMS:
-        X = sample_sphere(sz.mig_candidates, d, rng)
-        gam, idx = greedy_information_gain(X, kern, sz.mig_T, NOISE_VAR)
-        S = X[idx]
-        out["logdet_err"][d] = abs(information_gain(kern(S, S), NOISE_VAR) - gam[-1]) / gam[-1]
-        out["greedy"][d] = gam[Ts - 1]
-        ctrl, _ = greedy_information_gain(X, poisson_kernel(control_r(d), d, check=False), sz.mig_T, NOISE_VAR)
-        out["control"][d] = ctrl[Ts - 1]
-        out["bound"][d] = mig_upper_bound(Ts.astype(float), d, LENGTHSCALE, NOISE_VAR)
+        X = sample_sphere(sz.mig_candidates, d, np.random.default_rng([MIG_CANDIDATE_SEED, d]))
+        for ls in MIG_LENGTHSCALES:
+            kern = se_kernel(ls, check=False)
+            gam, idx = greedy_information_gain(X, kern, sz.mig_T, NOISE_VAR)
+            S = X[idx]
+            out["logdet_err"][d, ls] = abs(information_gain(kern(S, S), NOISE_VAR) - gam[-1]) / gam[-1]
+            out["greedy"][d, ls] = gam[Ts - 1]
+            ctrl, _ = greedy_information_gain(X, poisson_kernel(control_r(d, ls), d, check=False), sz.mig_T,
+                                              NOISE_VAR)
+            out["control"][d, ls] = ctrl[Ts - 1]
+            out["bound"][d, ls] = mig_upper_bound(Ts.astype(float), d, ls, NOISE_VAR)
         out["bound_far"][d] = mig_upper_bound(T_BOUND, d, LENGTHSCALE, NOISE_VAR)
+        Xa = sample_sphere(sz.mig_candidates, d, rng)
+        out["alt"][d] = greedy_information_gain(Xa, se_kernel(LENGTHSCALE, check=False), sz.mig_T, NOISE_VAR)[0][Ts - 1]
     return out
 
 
@@ -275,25 +302,35 @@ def _figure_spectrum(spec: dict) -> Figure:
     return fig
 
 
-def _figure_mig(ig: dict) -> Figure:
-    fig = Figure(figsize=(13.0, 3.8))
-    a1, a2, a3 = fig.subplots(1, 3)
+def _figure_mig(ig: dict, cells: dict) -> Figure:
+    fig = Figure(figsize=(17.0, 3.8))
+    a1, a2, a3, a4 = fig.subplots(1, 4)
     T = ig["T"]
     for d in DIMS:
-        l, = a1.loglog(T, ig["greedy"][d], "o-", ms=3, label=f"greedy, S^{d}")
-        a1.loglog(T, ig["bound"][d], "--", color=l.get_color(), lw=0.8)
+        l, = a1.loglog(T, ig["greedy"][d, LENGTHSCALE], "o-", ms=3, label=f"greedy, S^{d}")
+        a1.loglog(T, ig["bound"][d, LENGTHSCALE], "--", color=l.get_color(), lw=0.8)
         m = T >= 10
-        a2.semilogx(T[m], ig["greedy"][d][m] / mig_rate_new(T[m], d), "o-", ms=3, color=l.get_color(),
+        a2.semilogx(T[m], ig["greedy"][d, LENGTHSCALE][m] / mig_rate_new(T[m], d), "o-", ms=3, color=l.get_color(),
                     label=f"/ new rate, S^{d}")
-        a2.semilogx(T[m], ig["greedy"][d][m] / mig_rate_old(T[m], d), "x:", ms=3, color=l.get_color(),
+        a2.semilogx(T[m], ig["greedy"][d, LENGTHSCALE][m] / mig_rate_old(T[m], d), "x:", ms=3, color=l.get_color(),
                     label=f"/ old rate, S^{d}")
         a3.loglog(T_BOUND, ig["bound_far"][d] / mig_rate_new(T_BOUND, d), "-", color=l.get_color(),
                   label=f"bound / new, S^{d}")
         a3.loglog(T_BOUND, ig["bound_far"][d] / mig_rate_old(T_BOUND, d), ":", color=l.get_color(),
                   label=f"bound / old, S^{d}")
-    a1.set_title("information gain (dashed: analytic bound)", fontsize=9)
-    a2.set_title("greedy gamma_T / rate", fontsize=9)
-    a3.set_title("analytic bound / rate, T to 1e12", fontsize=9)
+    keys = sorted(cells)
+    x = np.arange(len(keys))
+    a4.bar(x - 0.2, [cells[k]["se"] for k in keys], 0.4, label="SE kernel")
+    a4.bar(x + 0.2, [cells[k]["control"] for k in keys], 0.4, label="Poisson control")
+    for i, k in enumerate(keys):
+        a4.plot([i - 0.45, i + 0.45], [cells[k]["lo"]] * 2, "k-", lw=0.8)
+        a4.plot([i - 0.45, i + 0.45], [cells[k]["hi"]] * 2, "k-", lw=0.8)
+    a4.set_xticks(x, [f"S^{d}\nl={ls}" for d, ls in keys], fontsize=6)
+    a4.set_title("growth exponent vs the new-rate band (black)", fontsize=9)
+    a4.legend(fontsize=6)
+    a1.set_title(f"information gain, l = {LENGTHSCALE} (dashed: analytic bound)", fontsize=9)
+    a2.set_title(f"greedy gamma_T / rate, l = {LENGTHSCALE}", fontsize=9)
+    a3.set_title(f"analytic bound / rate, T to 1e12, l = {LENGTHSCALE}", fontsize=9)
     for ax in (a1, a2, a3):
         ax.set_xlabel("T")
         ax.legend(fontsize=6)
@@ -361,23 +398,28 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
     T = ig["T"].astype(float)
     T_lo = sz.mig_T / 8
-    flat_new = {d: _flatness(T, ig["greedy"][d], mig_rate_new(T, d), T_lo) for d in DIMS}
-    flat_old = {d: _flatness(T, ig["greedy"][d], mig_rate_old(T, d), T_lo) for d in DIMS}
+    L0 = LENGTHSCALE
+    flat_new = {d: _flatness(T, ig["greedy"][d, L0], mig_rate_new(T, d), T_lo) for d in DIMS}
+    flat_old = {d: _flatness(T, ig["greedy"][d, L0], mig_rate_old(T, d), T_lo) for d in DIMS}
     far = T_BOUND >= 1e6
     bound_vs_new = {d: _slope(mig_rate_new(T_BOUND[far], d), ig["bound_far"][d][far]) for d in DIMS}
     bound_vs_old = {d: _slope(mig_rate_old(T_BOUND[far], d), ig["bound_far"][d][far]) for d in DIMS}
-    greedy_over_bound = max(float(np.max(ig["greedy"][d] / ig["bound"][d])) for d in DIMS)
+    greedy_over_bound = max(float(np.max(ig["greedy"][k] / ig["bound"][k])) for k in ig["greedy"])
+    win = T >= T_lo
+    rate_new_exp = {d: _slope(T[win], mig_rate_new(T[win], d)) for d in DIMS}
+    rate_old_exp = {d: _slope(T[win], mig_rate_old(T[win], d)) for d in DIMS}
+    rate_fin_exp = _slope(T[win], mig_rate_finite_rank(T[win]))
+    # the band of exponents closer to the new rate's than to the old rate's or to a levelled-off (ln T) gain's
+    band = {d: (0.5 * (rate_fin_exp + rate_new_exp[d]), 0.5 * (rate_new_exp[d] + rate_old_exp[d])) for d in DIMS}
+    cells = {(d, ls): {"se": _slope(T[win], ig["greedy"][d, ls][win]),
+                       "control": _slope(T[win], ig["control"][d, ls][win]), "r": control_r(d, ls),
+                       "lo": band[d][0], "hi": band[d][1]} for d in DIMS for ls in MIG_LENGTHSCALES}
+    alt_diff = max(abs(_slope(T[win], ig["alt"][d][win]) - cells[d, L0]["se"]) for d in DIMS)
 
     keys = sorted({(k[0], k[1]) for k in runs})
     R_ucb = np.array([runs[d, j, "GP-UCB"]["cumulative"][-1] for d, j in keys])
     R_rand = np.array([runs[d, j, "uniform random"]["cumulative"][-1] for d, j in keys])
     R_mvr = np.array([runs[d, j, "MVR"]["cumulative"][-1] for d, j in keys])
-    win = T >= T_lo
-    grow = {d: _slope(T[win], ig["greedy"][d][win]) for d in DIMS}
-    ctrl_grow = {d: _slope(T[win], ig["control"][d][win]) for d in DIMS}
-    rate_new_exp = {d: _slope(T[win], mig_rate_new(T[win], d)) for d in DIMS}
-    rate_old_exp = {d: _slope(T[win], mig_rate_old(T[win], d)) for d in DIMS}
-    mid = {d: 0.5 * (rate_new_exp[d] + rate_old_exp[d]) for d in DIMS}
     inc, ref, step = tm["inc"], tm["refit"], tm["step"]
     log_pair = math.log2(tm["t2"] / tm["t1"])
     cost_slope = math.log2(inc.ratio) / log_pair              # exponent p in cost ~ t^p
@@ -387,10 +429,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     for d in DIMS:
         metrics[f"trace_err_d{d}"] = spec["trace_err"][d]
         metrics[f"quad_abs_err_d{d}"] = spec["quad_err"][d]
-        metrics[f"greedy_gamma_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d][-1])
-        metrics[f"bound_T{sz.mig_T}_d{d}"] = float(ig["bound"][d][-1])
-        metrics[f"greedy_over_new_rate_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d][-1] / mig_rate_new(T[-1], d))
-        metrics[f"greedy_over_old_rate_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d][-1] / mig_rate_old(T[-1], d))
+        metrics[f"greedy_gamma_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d, L0][-1])
+        metrics[f"bound_T{sz.mig_T}_d{d}"] = float(ig["bound"][d, L0][-1])
+        metrics[f"greedy_over_new_rate_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d, L0][-1] / mig_rate_new(T[-1], d))
+        metrics[f"greedy_over_old_rate_T{sz.mig_T}_d{d}"] = float(ig["greedy"][d, L0][-1] / mig_rate_old(T[-1], d))
         metrics[f"flatness_new_d{d}"], metrics[f"flatness_old_d{d}"] = flat_new[d], flat_old[d]
         metrics[f"bound_slope_vs_new_rate_d{d}"], metrics[f"bound_slope_vs_old_rate_d{d}"] = bound_vs_new[d], bound_vs_old[d]
         metrics[f"bound_over_new_rate_T1e12_d{d}"] = float(ig["bound_far"][d][-1] / mig_rate_new(1e12, d))
@@ -415,10 +457,15 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             metrics[f"cum_regret_T{n}_gpucb_d{d}"] = float(np.mean(ours))
             metrics[f"cum_regret_T{n}_botorch_ucb_d{d}"] = float(np.mean(theirs))
     for d in DIMS:
-        metrics[f"control_r_d{d}"] = control_r(d)
-        metrics[f"control_greedy_gamma_T{sz.mig_T}_d{d}"] = float(ig["control"][d][-1])
-        metrics[f"growth_exponent_d{d}"], metrics[f"control_growth_exponent_d{d}"] = grow[d], ctrl_grow[d]
         metrics[f"new_rate_exponent_d{d}"], metrics[f"old_rate_exponent_d{d}"] = rate_new_exp[d], rate_old_exp[d]
+        for ls in MIG_LENGTHSCALES:
+            c, tag = cells[d, ls], f"d{d}_l{ls:g}"
+            metrics[f"control_r_{tag}"] = c["r"]
+            metrics[f"greedy_gamma_T{sz.mig_T}_{tag}"] = float(ig["greedy"][d, ls][-1])
+            metrics[f"control_greedy_gamma_T{sz.mig_T}_{tag}"] = float(ig["control"][d, ls][-1])
+            metrics[f"growth_exponent_{tag}"], metrics[f"control_growth_exponent_{tag}"] = c["se"], c["control"]
+    metrics["finite_rank_rate_exponent"] = rate_fin_exp
+    metrics["growth_exponent_max_change_other_candidates"] = alt_diff
     per_add = N_ADD * tm["loops"]
     metrics |= {f"update_cpu_seconds_t{tm['t1']}": float(np.median(inc.baseline)) / per_add,
                 f"update_cpu_seconds_t{tm['t2']}": float(np.median(inc.method)) / per_add,
@@ -432,26 +479,32 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                 "sklearn_max_abs_diff": sk_err, "incremental_vs_refit_max_abs_diff": tm["inc_vs_refit_err"],
                 "greedy_logdet_rel_err": max(ig["logdet_err"].values()), "greedy_over_bound_max": greedy_over_bound}
 
-    mig_note = (f"l={LENGTHSCALE}, sigma^2={NOISE_VAR}, greedy max-variance over {sz.mig_candidates} uniform "
-                "candidates (within 1-1/e of their MIG). gamma~_T tracks the new rate more closely than the old one "
-                "(|change of log(gamma~/rate)| smaller over the window) exactly when its growth exponent is below the "
-                "midpoint of the two rates' exponents, which is the comparison made here. ln ln T moves only from "
-                "~1.2 to ~1.8, so the two rates differ by a slowly changing factor (ln ln T)^d: a weak test, which "
-                "is why it carries an exponential-decay control.")
+    mig_note = (f"sigma^2={NOISE_VAR}, greedy max-variance over {sz.mig_candidates} uniform candidates (within 1-1/e "
+                "of their MIG), fixed across seeds: the exponent moves by "
+                f"{alt_diff:.1e} on an independent candidate set, so every seed gives one and the same piece of "
+                "evidence. Band: the exponent is closer to the new rate's than to the old rate's (upper edge) and "
+                "than to a levelled-off gain's ln T (lower edge: a finite-rank kernel), so an early plateau fails "
+                "too. ln ln T moves only from ~1.5 to ~2.0 over the window: a weak test, hence the exponential-decay "
+                "control. The theorem is an upper bound: failing here does not refute it; it says this window and "
+                "lengthscale cannot show the new rate.")
     claims = []
     for d in DIMS:
-        claims.append(Claim(
-            f"S^{d}: measured information gain tracks (ln T)^{d + 1} (ln ln T)^-{d} more closely than (ln T)^{d + 1}",
-            grow[d], "<", mid[d], bar=True,
-            baseline=f"midpoint of the two rates' exponents over the same T ({rate_new_exp[d]:.3f} new, "
-                     f"{rate_old_exp[d]:.3f} old)",
-            metric=f"local growth exponent d log gamma~_T / d log T over T in [{T_lo:g}, {sz.mig_T}]",
-            paper="O((ln T)^(d+1) (ln ln T)^-d)", note=mig_note,
-            control=ctrl_grow[d],
-            control_arm=f"Poisson kernel on S^{d}, r = {control_r(d):.3f} (same lambda_1/lambda_0 as the SE kernel, "
-                        "exponential eigen-decay: MIG ~ (ln T)^(d+1), the old rate), same candidates and greedy",
-            falsifier="gamma~_T growing at or above the midpoint exponent (closer to (ln T)^(d+1) than to the new "
-                      "rate), or the exponential-decay control passing the same test"))
+        for ls in MIG_LENGTHSCALES:
+            c = cells[d, ls]
+            claims.append(Claim(
+                f"S^{d}, l = {ls:g}: measured information gain grows closer to (ln T)^{d + 1} (ln ln T)^-{d} than to "
+                f"(ln T)^{d + 1} or to ln T",
+                c["se"], "in", (c["lo"], c["hi"]),
+                baseline=f"band between the midpoints of the rates' exponents over the same T (ln T {rate_fin_exp:.3f}, "
+                         f"new {rate_new_exp[d]:.3f}, old {rate_old_exp[d]:.3f})",
+                metric=f"local growth exponent d log gamma~_T / d log T over T in [{T_lo:g}, {sz.mig_T}]",
+                paper="O((ln T)^(d+1) (ln ln T)^-d)", note=mig_note,
+                control=c["control"],
+                control_arm=f"Poisson kernel on S^{d}, r = {c['r']:.3f} (same lambda_1/lambda_0 as the SE kernel at "
+                            f"l = {ls:g}, exponential eigen-decay: MIG ~ (ln T)^(d+1), the old rate), same candidates "
+                            "and greedy",
+                falsifier="growth exponent outside the band (closer to (ln T)^(d+1), or levelled off like ln T), or "
+                          "the exponential-decay control landing inside the band too"))
     claims += [
         Claim("Our incremental GP update costs ~t^2 per step (not t^3)", cost_slope, "in", T2_BAND,
               baseline="t^2 band", timing_control=inc.control_ratio, timing_tolerance=inc.tolerance,
@@ -488,7 +541,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               max(ig["logdet_err"].values()), "<=", 1e-8, baseline="1e-8", metric="max relative difference",
               kind="check", note="Chain rule of the log determinant."),
         Claim("Greedy gamma~_T never exceeds the analytic MIG upper bound", greedy_over_bound, "<=", 1.0,
-              baseline="1 (bound)", metric="max over d, T of gamma~_T / bound", kind="check",
+              baseline="1 (bound)", metric="max over d, l, T of gamma~_T / bound", kind="check",
               note="A theorem (Vakili-style bound with the exact spectrum); a violation would be a bug."),
         Claim("Analytic MIG bound grows no faster than the new rate (T in [1e6, 1e12])", max(bound_vs_new.values()),
               "<=", 1.0, baseline="slope 1", metric="max over d of the log-log slope of bound vs new rate",
@@ -505,8 +558,16 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     ]
 
     tables = {
-        "information_gain": [{"T": int(t), **{f"greedy S^{d}": float(ig["greedy"][d][i]) for d in DIMS},
-                              **{f"bound S^{d}": float(ig["bound"][d][i]) for d in DIMS}} for i, t in enumerate(ig["T"])],
+        "information_gain": [{"T": int(t), **{f"greedy S^{d} l={ls:g}": float(ig["greedy"][d, ls][i])
+                                              for d in DIMS for ls in MIG_LENGTHSCALES},
+                              **{f"bound S^{d} l={ls:g}": float(ig["bound"][d, ls][i]) for d in DIMS
+                                 for ls in MIG_LENGTHSCALES}} for i, t in enumerate(ig["T"])],
+        "growth_exponents": [{"d": d, "l": ls, "SE": round(c["se"], 4), "Poisson control": round(c["control"], 4),
+                              "r": round(c["r"], 3), "band lo": round(c["lo"], 4), "band hi": round(c["hi"], 4),
+                              "new rate": round(rate_new_exp[d], 4), "old rate": round(rate_old_exp[d], 4),
+                              "SE in band": bool(c["lo"] <= c["se"] <= c["hi"]),
+                              "control in band": bool(c["lo"] <= c["control"] <= c["hi"])}
+                             for (d, ls), c in sorted(cells.items())],
         "regret": [{"d": d, "policy": name, "cumulative": float(np.mean(
             [runs[k]["cumulative"][-1] for k in runs if k[0] == d and k[2] == name])), "simple": float(np.mean(
             [runs[k]["simple"][-1] for k in runs if k[0] == d and k[2] == name]))}
@@ -514,11 +575,11 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         "timing": [{"t": t, "incremental update (CPU s)": float(np.median(a.method if t == tm["t2"] else a.baseline))
                     / per_add, "refit (CPU s)": float(np.median(r.method if t == tm["t2"] else r.baseline))}
                    for t in (tm["t1"], tm["t2"]) for a, r in [(inc, ref)]],
-        "information_gain_control": [{"T": int(t), **{f"greedy SE S^{d}": float(ig["greedy"][d][i]) for d in DIMS},
-                                      **{f"greedy Poisson S^{d}": float(ig["control"][d][i]) for d in DIMS}}
+        "information_gain_control": [{"T": int(t), **{f"greedy Poisson S^{d} l={ls:g}": float(ig["control"][d, ls][i])
+                                                     for d in DIMS for ls in MIG_LENGTHSCALES}}
                                      for i, t in enumerate(ig["T"])],
     }
-    figures = {"spectrum": _figure_spectrum(spec), "information_gain": _figure_mig(ig),
+    figures = {"spectrum": _figure_spectrum(spec), "information_gain": _figure_mig(ig, cells),
                "regret": _figure_regret(runs, sz.bandit_dims), "timing": _figure_timing(tm)}
     notes = "" if botorch_available() else "BoTorch is not installed: its UCB peer was skipped."
     return Outcome(metrics=metrics, claims=claims, tables=tables, figures=figures, notes=notes)
