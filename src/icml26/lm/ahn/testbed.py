@@ -1,6 +1,7 @@
 """The long-context base of [A07]: a tiny Llama trained with full attention on 256-token code sequences in which a
-span of earlier text is copied again further on (beyond any sliding window the reproduction uses), so the base
-*uses* context beyond the window and a window-only model is measurably worse than full attention.
+span of earlier text is copied again further on (beyond any sliding window the reproduction uses), meant to
+make the base use context beyond the window. Measured (README): after 400 steps full attention is only 0.009 nats
+better than a 48-token window on such sequences (no copying learned yet); more steps are needed.
 
     copy span: tokens[d : d + L] <- tokens[s : s + L],   d >= s + L + gap   (gap > W + S: the source has left
                                                                             the window when the copy is read)
