@@ -52,7 +52,9 @@ class AutoToolConfig:
     pl_tasks: int = 32                # decision states per Phase II update
     pl_lr: float | None = None        # Phase II learning rate (None: lr)
     pl_skip_ties: bool = True         # drop decision states whose K returns all tie (no ranking signal)
+    pl_shuffle: bool = False          # control: rank the K candidates at random instead of by their returns
     inventory_size: int = 20
+    ops_range: tuple = (2, 4)         # operations per training task (lo, hi); harder tasks leave headroom
     max_grad_norm: float = 1.0
 
     def __post_init__(self) -> None:
@@ -68,6 +70,9 @@ class AutoToolConfig:
         for name in ("lr", "sft_lr", "pl_beta", "clip_eps"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        lo, hi = self.ops_range
+        if not 1 <= lo <= hi <= MAX_OPS:
+            raise ValueError(f"ops_range must satisfy 1 <= lo <= hi <= {MAX_OPS}, got {self.ops_range!r}")
         if self.kl_beta < 0:
             raise ValueError(f"kl_beta must be >= 0, got {self.kl_beta}")
 
@@ -181,7 +186,8 @@ class AutoToolTrainer:
         return copy.deepcopy(self)
 
     def _tasks(self, n: int) -> Tasks:
-        return sample_tasks(self.cat, n, split="seen", inventory_size=self.cfg.inventory_size, rng=self.rng)
+        return sample_tasks(self.cat, n, split="seen", inventory_size=self.cfg.inventory_size,
+                            ops_range=tuple(self.cfg.ops_range), rng=self.rng)
 
     def _update(self, loss: Tensor) -> None:
         self.opt.zero_grad(set_to_none=True)
@@ -292,7 +298,8 @@ class AutoToolTrainer:
             ref_logits = _decision_logits(self.ref, env, state)[torch.arange(b), t_dec]
         logp = F.log_softmax(logits, -1).gather(1, cand)
         logp_ref = F.log_softmax(ref_logits, -1).gather(1, cand)
-        per_state = kl_pl_loss(logp, logp_ref, returns, beta=cfg.pl_beta, generator=self.gen, reduction="none")
+        rank_by = torch.rand(returns.shape, generator=self.gen) if cfg.pl_shuffle else returns
+        per_state = kl_pl_loss(logp, logp_ref, rank_by, beta=cfg.pl_beta, generator=self.gen, reduction="none")
         w = (returns.max(1).values > returns.min(1).values).float() if cfg.pl_skip_ties else torch.ones(b)
         loss = (per_state * w).sum() / w.sum().clamp_min(1.0)
         if float(w.sum()) > 0:
