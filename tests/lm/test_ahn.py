@@ -388,3 +388,28 @@ def test_quick_reproduction_structure():
             assert c.falsifier
     for c in out.checks:   # exactness checks are true by construction: they must hold
         assert c.verdict == "holds", c.statement
+
+
+def test_memory_from_control_and_loss_mask(base, ids):
+    """memory_from=identity is the ordinary forward; another row's memory changes only positions that read it.
+    An all-true loss_mask is the plain KL; a bad mask is refused."""
+    m = augment_with_ahn(base, kind="gdn", window=8, num_sinks=2, chunk_size=16)
+    _randomize_memory(m)
+    B = ids.shape[0]
+    with torch.no_grad():
+        own = m(ids).logits
+        assert torch.equal(m(ids, memory_from=torch.arange(B)).logits, own)
+        other = m(ids, memory_from=torch.roll(torch.arange(B), 1)).logits
+        assert torch.equal(other[:, :10], own[:, :10])                  # t < S + W reads no memory
+        assert (other[:, 10:] - own[:, 10:]).abs().max() > 1e-4
+    with pytest.raises(ValueError, match="memory_from"):
+        m(ids, memory_from=torch.tensor([0]))
+    data = torch.randint(0, V, (6, 40), generator=torch.Generator().manual_seed(2))
+    m1 = augment_with_ahn(base, kind="gdn", window=8, num_sinks=2, chunk_size=16)
+    m2 = augment_with_ahn(base, kind="gdn", window=8, num_sinks=2, chunk_size=16)
+    r1 = self_distill_ahn(m1, data, steps=2, batch_size=2, windows=(8,), sinks=(2,), seed=1)
+    r2 = self_distill_ahn(m2, data, steps=2, batch_size=2, windows=(8,), sinks=(2,), seed=1,
+                          loss_mask=torch.ones_like(data, dtype=torch.bool))
+    assert r1.losses == pytest.approx(r2.losses, rel=1e-6)
+    with pytest.raises(ValueError, match="loss_mask"):
+        self_distill_ahn(m2, data, steps=1, loss_mask=torch.ones(3, 3, dtype=torch.bool))
