@@ -347,6 +347,12 @@ def test_reproduce_quick_is_well_formed():
     timed = [c for c in out.claims if c.timing_control is not None]
     assert len(timed) == 2 and all(len(c.paired) >= 3 for c in timed)
     assert any("untrained" in c.statement for c in quality)
+    # issue 29: the "matches" claims are decided by the strongest of Soft-HGR, DCCA and InfoNCE; the time-cap bar
+    # carries the fastest whitening baseline as control
+    matches = [c for c in quality if c.baselines]
+    assert len(matches) == 3 and all(len(c.baselines) == 3 and c.strongest_baseline for c in matches)
+    cap = next(c for c in out.claims if "still runs" in c.statement)
+    assert cap.bar and cap.control == out.metrics["best_whitening_cap_frac_at_Kmax"]
     # the fast (Gram-form) baselines are timed and compared, and equal their covariance forms
     assert math.isfinite(out.metrics["dcca_gram_over_unifast_time"])
     assert next(c for c in out.checks if c.statement.startswith("Gram-form")).verdict == "holds"
