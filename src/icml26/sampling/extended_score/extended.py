@@ -75,16 +75,26 @@ def score_and_dgamma(score_fn: ScoreFn, x: torch.Tensor, gamma: float | torch.Te
     g = _gamma_vector(gamma, x)
     if method == "jvp":
         # one forward-mode pass gives the score and its gamma-derivative together (no separate score call)
-        s, ds = torch.func.jvp(lambda gg: score_fn(x, gg), (g,), (torch.ones_like(g),))
+        try:
+            s, ds = torch.func.jvp(lambda gg: score_fn(x, gg), (g,), (torch.ones_like(g),))
+        except (RuntimeError, TypeError) as e:
+            raise TypeError(
+                f"score_fn failed under forward-mode autodiff (method='jvp'): {type(e).__name__}: {e}. It must be a "
+                f"torch function of (x, gamma) returning a tensor; x and gamma are {x.dtype}. For a model with other "
+                "parameters' dtype, cast inside the score, e.g. lambda x, g: model(x.float(), g.float()).to(x.dtype); "
+                "for a score that is not a differentiable torch function (NumPy, a compiled model) use method='fd'"
+            ) from e
         _check_output(s, x)
         return s, ds
     if method == "fd":
         if not (rel_step > 0 and math.isfinite(rel_step)):
             raise ValueError(f"rel_step must be > 0, got {rel_step!r}")
+        lo = float(getattr(score_fn, "min_gamma", 0.0))          # clean_score_fn: gamma >= sigma^2
         h = rel_step * g.clamp_min(1e-12)
+        gm = (g - h).clamp_min(lo)
         s = call_score(score_fn, x, g)
-        sp, sm = call_score(score_fn, x, g + h), call_score(score_fn, x, (g - h).clamp_min(0.0))
-        return s, (sp - sm) / (g + h - (g - h).clamp_min(0.0))[:, None]
+        sp, sm = call_score(score_fn, x, g + h), call_score(score_fn, x, gm)
+        return s, (sp - sm) / (g + h - gm)[:, None]
     raise ValueError(f"unknown method {method!r}; use 'jvp' (forward-mode autodiff) or 'fd' (finite difference)")
 
 
@@ -104,11 +114,23 @@ def tweedie_denoiser(score_fn: ScoreFn, x: torch.Tensor, gamma: float | torch.Te
 
 
 def clean_score_fn(noisy_score_fn: ScoreFn, noise_var: float) -> ScoreFn:
-    """Clean-data score at clean level gamma >= sigma^2 from a model of the noisy data: s(x, gamma - sigma^2)."""
+    """Clean-data score at clean level gamma >= sigma^2 from a model of the noisy data: s(x, gamma - sigma^2).
+
+    The noisy-data model is defined at model levels >= 0 only, so a clean level gamma < sigma^2 raises
+    ``ValueError`` (it would query the model at a negative noise variance: meaningless values, or NaN). The
+    returned function carries ``min_gamma = sigma^2``, which the finite-difference path respects.
+    """
     if not (math.isfinite(noise_var) and noise_var >= 0):
         raise ValueError(f"noise_var must be >= 0, got {noise_var!r}")
+    tol = 1e-12 * max(1.0, noise_var)
 
     def fn(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+        g = torch.as_tensor(gamma)
+        if bool((g < noise_var - tol).any()):
+            raise ValueError(
+                f"gamma must be >= noise_var = {noise_var:g} for clean_score_fn (clean levels below the data noise "
+                f"are not reachable from a model of the noisy data), got min {float(g.min()):g}")
         return noisy_score_fn(x, gamma - noise_var)
 
+    fn.min_gamma = float(noise_var)  # type: ignore[attr-defined]
     return fn

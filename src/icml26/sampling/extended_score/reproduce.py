@@ -17,20 +17,23 @@ MAD (the same plain samples + the extended-score attraction stage). Metrics: RMS
 (per sample, paired across methods, which share their plain samples) and an on-manifold Wasserstein distance
 to fresh clean samples (POT), with its estimator floor (the same distance between two fresh clean sets).
 
-Claims (refutable): on the learned testbeds, MAD at least halves the RMS off-manifold distance of plain sampling
-(with exact scores this is an identity of H's numerics, (1 - tau/K)^K on a flat manifold: a check); on every
-testbed MAD is closer to the manifold than the stronger of one Tweedie step and the annealed Tweedie relaxation at
-MAD's network evaluations; where the on-manifold law has structure (subspace mixture, digits), MAD's on-manifold
-spread is within 10% of plain's (control: an isotropic shrink by MAD's own off-manifold factor); one extended-score
-call costs at most 3 score calls (control: reverse-mode derivatives). Checks: the Gaussian extended score equals
-its closed form; H = (D - x) + dD/dgamma; H of a Dirac is -(x - mu); H -> S as gamma -> 0 for a smooth density;
-the sampler without the attraction stage equals the plain sampler bit for bit; forward mode = reverse mode.
+Claims (refutable): on the learned testbeds, MAD at least halves the off-manifold noise: RMS distance <= 1/2 of
+the noisy training data's own (control: plain sampling; with exact scores the ratio to plain is an identity of H's
+numerics, (1 - tau/K)^K on a flat manifold: a check); on every testbed MAD is closer to the manifold than the
+stronger of one Tweedie step and the annealed Tweedie relaxation at MAD's network evaluations, whose tau keeps at
+least MAD's on-manifold spread where one is measured; on digits MAD's on-manifold spread is within 10% of plain's
+(control: an isotropic shrink by MAD's own off-manifold factor); one extended-score call costs at most 3 score
+calls (control: reverse-mode derivatives). At the quick budget the learned-testbed items are checks (smoke: the
+models are undertrained). Checks: the Gaussian extended score equals its closed form; H = (D - x) + dD/dgamma; H
+of a Dirac is -(x - mu); H -> S as gamma -> 0 for a smooth density; the Gaussian on-manifold spread ratio equals
+prod_k (1 - eta r(gamma_k)) over a sweep of s and tau; the sampler without the attraction stage equals the plain
+sampler bit for bit; forward mode = reverse mode.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -40,7 +43,7 @@ from matplotlib.figure import Figure
 from icml26.harness import Budget, Claim, Outcome, compare_times, limit_threads, seed_everything
 
 from .analytic import CircleProduct, GaussianMixture
-from .extended import extended_score, score_and_dgamma, tweedie_denoiser
+from .extended import extended_score, tweedie_denoiser
 from .model import ScoreMLP, train_dsm
 from .sampler import ManifoldAttractedSampler
 
@@ -56,12 +59,14 @@ class Sizes:
     hidden: int
     cost_n: int             # batch for the cost of one extended-score call vs one score call
     cost_repeats: int
+    learned_claims: bool    # False: the learned models are undertrained at this budget; their verdicts are smoke
+                            # tests (checks), not evidence (review finding 5)
 
 
 SIZES = {
-    Budget.QUICK: Sizes(300, 50, 20, 2000, 200, 200, 64, 1000, 12),
-    Budget.STANDARD: Sizes(1000, 100, 40, 4000, 1500, 1500, 128, 1000, 20),
-    Budget.FULL: Sizes(4000, 300, 100, 20000, 8000, 8000, 256, 4000, 30),
+    Budget.QUICK: Sizes(300, 50, 20, 2000, 200, 200, 64, 1000, 12, False),
+    Budget.STANDARD: Sizes(1000, 100, 40, 4000, 1500, 1500, 128, 1000, 20, True),
+    Budget.FULL: Sizes(4000, 300, 100, 20000, 8000, 8000, 256, 4000, 30, True),
 }
 
 TAU = 2.0                   # total attraction time: off-manifold distances shrink by ~exp(-2) (our choice)
@@ -73,6 +78,10 @@ EXACT = ("circle", "subspace", "torus")          # exact scores: the attraction 
 SPREAD_BAND = (0.9, 1 / 0.9)                     # "large variations mostly unchanged": within 10% (our margin)
 COST_INNER = 10                                  # calls per timed unit in the cost comparison
 COST_BOUND = 3.0                                 # "efficiently computed": at most the 3 calls of the fd fallback
+RELAX_TAUS = (1.0, 2.0, 3.0, 4.0)                # Tweedie relaxation's total time: matched to MAD's on-manifold
+                                                 # spread where the testbed measures one (review finding 2)
+SPREAD_SWEEP_S = (3.0, 4.0, 4.5, 6.0)            # on-manifold std of the Gaussian spread identity (finding 4)
+SPREAD_SWEEP_TAU = (1.0, 2.0)
 
 
 # testbeds
@@ -88,6 +97,8 @@ class Testbed:
     wasserstein: Callable      # (x, generator) -> on-manifold Wasserstein distance to fresh clean samples
     floor: Callable            # generator -> the same distance between two fresh clean sets
     spread: Callable | None = None   # (x, x_plain) -> per-sample on-manifold deviation (None: no structure along it)
+    data_rms: float | None = None    # learned testbeds: RMS distance of the noisy training data to the manifold
+    clean_spread: float | None = None  # RMS on-manifold spread of the clean data (same measure as ``spread``)
 
 
 def _circle_w(m: CircleProduct, n: int):
@@ -200,7 +211,9 @@ def circle_learned_testbed(sz: Sizes, gen: torch.Generator, seed: int) -> tuple[
     kwargs = {"dim": 2, "hidden": sz.hidden, "depth": 3, "data_scale": 1.0, "noise_var": SIGMA ** 2}
     model, losses = trained_score_model("circle", data, kwargs, 1e-3 * SIGMA ** 2, 400.0, sz.circle_train_steps, seed)
     w, floor = _circle_w(m, sz.n)
-    return Testbed("circle-learned", 2, SIGMA ** 2, 400.0, _learned_score(model), m.distance, w, floor), losses
+    data_rms = float(m.distance(data).pow(2).mean().sqrt())
+    return Testbed("circle-learned", 2, SIGMA ** 2, 400.0, _learned_score(model), m.distance, w, floor,
+                   data_rms=data_rms), losses
 
 
 def digits_testbed(sz: Sizes, gen: torch.Generator, seed: int) -> tuple[Testbed, list[float], int]:
@@ -228,34 +241,100 @@ def digits_testbed(sz: Sizes, gen: torch.Generator, seed: int) -> tuple[Testbed,
     def spread(x, x_plain):              # distance from the data mean along the PCA subspace (the data are centred)
         return (x @ P).norm(dim=1)
 
-    tb = Testbed("digits-PCA", 64, SIGMA_DIGITS ** 2, gmax, _learned_score(model),
-                 lambda x: (x - (x @ P) @ P.T).norm(dim=1), w, lambda g: _euclid_w2((half_a @ P).numpy(), ref),
-                 spread)
+    dist = lambda x: (x - (x @ P) @ P.T).norm(dim=1)           # noqa: E731
+    tb = Testbed("digits-PCA", 64, SIGMA_DIGITS ** 2, gmax, _learned_score(model), dist, w,
+                 lambda g: _euclid_w2((half_a @ P).numpy(), ref), spread,
+                 data_rms=float(dist(noisy).pow(2).mean().sqrt()),
+                 clean_spread=float(spread(clean, clean).pow(2).mean().sqrt()))
     return tb, losses, n
 
 
 # experiment
+
+def _matched_relaxation(relax: dict, mad_ratio: float, d2: dict) -> float:
+    """The Tweedie relaxation's tau that is the strongest baseline at equal or better on-manifold preservation: the
+    lowest mean squared distance among the taus whose spread ratio is >= MAD's; the best-preserving tau if none is."""
+    ok = [t for t in relax if relax[t] >= mad_ratio]
+    if not ok:
+        return max(relax, key=relax.get)
+    return min(ok, key=lambda t: float(d2[t].mean()))
+
 
 def run_testbed(tb: Testbed, sz: Sizes, n: int, gen: torch.Generator) -> dict:
     sampler = ManifoldAttractedSampler(tb.score, tb.noise_var, tb.dim, n_steps=sz.n_steps, gamma_max=tb.gamma_max,
                                        gamma_min=1e-3 * tb.noise_var, attract_steps=sz.attract_steps,
                                        attract_time=TAU)
     out = sampler.sample(n, gen)
+    plain = out["plain"]
+    # the trade-off over the total time tau: the Tweedie relaxation at every tau (and MAD where a spread is measured)
+    curve = {}
+    for t in RELAX_TAUS:
+        st = replace(sampler, attract_time=t)
+        curve["relax", t] = st.tweedie_relax(plain)
+        if tb.spread is not None:
+            curve["mad", t] = out["mad"] if t == TAU else st.attract(plain)
+    res: dict = {"curve": {}}
+    sp_plain = tb.spread(plain, plain).pow(2).mean() if tb.spread is not None else None
+    for k, v in curve.items():
+        res["curve"][k] = {"dist": tb.distance(v).pow(2).numpy(),
+                           "spread_ratio": float((tb.spread(v, plain).pow(2).mean() / sp_plain).sqrt())
+                           if tb.spread is not None else None}
+    relax_tau = TAU
+    if tb.spread is not None:
+        mad_ratio = res["curve"]["mad", TAU]["spread_ratio"]
+        relax_tau = _matched_relaxation({t: res["curve"]["relax", t]["spread_ratio"] for t in RELAX_TAUS}, mad_ratio,
+                                        {t: res["curve"]["relax", t]["dist"] for t in RELAX_TAUS})
+        out["tweedie-relax"] = curve["relax", relax_tau]
+    res["relax_tau"] = relax_tau
     # control for the spread claim: shrink the plain samples isotropically (towards their mean) by the factor MAD
     # achieves off the manifold: the same noise reduction without MAD's selectivity between small and large
-    rho = float(tb.distance(out["mad"]).pow(2).mean().sqrt() / tb.distance(out["plain"]).pow(2).mean().sqrt())
-    c = out["plain"].mean(0, keepdim=True)
-    out["shrink"] = c + rho * (out["plain"] - c)
-    res = {k: {"dist": tb.distance(v).detach(), "w": tb.wasserstein(v.detach(), gen)} for k, v in out.items()}
+    rho = float(tb.distance(out["mad"]).pow(2).mean().sqrt() / tb.distance(plain).pow(2).mean().sqrt())
+    c = plain.mean(0, keepdim=True)
+    out["shrink"] = c + rho * (plain - c)
+    res |= {k: {"dist": tb.distance(v).detach(), "w": tb.wasserstein(v.detach(), gen)} for k, v in out.items()}
     if tb.spread is not None:
         for k, v in out.items():
-            res[k]["spread"] = tb.spread(v.detach(), out["plain"].detach())
+            res[k]["spread"] = tb.spread(v.detach(), plain.detach())
     res["floor"] = tb.floor(gen)
     res["samples"] = {k: v.detach() for k, v in out.items()}
     res["evaluations"] = {"mad": sampler.attract_steps * sampler.evaluations_per_attract_step(),
                           "tweedie-relax": sampler.attract_steps * sampler.evaluations_per_attract_step(),
                           "tweedie": 1}
+    res["attract_levels"] = sampler.attract_levels() + tb.noise_var
     return res
+
+
+def gaussian_spread_ratio_prediction(s2: float, levels: torch.Tensor, tau: float) -> float:
+    """Exact on-manifold contraction of the attraction stage on a Gaussian of variance s^2 along a direction:
+    H_gamma = -x (s^2 + gamma s^2 + gamma^2) / (s^2 + gamma)^2 is linear, so K Euler steps of size eta = tau / K
+    multiply the deviation by prod_k (1 - eta r(gamma_k)), r(gamma) = (s^2 + gamma s^2 + gamma^2) / (s^2 + gamma)^2,
+    at the clean levels gamma_k; ~exp(-tau (1 + gamma) / s^2)."""
+    g = levels.to(torch.float64)
+    r = (s2 + g * s2 + g * g) / (s2 + g) ** 2
+    return float(torch.prod(1.0 - (tau / len(g)) * r))
+
+
+def spread_sweep(sz: Sizes, gen: torch.Generator) -> list[dict]:
+    """Review finding 4: the subspace spread verdict is set by the constants (s, tau). A Gaussian N(mu, s^2 Q Q^T) on a
+    random 2-D subspace of R^10, noise sigma = 0.2, samples of the noisy law attracted with the exact score: the
+    measured spread ratio vs the exact prediction, for each s and tau, and whether it falls in the 10% band."""
+    rows = []
+    Q, _ = torch.linalg.qr(torch.randn(10, 2, dtype=torch.float64, generator=gen))
+    mu = 5.0 * Q[:, 0]
+    for sd in SPREAD_SWEEP_S:
+        gm = GaussianMixture(mu[None], (sd ** 2 * Q @ Q.T)[None])
+        x = gm.sample(sz.n, gen) + SIGMA * torch.randn(sz.n, 10, dtype=torch.float64, generator=gen)
+        for tau in SPREAD_SWEEP_TAU:
+            smp = ManifoldAttractedSampler(lambda y, g, gm=gm: gm.score(y, g + SIGMA ** 2), SIGMA ** 2, 10,
+                                           gamma_max=400.0, gamma_min=1e-3 * SIGMA ** 2,
+                                           attract_steps=sz.attract_steps, attract_time=tau)
+            y = smp.attract(x)
+            ratio = float(((y - mu) @ Q).norm(dim=1).pow(2).mean().sqrt() / ((x - mu) @ Q).norm(dim=1).pow(2).mean().sqrt())
+            pred = gaussian_spread_ratio_prediction(sd ** 2, smp.attract_levels() + SIGMA ** 2, tau)
+            rows.append({"s": sd, "tau": tau, "measured": ratio, "predicted": pred,
+                         "exp(-tau (1 + sigma^2) / s^2)": math.exp(-tau * (1 + SIGMA ** 2) / sd ** 2),
+                         "in [0.9, 1/0.9]": bool(SPREAD_BAND[0] <= ratio <= SPREAD_BAND[1])})
+    return rows
 
 
 def _reverse_mode_extended(score_fn: Callable, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -389,6 +468,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         beds += [(learned_circle, sz.n), (digits, n_digits)]
         results = {tb.name: run_testbed(tb, sz, n, gens[5 + (i % 3)]) for i, (tb, n) in enumerate(beds)}
         bitwise = bitwise_check(circle, sz)
+        sweep = spread_sweep(sz, gens[7])
         cost = cost_study(digits, sz.cost_n, sz.cost_repeats, gens[5])
         r_mad = float(circ.radii[0]) - float(results["circle"]["samples"]["mad"].norm(dim=1).mean())
 
@@ -399,21 +479,32 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     metrics["dsm_final_loss_circle"] = float(np.mean(loss_c[-50:]))
     metrics["dsm_final_loss_digits"] = float(np.mean(loss_d[-50:]))
     claims: list[Claim] = []
+    learned_tbs = {tb.name: tb for tb, _ in beds if tb.name not in EXACT}
     for name, r in results.items():
         d2 = {k: r[k]["dist"].pow(2).numpy() for k in (*NAMES, "shrink")}
         for k in NAMES:
             metrics[f"{name}_rms_dist_{k}"] = float(math.sqrt(d2[k].mean()))
             metrics[f"{name}_w_{k}"] = r[k]["w"]
         metrics[f"{name}_w_floor"] = r["floor"]
+        metrics[f"{name}_w_shrink"] = r["shrink"]["w"]
+        metrics[f"{name}_tweedie_relax_tau"] = r["relax_tau"]
+        for (kind_, t), cv in r["curve"].items():
+            metrics[f"{name}_rms_dist_{kind_}_tau{t:g}"] = float(math.sqrt(cv["dist"].mean()))
+            if cv["spread_ratio"] is not None:
+                metrics[f"{name}_spread_ratio_{kind_}_tau{t:g}"] = cv["spread_ratio"]
         rms = {k: math.sqrt(d2[k].mean()) for k in NAMES}
         metrics[f"{name}_rms_ratio_mad_over_plain"] = rms["mad"] / rms["plain"]
         noise = SIGMA_DIGITS if name == "digits-PCA" else SIGMA
         exact = name in EXACT
         ev = r["evaluations"]
-        base_note = (f"{name}: noise sd {noise:g}; {len(d2['plain'])} samples; tau = {TAU:g}, "
+        kind = "claim" if (exact or sz.learned_claims) else "check"
+        smoke = ("" if kind == "claim" else "Quick budget: the learned model is undertrained (plain samples far off "
+                 "the manifold), so this is a smoke test of the pipeline, a check, not evidence. ")
+        matched = "matched to MAD's on-manifold spread" if "spread" in r["mad"] else "MAD's tau"
+        base_note = (f"{smoke}{name}: noise sd {noise:g}; {len(d2['plain'])} samples; tau = {TAU:g}, "
                      f"K = {sz.attract_steps} ({ev['mad']} network evaluations). RMS distance plain / Tweedie / "
-                     f"Tweedie relaxation ({ev['tweedie-relax']} evaluations) / MAD = {rms['plain']:.3g} / "
-                     f"{rms['tweedie']:.3g} / {rms['tweedie-relax']:.3g} / {rms['mad']:.3g}.")
+                     f"Tweedie relaxation (tau = {r['relax_tau']:g}, {matched}; {ev['tweedie-relax']} evaluations) / "
+                     f"MAD = {rms['plain']:.3g} / {rms['tweedie']:.3g} / {rms['tweedie-relax']:.3g} / {rms['mad']:.3g}.")
         if exact:
             claims.append(Claim(
                 f"{name}: MAD at least halves the RMS off-manifold distance of plain sampling (exact score)",
@@ -425,23 +516,37 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                                  f"{(1 - TAU / sz.attract_steps) ** sz.attract_steps:.4f} by construction (measured "
                                  f"{rms['mad'] / rms['plain']:.4f}); a check, not evidence."))
         else:
+            data_rms = learned_tbs[name].data_rms
+            metrics[f"{name}_rms_dist_noisy_training_data"] = data_rms
+            metrics[f"{name}_rms_ratio_mad_over_noisy_data"] = rms["mad"] / data_rms
+            ref = 0.25 * data_rms ** 2
             claims.append(Claim(
-                f"{name}: MAD at least halves the RMS off-manifold distance of plain sampling",
-                float(d2["mad"].mean()), "<=", 0.25 * float(d2["plain"].mean()),
-                baseline="1/4 of plain sampling's mean squared distance (RMS halved)",
-                metric="mean squared distance to the manifold, MAD", note=base_note,
-                paired=list(d2["mad"] - 0.25 * d2["plain"]),
-                falsifier="MAD's RMS distance above half of plain sampling's, or the per-sample paired difference "
-                          "not separable from 0"))
+                f"{name}: MAD at least halves the off-manifold noise (RMS distance <= 1/2 of the noisy training data's)",
+                float(d2["mad"].mean()), "<=", ref, kind=kind,
+                baseline=f"1/4 of the noisy training data's own mean squared distance to the manifold (its RMS "
+                         f"{data_rms:.3g}; sigma sqrt(D - k) for a flat manifold)",
+                metric="mean squared distance to the manifold, MAD", paired=list(d2["mad"] - ref),
+                control=float(d2["plain"].mean()),
+                control_arm="plain reverse diffusion of the same model (no attraction stage), same samples",
+                note=base_note + f" Reference is the data's own noise, not plain sampling's distance: a weak model's "
+                                 f"plain samples sit farther off than the data (RMS {rms['plain']:.3g} vs "
+                                 f"{data_rms:.3g}), and halving that would credit MAD with correcting model error "
+                                 f"(review finding 1). MAD / plain = {rms['mad'] / rms['plain']:.3f}.",
+                falsifier="MAD's RMS distance above half of the noisy training data's, or the per-sample paired "
+                          "difference not separable from 0, or plain sampling passing too"))
         claims.append(Claim(
             f"{name}: MAD is closer to the manifold than Tweedie denoising (one step, or annealed at equal evaluations)",
             float(d2["mad"].mean()), "<", baselines={"one Tweedie step": float(d2["tweedie"].mean()),
                                                       "annealed Tweedie relaxation": float(d2["tweedie-relax"].mean())},
-            metric="mean squared distance to the manifold, MAD", note=base_note,
+            metric="mean squared distance to the manifold, MAD", note=base_note + (
+                f" The relaxation's tau is the one of {RELAX_TAUS} with the lowest distance among those keeping at "
+                "least MAD's on-manifold spread (review finding 2: at MAD's own tau the relaxation keeps more of "
+                "the spread, an unequal trade-off)." if "spread" in r["mad"] else ""),
             paired={"one Tweedie step": list(d2["mad"] - d2["tweedie"]),
-                    "annealed Tweedie relaxation": list(d2["mad"] - d2["tweedie-relax"])},
-            falsifier="MAD's mean squared distance at or above the better Tweedie baseline's (same plain samples), "
-                      "or the per-sample paired difference not separable from 0"))
+                    "annealed Tweedie relaxation": list(d2["mad"] - d2["tweedie-relax"])}, kind=kind,
+            falsifier="MAD's mean squared distance at or above the better Tweedie baseline's (same plain samples, "
+                      "equal evaluations, equal or better on-manifold spread), or the per-sample paired difference "
+                      "not separable from 0"))
         if "spread" in r["mad"]:
             sp = {k: r[k]["spread"].pow(2).numpy() for k in ("plain", "mad", "shrink", "tweedie", "tweedie-relax")}
             ratio = {k: math.sqrt(sp[k].mean() / sp["plain"].mean()) for k in sp}
@@ -449,19 +554,45 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             for k in ratio:
                 metrics[f"{name}_spread_ratio_{k}"] = ratio[k]
             metrics[f"{name}_spread_ratio_mad_lo"], metrics[f"{name}_spread_ratio_mad_hi"] = lo, hi
+            if exact:          # review finding 4: on exact Gaussian components the ratio is set by s and tau
+                pred = gaussian_spread_ratio_prediction(16.0, r["attract_levels"], TAU)
+                metrics[f"{name}_spread_ratio_mad_gaussian_prediction"] = pred
+                continue
+            clean_sp = learned_tbs[name].clean_spread
+            metrics[f"{name}_spread_clean_data"] = clean_sp
+            metrics[f"{name}_spread_plain"] = math.sqrt(sp["plain"].mean())
+            metrics[f"{name}_spread_mad"] = math.sqrt(sp["mad"].mean())
             claims.append(Claim(
                 f"{name}: MAD leaves the large (on-manifold) variation mostly unchanged (spread within 10% of plain)",
                 ratio["mad"], "in", SPREAD_BAND, baseline="[0.9, 1/0.9] x plain sampling's on-manifold spread",
                 metric="on-manifold spread ratio MAD / plain (RMS deviation along the manifold, same plain samples)",
-                control=ratio["shrink"],
+                control=ratio["shrink"], kind=kind,
                 control_arm="isotropic shrink of the plain samples by MAD's own off-manifold factor (the same noise "
                             "reduction without selectivity between small and large variations)",
                 note=base_note + f" Spread ratio MAD {ratio['mad']:.4f} (bootstrap 95% [{lo:.4f}, {hi:.4f}]), one "
                                  f"Tweedie step {ratio['tweedie']:.4f}, Tweedie relaxation {ratio['tweedie-relax']:.4f}, "
                                  f"shrink control {ratio['shrink']:.4f}. On a Gaussian of variance s^2 H contracts at "
-                                 "rate ~(1 + gamma)/s^2, i.e. by ~exp(-tau / s^2) over the stage.",
+                                 "rate ~(1 + gamma)/s^2, i.e. by ~exp(-tau / s^2) over the stage. RMS spread about "
+                                 f"the data mean: clean data {clean_sp:.3g}, plain {math.sqrt(sp['plain'].mean()):.3g}, "
+                                 f"MAD {math.sqrt(sp['mad'].mean()):.3g} (plain samples are over-dispersed, so the "
+                                 f"shrink control's on-manifold W ({r['shrink']['w']:.3g}) beats MAD's "
+                                 f"({r['mad']['w']:.3g})).",
                 falsifier="the on-manifold spread ratio outside [0.9, 1.11] (a contraction or inflation of the large "
                           "variations by more than 10%), or the non-selective shrink passing the same test"))
+    sweep_err = max(abs(row["measured"] - row["predicted"]) for row in sweep)
+    metrics["gaussian_spread_identity_max_abs_err"] = sweep_err
+    for row in sweep:
+        metrics[f"gaussian_spread_ratio_s{row['s']:g}_tau{row['tau']:g}"] = row["measured"]
+    claims.append(Claim(
+        "Gaussian on a 2-D subspace: MAD's on-manifold spread ratio equals prod_k (1 - eta r(gamma_k)), "
+        "r = (s^2 + gamma s^2 + gamma^2) / (s^2 + gamma)^2, for every s and tau swept",
+        sweep_err, "<=", 1e-8, baseline="1e-8", metric="max |measured - predicted| over s in "
+        f"{SPREAD_SWEEP_S}, tau in {SPREAD_SWEEP_TAU}", kind="check",
+        note="H is linear on a Gaussian, so the contraction of the large variations is an identity of the constants "
+             "(s, tau), not a finding: the subspace testbed's 'spread within 10%' verdict was set by choosing s = 4, "
+             "tau = 2 (review finding 4). In the 10% band: " + ", ".join(
+                 f"s={row['s']:g}/tau={row['tau']:g}: {row['measured']:.3f}{' (in)' if row['in [0.9, 1/0.9]'] else ''}"
+                 for row in sweep) + "."))
     tc, rev = cost["jvp"], cost["reverse"]
     metrics |= {"cost_ratio_extended_over_score": tc.ratio, "cost_same_work_ratio": tc.control_ratio,
                 "cost_ratio_reverse_mode_over_score": rev.ratio,
@@ -495,7 +626,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               metric="max |difference| / max |H|",
               kind="check", note="The cost claim's control computes the same quantity."),
     ]
-    tables = {"testbeds": [{"testbed": n, **{f"rms {k}": metrics[f"{n}_rms_dist_{k}"] for k in NAMES},
+    tradeoff = [{"testbed": n, "method": k, "tau": t, "rms distance": float(math.sqrt(cv["dist"].mean())),
+                 "spread ratio": cv["spread_ratio"]} for n, r in results.items() for (k, t), cv in r["curve"].items()]
+    tables = {"tradeoff_over_tau": tradeoff, "gaussian_spread_sweep": sweep, "testbeds": [{"testbed": n, **{f"rms {k}": metrics[f"{n}_rms_dist_{k}"] for k in NAMES},
                             **{f"spread {k}": metrics.get(f"{n}_spread_ratio_{k}")
                                for k in ("mad", "tweedie-relax", "shrink")},
                             **{f"W {k}": metrics[f"{n}_w_{k}"] for k in NAMES}, "W floor": metrics[f"{n}_w_floor"]}

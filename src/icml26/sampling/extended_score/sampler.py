@@ -40,7 +40,8 @@ class ManifoldAttractedSampler:
         dim: data dimension D.
         n_steps: reverse-diffusion steps; ``gamma_max`` / ``gamma_min``: first and last model levels.
         attract_steps: K (0 disables the attraction stage: the output is then the plain sampler's, bit for bit).
-        attract_time: tau = K eta, the total time of the extended-score flow.
+        attract_time: tau = K eta, the total time of the extended-score flow (default 2, as in the README and
+            the reproduction).
         attract_gamma0: first model level of the attraction stage (annealed down to ``gamma_min``).
         method: ``"jvp"`` or ``"fd"`` for d/dgamma of the score.
     """
@@ -52,7 +53,7 @@ class ManifoldAttractedSampler:
     gamma_max: float = 25.0
     gamma_min: float = 1e-3
     attract_steps: int = 40
-    attract_time: float = 3.0
+    attract_time: float = 2.0
     attract_gamma0: float | None = None
     method: str = "jvp"
 
