@@ -419,7 +419,13 @@ def test_reproduce_quick_is_well_formed():
 
     out = reproduce(Budget.QUICK, seed=0)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) >= 8 and all(isinstance(c, Claim) for c in out.claims)
+    # issue 29: one precision claim per data set against the strongest baseline (PC, PC depth 3, BOSS, the hybrid)
+    assert len(claims) >= 7 and all(isinstance(c, Claim) for c in out.claims)
+    hub = next(c for c in claims if c.statement.startswith("Hub graph: OCMB's precision"))
+    assert {"PC (default depth)", "PC (depth 3)", "BOSS (BIC)"} <= set(hub.baselines)
+    assert hub.reference == max(hub.baselines.values())
+    oracle = next(c for c in claims if "oracle ordering" in c.statement)
+    assert oracle.bar and oracle.control == out.metrics["random_f1"]
     assert all(c.falsifier for c in claims)
     assert all(math.isfinite(c.measured) for c in out.claims)
     assert all(math.isfinite(v) for v in out.metrics.values())

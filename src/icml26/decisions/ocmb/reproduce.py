@@ -258,6 +258,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                      "pc_f1": graph_metrics(Ad, out["pc"]["adj"])["f1"]})
 
     hyb_name = "hybrid (eqvar order + 1 test per candidate parent)"
+    # every baseline run on the hub graph (the strongest decides the precision claim)
+    hub_rivals = {m: _row(hub, m) for m in ("PC (default depth)", "PC (depth 3)", "BOSS (BIC)", "GES (BIC)", hyb_name)
+                  if any(r["method"] == m for r in hub)}
     o, pc_, pc3, hy = (_row(hub, m) for m in ("OCMB (eqvar)", "PC (default depth)", "PC (depth 3)", hyb_name))
     orc, rnd = _row(hub, "OCMB (oracle order)"), _row(hub, "OCMB (random order)")
     nop = _row(hub, "OCMB (eqvar, no spouse pruning)")
@@ -269,29 +272,28 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     cpdag_note = "PC's undirected CPDAG edges count as correctly oriented when the true edge exists."
 
     claims = [
-        Claim("Hub graph: OCMB's precision exceeds PC's", o["precision"], ">", pc_["precision"],
-              baseline="causal-learn PC (fisherz, alpha 0.01, default depth), same data",
+        Claim("Hub graph: OCMB's precision exceeds the strongest constraint-based, score-based or hybrid "
+              "baseline's", o["precision"], ">", baselines={k: v["precision"] for k, v in hub_rivals.items()},
               metric=f"directed precision, {where}",
-              falsifier="OCMB's directed precision at or below PC's on the same hub-graph data",
-              note=f"{cpdag_note} Raw data, varsortability {vs_raw:.2f}: the EqVar order can sort by variance."),
-        Claim("Hub graph, standardised: OCMB's precision exceeds PC's", os_["precision"], ">", pcs["precision"],
-              baseline="causal-learn PC (default depth) on the same standardised data",
+              falsifier="OCMB's directed precision at or below the strongest baseline's (PC at default depth or depth "
+                        "3, BOSS, GES, the order + one-test hybrid) on the same hub-graph data",
+              note=f"{cpdag_note} Raw data, varsortability {vs_raw:.2f}: the EqVar order can sort by variance. "
+                   "causal-learn PC (fisherz, alpha 0.01), BOSS/GES (linear-Gaussian BIC, scale-invariant); the "
+                   "hybrid shares OCMB's stage 1 (order, candidates) and isolates its Markov-blanket stage. "
+                   + ", ".join(f"{k} {v['precision']:.3f}" for k, v in hub_rivals.items())),
+        Claim("Hub graph, standardised: OCMB's precision exceeds the strongest baseline's", os_["precision"], ">",
+              baselines={"PC (default depth)": pcs["precision"], hyb_name: hys["precision"]},
               metric=f"directed precision, {where}, each column scaled to unit variance",
-              falsifier="on standardised data (varsortability 1/2) OCMB's precision at or below PC's",
-              note="Standardising removes the variance signal the EqVar order exploits; PC is scale-invariant."),
-        Claim("Hub graph: OCMB's precision exceeds the hybrid's", o["precision"], ">", hy["precision"],
-              baseline="same order and candidate parents, one Fisher-z test of i -> j given CandPa[j] \\ {i}",
-              metric=f"directed precision, {where}",
-              falsifier="OCMB's precision at or below the order + one-test-per-candidate hybrid's on the same data",
-              note="Isolates OCMB's Markov-blanket stage: both share stage 1 (order, candidates)."),
-        Claim("Hub graph, standardised: OCMB's precision exceeds the hybrid's", os_["precision"], ">",
-              hys["precision"], baseline="the same hybrid on the standardised data",
-              metric=f"directed precision, {where}, standardised",
-              falsifier="on standardised data OCMB's precision at or below the hybrid's"),
-        Claim("ecoli70: OCMB's precision exceeds PC's", ob["precision"], ">", pcb["precision"],
-              baseline="causal-learn PC (default depth), same data", metric=f"directed precision, {sizes.bench}",
-              falsifier=f"OCMB's precision at or below PC's on data sampled from {sizes.bench}",
-              note="Unequal noise variances: the EqVar order is only approximately right here."),
+              falsifier="on standardised data (varsortability 1/2) OCMB's precision at or below PC's or the hybrid's",
+              note="Standardising removes the variance signal the EqVar order exploits; PC is scale-invariant "
+                   f"(PC {pcs['precision']:.3f}, hybrid {hys['precision']:.3f}); BOSS and GES are not rerun "
+                   "(scale-invariant scores)."),
+        Claim("ecoli70: OCMB's precision exceeds the strongest baseline's", ob["precision"], ">",
+              baselines={"PC (default depth)": pcb["precision"], hyb_name: hyb["precision"]},
+              metric=f"directed precision, {sizes.bench}",
+              falsifier=f"OCMB's precision at or below PC's or the hybrid's on data sampled from {sizes.bench}",
+              note=f"Unequal noise variances: the EqVar order is only approximately right here (PC "
+                   f"{pcb['precision']:.3f}, hybrid {hyb['precision']:.3f})."),
         Claim("OCMB's largest conditioning set is smaller than PC's on hub graphs", o["max_cond_set"], "<",
               pc_["max_cond_set"], baseline="PC's largest conditioning set (measured from its test cache)",
               metric=f"largest |S|, {where} (max node degree {hub_degree})",
@@ -303,8 +305,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               falsifier="OCMB's F1 with a random order at or above its F1 with the EqVar order"),
         Claim("An oracle ordering is near-perfect", orc["f1"], "in", (0.9, 1.0),
               baseline="'near-perfect' read as F1 >= 0.9 (fixed before running)",
+              control=rnd["f1"], control_arm="OCMB with a random order (the ordering's information removed), same data",
               metric="directed F1 of OCMB with the oracle order (Fisher-z, finite n)",
-              falsifier="OCMB with the true order below directed F1 0.9",
+              falsifier="OCMB with the true order below directed F1 0.9, or a random order reaching 0.9 too",
               note="Misses come from the finite-sample CI tests; with exact tests see the d-separation check."),
         Claim(f"OCMB needs fewer CI tests than PC (d={big['d']})", big["ocmb_ci_tests"], "<",
               big["pc_ci_tests"], baseline="PC (default depth), distinct tests, same data",
@@ -316,20 +319,6 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               falsifier="OCMB's CPU time at or above PC's on the same data",
               note="Both are Python; OCMB batches Fisher-z over candidates, causal-learn tests one by one."),
     ]
-    boss = _row(hub, "BOSS (BIC)")
-    claims.insert(4, Claim("Hub graph: OCMB's precision exceeds BOSS's", o["precision"], ">", boss["precision"],
-                           baseline="causal-learn BOSS (score-based, linear-Gaussian BIC), same data, same d",
-                           metric=f"directed precision, {where}",
-                           falsifier="OCMB's precision at or below BOSS's on the same hub-graph data",
-                           note=f"{cpdag_note} The BIC score is scale-invariant, so standardising does not "
-                                "change BOSS's graph."))
-    if sizes.ges:
-        ges = _row(hub, "GES (BIC)")
-        claims.insert(5, Claim("Hub graph: OCMB's precision exceeds GES's", o["precision"], ">", ges["precision"],
-                               baseline="causal-learn GES (linear-Gaussian BIC), same data, same d",
-                               metric=f"directed precision, {where}",
-                               falsifier="OCMB's precision at or below GES's on the same hub-graph data",
-                               note=f"{cpdag_note} GES is scale-invariant, so standardising does not change it."))
     claims += [
         Claim("OCMB's conditioning sets stay bounded by its candidate-set size", o["max_cond_set"], "<=",
               o["cand_bound"], kind="check", baseline="max_T |CandNei[T]| - 1 (the construction's bound)",
@@ -365,8 +354,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         **{f"d{r['d']}_{k}": float(r[k]) for r in perf for k in
            ("ocmb_ci_tests", "pc_ci_tests", "runtime_ratio_ocmb_over_pc")},
     }
+    boss = hub_rivals["BOSS (BIC)"]
     metrics["boss_precision"], metrics["boss_f1"] = boss["precision"], boss["f1"]
     if sizes.ges:
+        ges = hub_rivals["GES (BIC)"]
         metrics["ges_precision"], metrics["ges_f1"] = ges["precision"], ges["f1"]
         metrics["ges_runtime_s"] = ges["runtime_s"]
     tables = {"hub_graph": hub, "hub_graph_standardised": hub_std, "benchmark": bench, "scaling": perf}
