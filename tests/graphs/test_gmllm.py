@@ -302,7 +302,7 @@ def test_reproduce_quick_is_well_formed():
     out = reproduce(Budget.QUICK, 0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 8 and len(out.checks) == 3
+    assert len(claims) == 9 and len(out.checks) == 3
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")
@@ -312,8 +312,51 @@ def test_reproduce_quick_is_well_formed():
     assert timing.timing_control is not None and timing.paired      # a CPU-time ratio, never an absolute time
     assert out.metrics["max_context_tokens"] <= 512
     assert {"localisation [seen]", "localisation [held-out]", "detection", "motif localisation"} <= set(out.tables)
+    # the strongest training-free baseline (the taint rule the label is made of) is in every comparison
+    det = [c for c in claims if "strongest untrained detector" in c.statement]
+    assert len(det) == 2 and all(any(k.startswith("taint rule") for k in c.baselines) for c in det)
+    assert all("graph off" in c.control_arm for c in det)
+    loc = [c for c in claims if c.statement.startswith("Training adds to localisation")]
+    assert len(loc) == 2 and all({"taint rule + 1-hop packing", "keyword + 1-hop packing"} <= set(c.baselines)
+                                 for c in loc)
+    hit = next(c for c in claims if "explanation (top-5" in c.statement)
+    assert "taint rule top-5" in hit.baselines
+    motif = next(c for c in claims if "house motif" in c.statement)
+    assert "better than" in motif.statement and motif.op == ">"       # statement and operator agree
 
 
 def test_byte_order_mark_is_not_a_syntax_error():
     g = build_code_graph({"m.py": "\ufeffdef f():\n    return 1\n"})
     assert not g.skipped and g.functions()[0].name == "m.py::f"
+
+
+@pytest.mark.parametrize("template", list(SEEN_TEMPLATES) + list(HELD_OUT_TEMPLATES))
+def test_taint_rule_is_the_label_and_no_url_scheme_leak(template):
+    """The label is a one-line graph rule (source -> sink flow edges), so the taint rule is a baseline; and the
+    raw text carries no URL-scheme signal (malicious chains once used http://, mirrors https://)."""
+    from icml26.graphs.gmllm.reproduce import taint_count, taint_function_scores
+
+    for lab in (0, 1):
+        p = make_project(np.random.default_rng(3), bool(lab), templates=[template])
+        g = build_code_graph(p.files)
+        assert (taint_count(g) > 0) == bool(lab)
+        text = "\n".join(p.files.values())
+        assert "https://" not in text
+        if lab:
+            sc = taint_function_scores(g)
+            top = sorted(g.functions(), key=lambda n: -sc[n.id])[:len(p.truth_functions)]
+            assert {n.name for n in top} & set(p.truth_functions)
+
+
+def test_edge_mask_is_symmetrised():
+    """(M + M^T) / 2 as in the official GNNExplainer; an edge without a reverse keeps its value."""
+    import torch
+
+    from icml26.graphs.gmllm.model import symmetrise_edge_mask
+
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 3]])
+    m = torch.tensor([0.2, 0.6, 0.9, 0.4])
+    out = symmetrise_edge_mask(m, ei)
+    assert torch.allclose(out, torch.tensor([0.4, 0.4, 0.9, 0.4]))
+    with pytest.raises(ValueError):
+        symmetrise_edge_mask(m[:3], ei)

