@@ -336,16 +336,18 @@ def test_taint_rule_is_the_label_and_no_url_scheme_leak(template):
     raw text carries no URL-scheme signal (malicious chains once used http://, mirrors https://)."""
     from icml26.graphs.gmllm.reproduce import taint_count, taint_function_scores
 
-    for lab in (0, 1):
-        p = make_project(np.random.default_rng(3), bool(lab), templates=[template])
-        g = build_code_graph(p.files)
-        assert (taint_count(g) > 0) == bool(lab)
-        text = "\n".join(p.files.values())
-        assert "https://" not in text
-        if lab:
-            sc = taint_function_scores(g)
-            top = sorted(g.functions(), key=lambda n: -sc[n.id])[:len(p.truth_functions)]
-            assert {n.name for n in top} & set(p.truth_functions)
+    p = make_project(np.random.default_rng(3), True, templates=[template])
+    g = build_code_graph(p.files)
+    assert taint_count(g) > 0                                # the chain's source -> sink flow is present
+    sc = taint_function_scores(g)
+    top = sorted(g.functions(), key=lambda n: -sc[n.id])[:len(p.truth_functions)]
+    assert {n.name for n in top} & set(p.truth_functions)
+    schemes = {}
+    for mirror in (False, True):                             # the chain and its mirror use the same URL schemes
+        parts, _, _ = CHAINS[template](np.random.default_rng(5), set(), ["m0", "m1", "m2"], mirror=mirror)
+        schemes[mirror] = sorted(re.findall(r"(https?)://", "\n".join(code for _, code in parts)))
+    assert schemes[False] == schemes[True]
+    assert "https" not in schemes[False]
 
 
 def test_edge_mask_is_symmetrised():
