@@ -335,3 +335,7 @@ def test_reproduce_quick_is_well_formed():
     assert {r["method"] for r in rows} >= {"soft-only", "HALD-S6"}
     assert out.metrics["bytes_n16"] == 16 * out.metrics["bytes_n1"]
     assert 0.0 < out.metrics["lvsd_rate"] < 1.0
+    # issue 29: the 10% drift bar carries the mild-crop control; the >= 2 pp claims name their strongest baseline
+    drift = next(c for c in claims if "semantic drift" in c.statement)
+    assert drift.bar and drift.control == out.metrics["lvsd_rate_mild_crops"]
+    assert all(c.baselines and c.strongest_baseline for c in claims if ">= 2 pp" in c.statement)

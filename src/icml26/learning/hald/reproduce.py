@@ -47,6 +47,7 @@ SIZES = {
 TEMPERATURE = 20.0          # stored-label and student KD temperature (official T = 20)
 CROP = RandomResizedCrop(16, scale=(0.15, 0.7))   # stored crops: aggressive, no flip (flips change digit identity)
 TEACHER_CROP = RandomResizedCrop(16, scale=(0.15, 1.0))
+MILD_CROP = RandomResizedCrop(16, scale=(0.7, 1.0))  # control: crops that keep most of the digit (little ambiguity)
 FRESH_CROP = RandomResizedCrop(16, scale=(0.08, 1.0), hflip=True)  # official hard phase: fresh RRC + flip
 EPS_OFFICIAL = 0.8                   # official smoothing (tuned for 1000 classes: on/off ratio 251)
 EPS_MATCHED = matched_smoothing(10)  # 1/26: the same on/off ratio (251) at 10 classes
@@ -158,6 +159,8 @@ def _reproduce(s: Sizes, seed: int) -> Outcome:
     gap = {(m, n): acc[(m, n)] - acc[("soft-only", n)] for m in hald_methods for n in s.n_crops}
     n_lo, n_hi = s.n_crops[0], s.n_crops[-1]
     drift = stores[n_hi].drift_rate(labels)
+    # control: the same teacher, images and count of crops, but mild crops (little visual ambiguity)
+    drift_mild = StoredSoftLabels.build(teacher, images, n_hi, MILD_CROP, TEMPERATURE, seed=seed + 100).drift_rate(labels)
     teacher_acc = float(correct(teacher, xte, yte).mean())
     ablation_note = "; ".join(f"{m}: {gap[(m, n_lo)]:+.3f}" for m in hald_methods if m != PRIMARY)
     hard = HARD_PHASES[PRIMARY]
@@ -171,17 +174,26 @@ def _reproduce(s: Sizes, seed: int) -> Outcome:
         Claim("Visually ambiguous crops make soft labels deviate from the image label (local semantic drift)",
               measured=drift, op=">", reference=0.10, baseline="10% (spec)",
               metric=f"LVSD rate: argmax of stored soft label != image label, {n_hi} crops/image",
-              falsifier="10% or fewer of the stored crops have a soft-label argmax different from the image label",
-              note=f"RandomResizedCrop scale {CROP.scale} on 16x16 digits"),
+              bar=True, control=drift_mild,
+              control_arm=f"the same teacher and images with mild crops (RandomResizedCrop scale {MILD_CROP.scale})",
+              falsifier="10% or fewer of the stored crops have a soft-label argmax different from the image label, or "
+                        "mild crops drifting as often (then the drift is not from ambiguous crops)",
+              note=f"RandomResizedCrop scale {CROP.scale} on 16x16 digits; mild crops drift {drift_mild:.3f}"),
     ]
+    anchor = ("hard-only", 0) if ("hard-only", 0) in hits else None  # run when s.anchors
     for n in [n for n in s.n_crops if n <= 2]:
+        rivals = {f"soft-only at n={n} + 2 pp": ("soft-only", n)}
+        if anchor:
+            rivals["hard-only (no stored labels) + 2 pp"] = anchor
         claims.append(Claim(
-            f"With {n} stored crop(s) per image HALD beats soft-only supervision by >= 2 pp",
-            measured=acc[(PRIMARY, n)], op=">=", reference=acc[("soft-only", n)] + 0.02,
-            baseline=f"soft-only at n={n} (same stored labels, same init, same run) + 2 pp (spec)",
-            metric=f"test accuracy of HALD-S6 at n={n}", paired=diff((PRIMARY, n), ("soft-only", n), 0.02),
-            falsifier=f"HALD-S6's accuracy less than 2 pp above soft-only's at n={n}",
-            note=f"{primary_desc}. Gap at n={n_lo} of the other hard phases: {ablation_note or 'not run'}"))
+            f"With {n} stored crop(s) per image HALD beats soft-only supervision by >= 2 pp"
+            + (" (and hard-only)" if anchor else ""),
+            measured=acc[(PRIMARY, n)], op=">=", baselines={k: acc[v] + 0.02 for k, v in rivals.items()},
+            paired={k: diff((PRIMARY, n), v, 0.02) for k, v in rivals.items()},
+            metric=f"test accuracy of HALD-S6 at n={n}",
+            falsifier=f"HALD-S6's accuracy less than 2 pp above the stronger of its single-label baselines at n={n}",
+            note=f"same stored labels, same init, same run; the 2 pp margin is the spec's. {primary_desc}. Gap at "
+                 f"n={n_lo} of the other hard phases: {ablation_note or 'not run'}"))
     if n_hi >= 16:
         claims.append(Claim(
             f"The HALD gap closes once crops are plentiful (|gap| <= 1 pp at n = {n_hi})",
@@ -203,7 +215,7 @@ def _reproduce(s: Sizes, seed: int) -> Outcome:
         baseline=f"{n_hi} x bytes at n={n_lo} / {n_lo}", metric=f"bytes at n={n_hi}",
         note="float16 values (10 classes) + 4 float32 box numbers per crop; exact by construction"))
 
-    metrics = {"lvsd_rate": drift, "teacher_acc": teacher_acc, "label_smoothing_matched": EPS_MATCHED}
+    metrics = {"lvsd_rate": drift, "lvsd_rate_mild_crops": drift_mild, "teacher_acc": teacher_acc, "label_smoothing_matched": EPS_MATCHED}
     metrics.update({f"acc_{m}_n{n}": a for (m, n), a in acc.items() if n > 0})
     metrics.update({f"gap_{m}_n{n}": g for (m, n), g in gap.items()})
     metrics.update({f"bytes_n{n}": float(st.storage_bytes()) for n, st in stores.items()})
