@@ -81,6 +81,28 @@ def test_grid_tokens_are_nearest_codebook_patches_in_raster_order(setup):
     np.testing.assert_allclose(part[6:, 6:].ravel(), grid.mean_patches_[15])
 
 
+def test_variance_ordered_grid_and_rotated_pca(setup):
+    """The ordered grid permutes the raster tokens by training patch variance (highest first); the rotated PCA
+    spans the same subspace (same full readout) with the order removed (its prefixes read out worse)."""
+    X, _, tok, grid, _, _ = setup
+    vg = GridVQTokenizer(2, 16, order="variance").fit(X)
+    var = grid._patches(X).var(0).sum(-1)
+    assert np.all(np.diff(var[vg.order_]) <= 0)
+    np.testing.assert_array_equal(vg.encode(X[:5]), grid.encode(X[:5])[:, vg.order_])
+    np.testing.assert_allclose(vg.decode(vg.encode(X[:5])), grid.decode(grid.encode(X[:5])))
+    part = vg.decode(vg.encode(X[:1]), prefix_len=1)
+    assert not np.allclose(part, grid.decode(grid.encode(X[:1]), prefix_len=1))
+    rot = OrderedPCATokenizer(16, 16, rotation_seed=0).fit(X)
+    np.testing.assert_allclose(rot.components_ @ rot.components_.T, np.eye(16), atol=1e-10)
+    np.testing.assert_allclose(rot.components_.T @ rot.components_, tok.components_.T @ tok.components_, atol=1e-10)
+    mse = lambda t, k: np.mean((t.decode(t.encode(X), k) - X) ** 2)
+    assert mse(rot, 2) > mse(tok, 2)
+    with pytest.raises(ValueError):
+        GridVQTokenizer(2, 16, order="diagonal")
+    with pytest.raises(TypeError):
+        OrderedPCATokenizer(16, 16, rotation_seed=0.5)
+
+
 def test_nested_dropout_tokenizer_is_coarse_to_fine(digits):
     X, _ = digits
     nd = NestedDropoutTokenizer(8, 8, hidden=64, steps=300, random_state=0).fit(X)
@@ -242,12 +264,12 @@ def test_evaluator_scores_real_images(digits):
 # reproduction
 
 def test_quick_reproduction_structure():
-    from icml26.generation.token_search.reproduce import reproduce
+    from icml26.generation.token_search.reproduce import SIZES, reproduce
 
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 8 and len(out.checks) == 4
+    assert len(claims) == 9 and len(out.checks) == 4
     for c in out.claims:
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")
@@ -262,8 +284,20 @@ def test_quick_reproduction_structure():
     for c in claims:
         if "hack" in c.statement or "away from real images" in c.statement:
             assert c.bar and c.control is not None and c.control_arm                  # decided against no search
-    scal = next(c for t, c in by.items() if t.startswith("AR prior + test-time search scales"))
-    assert "slope" in scal.metric
+    scal = next(c for t, c in by.items() if t.startswith("AR prior + test-time search succeeds more"))
+    assert "slope" not in scal.metric and "equal verifier calls" in scal.statement     # decided on level
+    assert scal.measured == pytest.approx(out.metrics["ar_success_mean_1D"])
+    pre = next(c for t, c in by.items() if t.startswith("Prefix readouts of 1D ordered"))
+    assert {"grid tokens", "grid (variance order) tokens"} <= set(pre.baselines)      # the ordered grid too
+    assert pre.control == pytest.approx(out.metrics["prefix_acc_mean_1D rotated (control)"])
+    assert any(t.startswith("Ordering matters") for t in by)
+    free = next(c for t, c in by.items() if t.startswith("Training-free search works better"))
+    for n in ("1D", "grid"):                   # the better search per budget, never beam alone
+        best = np.mean([max(out.metrics[f"free_success_{n}_{s_}_{c}"] for s_ in ("best-of-N", "beam"))
+                        for c in SIZES[Budget.QUICK].free_calls])
+        assert out.metrics[f"free_best_success_mean_{n}"] == pytest.approx(best)
+    mlp = next(c for t, c in by.items() if t.startswith("With a different verifier"))
+    assert "MLP" in mlp.control_arm                                                    # control judged by the MLP
     assert {"prefix_and_scaling", "training_free_samples"} <= set(out.figures)
 
 
@@ -278,3 +312,19 @@ def test_scaling_slope_is_the_least_squares_slope_in_log_calls():
     assert np.allclose(scaling_slope(succ * 0.5 + 0.5, calls), 0.5 * sl)
     with pytest.raises(ValueError):
         scaling_slope(succ[:1], calls[:1])
+
+
+def test_readme_example_runs_as_written():
+    """Every python block of the README runs in a fresh namespace (the example once used undefined X, y)."""
+    import pathlib
+    import re
+
+    import icml26.generation.token_search as pkg
+
+    text = (pathlib.Path(pkg.__file__).parent / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    for b in blocks:
+        ns: dict = {}
+        exec(compile(b, "README.md", "exec"), ns)
+    assert ns["res"].n_verifier_calls == 128 and ns["res"].image.shape == (2, 64)

@@ -89,11 +89,16 @@ class OrderedPCATokenizer(_Fitted):
     Args:
         n_tokens: L, the number of tokens (principal components kept).
         vocab_size: V, the number of quantile bins per coefficient.
+        rotation_seed: None (default: the ordered PCA basis). An int gives the *unordered control*: the same
+            L-dimensional PCA subspace in a random orthonormal basis U' = Q U (Q Haar-random, seeded), so every
+            token carries a mix of components and the coarse-to-fine order is removed.
     """
 
-    def __init__(self, n_tokens: int = 16, vocab_size: int = 16) -> None:
+    def __init__(self, n_tokens: int = 16, vocab_size: int = 16, rotation_seed: int | None = None) -> None:
         _check_sizes(n_tokens, vocab_size)
-        self.n_tokens, self.vocab_size = int(n_tokens), int(vocab_size)
+        if rotation_seed is not None and not isinstance(rotation_seed, (int, np.integer)):
+            raise TypeError(f"rotation_seed must be an int or None, got {type(rotation_seed).__name__}")
+        self.n_tokens, self.vocab_size, self.rotation_seed = int(n_tokens), int(vocab_size), rotation_seed
 
     def fit(self, X: np.ndarray) -> "OrderedPCATokenizer":
         X = check_images(X)
@@ -104,6 +109,9 @@ class OrderedPCATokenizer(_Fitted):
         _, _, vt = np.linalg.svd(X - self.mean_, full_matrices=False)
         comp = vt[: self.n_tokens]
         comp *= np.sign(comp[np.arange(len(comp)), np.abs(comp).argmax(1)])[:, None]   # deterministic signs
+        if self.rotation_seed is not None:                                             # unordered control
+            q, r = np.linalg.qr(np.random.default_rng(self.rotation_seed).standard_normal((len(comp),) * 2))
+            comp = (q * np.sign(np.diag(r))) @ comp
         self.components_ = comp                                                        # (L, D), orthonormal
         c = (X - self.mean_) @ comp.T                                                  # (n, L)
         qs = np.arange(1, self.vocab_size) / self.vocab_size
@@ -144,13 +152,18 @@ class GridVQTokenizer(_Fitted):
         vocab_size: V, the codebook size.
         image_shape: (H, W); default: square, inferred from the number of pixels at ``fit``.
         random_state: seed of k-means.
+        order: "raster" (default) or "variance": patches sorted by their training-set pixel variance, highest
+            first (an ordered grid: the most informative patches come first in every prefix).
     """
 
     def __init__(self, patch: int = 2, vocab_size: int = 16, image_shape: tuple[int, int] | None = None,
-                 random_state: int = 0) -> None:
+                 random_state: int = 0, order: str = "raster") -> None:
         _check_sizes(patch, vocab_size)
+        if order not in ("raster", "variance"):
+            raise ValueError(f"order must be 'raster' or 'variance', got {order!r}")
         self.patch, self.vocab_size, self.image_shape, self.random_state = int(patch), int(vocab_size), \
             image_shape, random_state
+        self.order = order
 
     def fit(self, X: np.ndarray) -> "GridVQTokenizer":
         X = check_images(X)
@@ -175,6 +188,9 @@ class GridVQTokenizer(_Fitted):
         self.codebook_ = km.cluster_centers_                                           # (V, p*p)
         self.mean_patches_ = P.mean(0)                                                 # (L, p*p)
         self.mean_ = X.mean(0)
+        var = P.var(0).sum(-1)                                                         # (L,)
+        self.order_ = (np.arange(self.n_tokens) if self.order == "raster"
+                       else np.argsort(-var, kind="stable"))                           # token k -> patch order_[k]
         return self
 
     def _patches(self, X: np.ndarray) -> np.ndarray:
@@ -188,19 +204,19 @@ class GridVQTokenizer(_Fitted):
         return x.reshape(len(P), H * W)
 
     def encode(self, X: np.ndarray) -> np.ndarray:
-        """Tokens (n, L) int64: the nearest codebook entry of each patch, raster order."""
+        """Tokens (n, L) int64: the nearest codebook entry of each patch, in ``order_`` (raster by default)."""
         self._require_fit()
         X = check_images(X, n_features=self.n_features_in_, fitted_shape=self.shape_)
         P = self._patches(X)
         d = (P ** 2).sum(-1)[..., None] - 2 * P @ self.codebook_.T + (self.codebook_ ** 2).sum(-1)
-        return d.argmin(-1).astype(np.int64)
+        return d.argmin(-1).astype(np.int64)[:, self.order_]
 
     def decode(self, tokens: np.ndarray, prefix_len: int | None = None) -> np.ndarray:
         """Readout: the first t patches from the codebook, the rest at their position's mean patch."""
         self._require_fit()
         z, t = check_tokens(tokens, self.n_tokens, self.vocab_size, prefix_len)
         P = np.broadcast_to(self.mean_patches_, (len(z),) + self.mean_patches_.shape).copy()
-        P[:, :t] = self.codebook_[z[:, :t]]
+        P[:, self.order_[:t]] = self.codebook_[z[:, :t]]
         return self._fold(P)
 
 
