@@ -316,3 +316,7 @@ def test_reproduce_quick_is_well_formed():
     assert out.metrics["max_smoothness_greedy"] <= 1 + 1e-9
     assert out.metrics["query_slope_classical"] == pytest.approx(-1, abs=0.02)
     assert out.metrics["projection_ratio_greedy_over_quantumboost"] > 1
+    # issue 29: the strong-learner bar (error < eps) carries the one-stump control from the same runs
+    strong = next(c for c in claims if "strong learner" in c.statement)
+    assert strong.bar and strong.control == out.metrics["max_first_round_error_over_eps_clean"]
+    assert strong.control > strong.measured
