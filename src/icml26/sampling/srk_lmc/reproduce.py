@@ -233,28 +233,25 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               metric="empirical strong-order slope, SRK-LMC", paper="1.5", note=band_note,
               falsifier="fitted slope of SRK-LMC's RMS strong error outside [1.25, 1.75] (e.g. ~1, as the "
                         "no-dZ control gives)"),
-        Claim("Gaussian target: SRK-LMC has lower W2 than ULA at equal gradient evaluations",
-              gauss["srk_lmc"][ig], "<", gauss["ula"][ig], baseline=f"ULA at {g_lbl}",
-              metric=f"stationary W2, SRK-LMC at {g_lbl}", note=gauss_note,
-              falsifier="SRK-LMC's stationary W2 at or above ULA's at equal gradient evaluations (its h is 2x "
-                        "ULA's)"),
-        Claim("Non-log-concave target: SRK-LMC has lower W2 than SRK-LD at equal gradient evaluations",
-              coord["srk_lmc"].mean(), "<", coord["srk_ld"].mean(), baseline=f"SRK-LD at {m_lbl}",
+        Claim("Non-log-concave target: SRK-LMC has lower W2 than the stronger of SRK-LD and ULA at equal "
+              "gradient evaluations",
+              coord["srk_lmc"].mean(), "<",
+              baselines={f"SRK-LD at {m_lbl}": coord["srk_ld"].mean(), f"ULA at {m_lbl}": coord["ula"].mean()},
               metric="W2 per coordinate, SRK-LMC (mean over coordinates)", note=mix_note,
-              paired=list(coord["srk_lmc"] - coord["srk_ld"]),
-              falsifier="SRK-LMC's W2 at or above SRK-LD's at equal gradient evaluations, or their "
-                        "per-coordinate difference not separable from 0"),
-        Claim("Non-log-concave target: SRK-LMC has lower W2 than ULA at equal gradient evaluations",
-              coord["srk_lmc"].mean(), "<", coord["ula"].mean(), baseline=f"ULA at {m_lbl}",
-              metric="W2 per coordinate, SRK-LMC (mean over coordinates)", note=mix_note,
-              paired=list(coord["srk_lmc"] - coord["ula"]),
-              falsifier="SRK-LMC's W2 at or above ULA's at equal gradient evaluations, or their per-coordinate "
-                        "difference not separable from 0"),
+              paired={f"SRK-LD at {m_lbl}": list(coord["srk_lmc"] - coord["srk_ld"]),
+                      f"ULA at {m_lbl}": list(coord["srk_lmc"] - coord["ula"])},
+              falsifier="SRK-LMC's W2 at or above the stronger baseline's (SRK-LD or ULA) at equal gradient "
+                        "evaluations, or their per-coordinate difference not separable from 0"),
         # checks: true by construction or by a theorem; reported, not counted
         Claim("SRK-LMC needs two gradient evaluations per iteration, SRK-LD (Li et al. 2019) three",
               per_step["srk_lmc"], "<", per_step["srk_ld"], baseline="SRK-LD, counted in the same run",
               metric="grad_U calls per step (counting wrapper)", paper="2 vs 3", kind="check",
               note="By construction of the tableaux; counted by a wrapper around grad_U."),
+        Claim("Gaussian target: SRK-LMC has lower W2 than ULA at equal gradient evaluations",
+              gauss["srk_lmc"][ig], "<", gauss["ula"][ig], baseline=f"ULA at {g_lbl}",
+              metric=f"stationary W2, SRK-LMC at {g_lbl}", kind="check",
+              note=gauss_note + " Deterministic numerics of the two maps' stationary laws, the same on every seed: "
+                                "a check (issue 29), not evidence over seeds."),
         Claim("Gaussian target: SRK-LMC has lower W2 than SRK-LD at equal gradient evaluations",
               gauss["srk_lmc"][ig], "<", gauss["srk_ld"][ig], baseline=f"SRK-LD at {g_lbl}",
               metric=f"stationary W2, SRK-LMC at {g_lbl}", note=same_map, kind="check"),
