@@ -158,6 +158,12 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
             "tiny LMs of 4 widths x 9 mixtures of three stdlib domains, loss on email/ [A18]", 90.0,
             loader="icml26.testbeds.learning_curves:mixture_runs", cache_kind="mixture_runs"),
     # est_cpu_s below: from timed training steps on a machine at load 8-13 (rough, on the high side)
+    Testbed("ahn-copy-4L", "artefact", "icml26.lm.ahn.testbed:COPY_4L",
+            "4-layer Llama trained with planted copy spans, AHN's frozen base [A07]", 150.0,
+            loader="icml26.lm.ahn.testbed:load_copy_lm", cache_kind="ahn_base"),
+    Testbed("ahn-copy-2L", "artefact", "icml26.lm.ahn.testbed:COPY_2L",
+            "2-layer Llama (d=64, 80 steps) with planted copy spans, the quick-budget AHN base [A07]", 15.0,
+            loader="icml26.lm.ahn.testbed:load_copy_lm", cache_kind="ahn_base"),
     Testbed("vlm-6L", "artefact", "icml26.interpret.layer_skip.testbed:VLM_6L",
             "6-block vision-language transformer (d=64, 1200 steps) on digit-patch VQA [A14]", 150.0,
             loader="icml26.interpret.layer_skip.testbed:load_tiny_vlm", cache_kind="tiny_vlm"),
@@ -185,7 +191,7 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
 _BOTH = ("standard", "full")
 NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A05": {"standard": ("toy-4L",), "full": ("toy-4L",)},  # quick runs no LM loop
-    "A07": {b: ("toy-4L",) for b in BUDGETS},
+    "A07": {"quick": ("ahn-copy-2L",), "standard": ("ahn-copy-4L",), "full": ("ahn-copy-4L",)},
     "A09": {"quick": ("moe-2L",), "standard": ("moe-4L",), "full": ("moe-4L",)},
     "A14": {"quick": ("vlm-3L-d32",), "standard": ("vlm-6L", "vlm-8L"), "full": ("vlm-6L", "vlm-8L")},
     "A16": {"standard": ("lm-curves", "digits-curves")},  # quick is synthetic only; full's larger pools build in-job
