@@ -314,6 +314,10 @@ def test_reproduce_quick_is_well_formed():
     for c in shift:
         assert c.paired is not None and len(c.paired) == 3 * 300
         assert np.mean(c.paired) == pytest.approx(c.measured - c.reference, abs=1e-9)
+    # issue 29: fixed bars carry a control (the nominal policy's slope) or say why none exists
+    rate = next(c for c in claims if "n^-1/2" in c.statement)
+    assert rate.bar and rate.control == out.metrics["subopt_slope_nominal"]
+    assert all(c.control is not None or c.control_arm.startswith("none:") for c in claims if c.bar)
 
 
 def test_primal_evaluator_matches_duals_on_joint_laws():

@@ -242,12 +242,16 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
              for d in DIVS}
     sub_curve = [float(np.mean([np.mean(subopt[(d, MAIN_RHO, T)]) for d in DIVS])) for T in sz.n_obs]
     slope = loglog_slope(sz.n_obs, sub_curve)
+    # control: the same robust-value suboptimality of the nominal policy (no distributionally robust optimisation)
+    nom_curve = [float(np.mean([np.mean(subopt_nom[(d, T)]) for d in DIVS])) for T in sz.n_obs]
+    slope_nom = loglog_slope(sz.n_obs, nom_curve)
     for d in DIVS:
         metrics[f"worst_case_gain/{d}"] = wc_gain[d]
         metrics[f"price_of_robustness/{d}"] = price[d]
         for T in sz.n_obs:
             metrics[f"subopt/{d}@{MAIN_RHO:g}/n={T}"] = float(np.mean(subopt[(d, MAIN_RHO, T)]))
     metrics["subopt_slope"] = slope
+    metrics["subopt_slope_nominal"] = slope_nom
     gaps = np.array([b["gap"] for b in bf])
     agree_dual = float(np.mean(np.abs(gaps) <= 1e-7 * np.maximum(1.0, [b["brute_force"] for b in bf])))
     metrics.update({"bf_agreement_dual": agree_dual, "bf_max_abs_gap_dual": float(np.abs(gaps).max()),
@@ -317,15 +321,20 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         Claim(statement="The price of robustness (nominal revenue given up) is only a few percent",
               measured=float(np.mean(list(price.values()))), op="<=", reference=0.05,
               baseline="5% (our reading of 'a few %')", metric="relative nominal-revenue loss, mean over TV/KL/chi2",
+              bar=True, control_arm="none: the price is a margin on the nominal policy's same-run revenue; the arm "
+                                    "without robustness is the nominal policy itself, whose price is 0 by "
+                                    "construction, so no control can fail it",
               falsifier="the DR policies give up more than 5% of the nominal policy's expected revenue",
               note="The abstract states no number; the 5% bound is the spec's expectation, fixed in advance."),
         Claim(statement="Robust-value suboptimality shrinks with data at least at the n^-1/2 rate of the bounds",
               measured=slope, op="<=", reference=-0.5, baseline="n_obs^-1/2 (sample-complexity rate)",
               metric=f"log-log slope of suboptimality vs n_obs {sz.n_obs}, mean over TV/KL/chi2",
+              bar=True, control=slope_nom,
+              control_arm="the nominal policy's robust-value suboptimality (the DR optimisation removed), same data",
               falsifier="log-log slope of the suboptimality vs n_obs above -0.5 (slower than n^-1/2, or not "
-                        "shrinking)",
+                        "shrinking), or the nominal policy's shrinking as fast",
               note="Plug-in policies often converge faster (~n^-1) than the worst-case bound; a few n_obs values "
-                   "and replicates make the slope noisy at the quick budget."),
+                   f"and replicates make the slope noisy at the quick budget. Nominal policy's slope {slope_nom:.2f}."),
         bf_timing.claim("DRAO is faster than brute-force enumeration", ">", 1.0, baseline="brute-force time",
               metric=f"brute-force CPU time / DRAO CPU time at n={sz.bf_items[-1]} items, 1 context (interleaved, "
                      f"median of {len(bf_timing.method)} repeats; same-work ratio {bf_timing.control_ratio:.3f})",
