@@ -381,12 +381,22 @@ def test_quick_reproduction_structure():
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     assert len(claims) >= 4 and out.checks
+    no_gap = not out.metrics["teacher_gain_ce"] > 0  # a tiny base whose full attention is no better than the window
     for c in out.claims:
+        if no_gap and "of the loss gap" in c.statement:
+            # the gap fraction is undefined (NaN) without a gap, and the claim must then be undecided, never decided
+            assert math.isnan(c.measured) and c.verdict == "inconclusive", c.statement
+            continue
         assert math.isfinite(c.measured), c.statement
         assert c.verdict in ("holds", "does not hold", "inconclusive")
         if c.kind == "claim":
             assert c.falsifier
     for c in out.checks:   # exactness checks are true by construction: they must hold
+        if "the testbed can decide" in c.statement:
+            # a precondition on the trained base, not an identity: reported as measured (the tiny quick base,
+            # and so far the standard one too, does not use context beyond the window)
+            assert math.isfinite(c.measured), c.statement
+            continue
         assert c.verdict == "holds", c.statement
 
 
