@@ -84,24 +84,31 @@ def package_texts(max_bytes: int):
 
 def train_production_tokenizer(cfg: ProductionTokenizerConfig):
     """Train the tokenizer of ``cfg`` with ``BpeTrainer`` (a ``tokenizers.Tokenizer``; ``<|endoftext|>`` is EOS)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-
     if cfg.style not in ("gpt2", "llama3"):
         raise ValueError(f"style must be 'gpt2' or 'llama3', got {cfg.style!r}")
     if not isinstance(cfg.vocab_size, int) or cfg.vocab_size <= 256 + len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must be an int above {256 + len(SPECIAL_TOKENS)} (bytes + special tokens), "
                          f"got {cfg.vocab_size!r}")
-    tok = Tokenizer(models.BPE(ignore_merges=cfg.style == "llama3"))
-    if cfg.style == "gpt2":
+    return train_regex_bpe(cfg.style, cfg.vocab_size, package_texts(cfg.sample_bytes))
+
+
+def train_regex_bpe(style: str, vocab_size: int, texts, pattern: str = LLAMA3_PATTERN):
+    """A byte-level BPE with a production pre-tokenizer, trained by ``BpeTrainer`` on ``texts`` (an iterable of
+    strings): ``style="gpt2"`` (GPT-2's regex) or ``"llama3"`` (``pattern`` split, then byte-level; merges ignored
+    where a whole pre-token is in the vocabulary, as Llama-3 does). Special tokens: ``SPECIAL_TOKENS``."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(ignore_merges=style == "llama3"))
+    if style == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     else:
         tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(LLAMA3_PATTERN), "isolated"),
+            pre_tokenizers.Split(Regex(pattern), "isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=cfg.vocab_size, special_tokens=list(SPECIAL_TOKENS),
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(package_texts(cfg.sample_bytes), trainer=trainer)
+    tok.train_from_iterator(texts, trainer=trainer)
     return tok
 
 

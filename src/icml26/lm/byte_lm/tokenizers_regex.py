@@ -31,26 +31,14 @@ class RegexTokenizerConfig:
 
 def train_regex_tokenizer(cfg: RegexTokenizerConfig = RegexTokenizerConfig()):
     """Train the tokenizer of ``cfg`` (a ``tokenizers.Tokenizer``; ``<|endoftext|>`` is EOS and BOS)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-
     from icml26.testbeds.code_corpus import corpus_texts
+    from icml26.testbeds.production_tokenizers import train_regex_bpe
 
     if cfg.style not in ("gpt2", "llama3"):
         raise ValueError(f"style must be 'gpt2' or 'llama3', got {cfg.style!r}")
     if cfg.vocab_size < 256 + len(SPECIAL_TOKENS) + 1:
         raise ValueError(f"vocab_size must exceed {256 + len(SPECIAL_TOKENS)} (bytes + special tokens)")
-    tok = Tokenizer(models.BPE(ignore_merges=cfg.style == "llama3"))
-    if cfg.style == "gpt2":
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    else:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(LLAMA3_PATTERN), "isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=cfg.vocab_size, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(corpus_texts("train", cfg.sample_bytes), trainer=trainer)
-    return tok
+    return train_regex_bpe(cfg.style, cfg.vocab_size, corpus_texts("train", cfg.sample_bytes), LLAMA3_PATTERN)
 
 
 def regex_tokenizer(style: str = "gpt2", vocab_size: int = 320):
