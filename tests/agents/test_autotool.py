@@ -12,8 +12,20 @@ import torch
 import torch.nn.functional as F
 
 from icml26.agents.autotool import (
-    AutoToolConfig, AutoToolPolicy, AutoToolTrainer, ToolEnv, build_catalog, evaluate, expert_choice, kl_pl_loss,
-    plackett_luce_log_prob, rank_by_returns, rollout, sample_plackett_luce, sample_tasks, tiny_llama,
+    AutoToolConfig,
+    AutoToolPolicy,
+    AutoToolTrainer,
+    ToolEnv,
+    build_catalog,
+    evaluate,
+    expert_choice,
+    kl_pl_loss,
+    plackett_luce_log_prob,
+    rank_by_returns,
+    rollout,
+    sample_plackett_luce,
+    sample_tasks,
+    tiny_llama,
 )
 from icml26.agents.autotool.env import MAX_OPS, MOD
 

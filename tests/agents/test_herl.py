@@ -8,13 +8,38 @@ import pytest
 import torch
 
 from icml26.agents.herl import (
-    AllOf, Contains, Excludes, HeRLConfig, HeRLTrainer, LengthBetween, ListVerifier, RubricList, TokenAt,
-    augment_group, build_guidance_prompt, direction_study, herl_policy_loss, make_guide, make_prompts, make_rubrics,
-    select_hindsight, shaping, test_time_refine, text_guide,
+    AllOf,
+    Contains,
+    Excludes,
+    HeRLConfig,
+    HeRLTrainer,
+    LengthBetween,
+    ListVerifier,
+    RubricList,
+    TokenAt,
+    augment_group,
+    build_guidance_prompt,
+    direction_study,
+    herl_policy_loss,
+    make_guide,
+    make_prompts,
+    make_rubrics,
+    select_hindsight,
+    shaping,
+    test_time_refine,
+    text_guide,
 )
 from icml26.agents.herl.gradient import batch_gradients, setup
 from icml26.agents.herl.task import (
-    ANS, NONE, PAD, RESP_LEN, SFTConfig, TaskConfig, build_policy, guidance_ids, sft_batch,
+    ANS,
+    NONE,
+    PAD,
+    RESP_LEN,
+    SFTConfig,
+    TaskConfig,
+    build_policy,
+    guidance_ids,
+    sft_batch,
 )
 from icml26.testbeds.grpo import grpo_loss
 

@@ -8,10 +8,30 @@ import pytest
 import torch
 
 from icml26.agents.retro_expert import (
-    TEMPLATES, Candidate, Example, KGPOConfig, KGPOTrainer, Rationale, RewardWeights, SpecialistModel, Vocab,
-    build_tokenizer, canonical_smiles, ds_prompt, evaluate_policy, grammar_bias, grounded_completion, judge,
-    kgpo_reward, make_synthetic_reactions, parse_completion, product_prompt, reactant_set, retro_outcomes,
-    topk_exact_match, verify_rationale,
+    TEMPLATES,
+    Candidate,
+    Example,
+    KGPOConfig,
+    KGPOTrainer,
+    Rationale,
+    RewardWeights,
+    SpecialistModel,
+    Vocab,
+    build_tokenizer,
+    canonical_smiles,
+    ds_prompt,
+    evaluate_policy,
+    grammar_bias,
+    grounded_completion,
+    judge,
+    kgpo_reward,
+    make_synthetic_reactions,
+    parse_completion,
+    product_prompt,
+    reactant_set,
+    retro_outcomes,
+    topk_exact_match,
+    verify_rationale,
 )
 from icml26.agents.retro_expert.reasoner import GrammarConstrainedLM, make_policy
 from icml26.harness import Budget, Outcome
@@ -166,8 +186,8 @@ def test_parse_completion_round_trips_grounded_completions():
 
 
 def test_grammar_constrained_sampling_is_well_formed_and_cites_the_prompt(tok, rset, spec):
-    from icml26.testbeds.grpo import generate_with_logprobs, token_logprobs
     from icml26.agents.retro_expert.kgpo import _decode, _encode
+    from icml26.testbeds.grpo import generate_with_logprobs, token_logprobs
 
     exs = [Example(r, d, ds_prompt(d, rset.stock)) for r in rset.test[:3] for d in [spec.decision_space(r.product)]]
     m = GrammarConstrainedLM(make_policy(tok, seed=1), grammar_bias(tok, decision_space=True), tok)

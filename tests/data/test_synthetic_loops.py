@@ -8,14 +8,27 @@ import numpy as np
 import pytest
 
 from icml26.data.synthetic_loops import (
-    DigitsSelfTraining, GaussianMeanTask, ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop,
+    DigitsSelfTraining,
+    GaussianMeanTask,
+    ImitationTarget,
+    MajorityVoteFilter,
+    RubricWeighting,
+    SyntheticDataLoop,
     TabularPolicy,
-    VerifierFilter, circular_distance, closed_loop_gaussian_information, discrete_mutual_information,
-    gaussian_information_estimate, gaussian_kl, modular_addition, self_consuming_categorical,
-    self_consuming_gaussian, simplicity_bias_dataset, task_information, which_component,
+    VerifierFilter,
+    circular_distance,
+    closed_loop_gaussian_information,
+    discrete_mutual_information,
+    gaussian_information_estimate,
+    gaussian_kl,
+    modular_addition,
+    self_consuming_categorical,
+    self_consuming_gaussian,
+    simplicity_bias_dataset,
+    task_information,
+    which_component,
 )
 from icml26.harness import Budget, Outcome
-
 
 # information measures
 
@@ -328,8 +341,14 @@ def test_weighted_em_matches_sklearn_and_weights_act_as_counts():
 
 
 def test_mixture_bad_input_and_determinism():
-    from icml26.data.synthetic_loops.mixture import (MixtureGrid, MixtureModel, bayes_verifier, fit_mixture,
-                                                     interleaved_task, posterior_rubric)
+    from icml26.data.synthetic_loops.mixture import (
+        MixtureGrid,
+        MixtureModel,
+        bayes_verifier,
+        fit_mixture,
+        interleaved_task,
+        posterior_rubric,
+    )
 
     ok = dict(pi=[[0.5, 0.5]], w=[[[1.0], [1.0]]], m=[[[0.0], [1.0]]], v=[[[1.0], [1.0]]])
     for k, bad in (("pi", [[0.7, 0.7]]), ("w", [[[0.5], [1.0]]]), ("v", [[[0.0], [1.0]]]), ("m", [[0.0, 1.0]])):
@@ -374,8 +393,7 @@ def test_line_checker_and_graded_score():
 def test_statement_forms_and_imitation_references():
     from collections import Counter
 
-    from icml26.data.synthetic_loops.lm_syntax import (ImitateReference, form_entropy, reference_lines,
-                                                       statement_kind)
+    from icml26.data.synthetic_loops.lm_syntax import ImitateReference, form_entropy, reference_lines, statement_kind
 
     assert [statement_kind(s) for s in ("C", "x = 1", "f(x)", "3", "if x:", "bad (")] == [
         "Expr:Name", "Assign", "Expr:Call", "Expr:Constant", "If", ""]

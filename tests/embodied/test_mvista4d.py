@@ -7,9 +7,28 @@ import pytest
 import torch
 
 from icml26.embodied.mvista4d import (
-    ActionConditionedWorldModel, Camera, MultiViewRGBDGenerator, ResidualIDM, TabletopState, TrajectoryVAE,
-    WindowInverseDynamics, backproject, chamfer_distance, completeness, fscore, fuse_views, infer_actions, look_at_camera, project,
-    random_states, render_rgbd, rollout, scripted_demos, step, success, warp_rgbd,
+    ActionConditionedWorldModel,
+    Camera,
+    MultiViewRGBDGenerator,
+    ResidualIDM,
+    TabletopState,
+    TrajectoryVAE,
+    WindowInverseDynamics,
+    backproject,
+    chamfer_distance,
+    completeness,
+    fscore,
+    fuse_views,
+    infer_actions,
+    look_at_camera,
+    project,
+    random_states,
+    render_rgbd,
+    rollout,
+    scripted_demos,
+    step,
+    success,
+    warp_rgbd,
 )
 from icml26.embodied.mvista4d.sim import CUBE_H, EE_R, TABLE
 from icml26.harness import Budget, Outcome

@@ -6,7 +6,11 @@ import pytest
 import torch
 
 from icml26.embodied.skillnet import (
-    RELEASED_CENTERS, SkillConditionedMoE, SkillHierarchy, assign_motion_cluster, motion_code_distance,
+    RELEASED_CENTERS,
+    SkillConditionedMoE,
+    SkillHierarchy,
+    assign_motion_cluster,
+    motion_code_distance,
     routing_similarity,
 )
 
@@ -176,7 +180,8 @@ def test_policies_hold_no_unused_parameters():
 def test_few_shot_mix_is_a_random_sample_of_every_composition():
     # issue 31: mix = d[:len(shots) * 4] took 1,360 rows from 2 of 14 compositions at standard size
     from icml26.embodied.skillnet.reproduce import HELD_OUT, few_shot_mix, hierarchy, make_dataset
-    from icml26.embodied.skillnet.tabletop import OBJECTS as OBJ, VERBS as VB
+    from icml26.embodied.skillnet.tabletop import OBJECTS as OBJ
+    from icml26.embodied.skillnet.tabletop import VERBS as VB
     h = hierarchy()
     pairs = [(v, o) for v in VB for o in OBJ if (v, o) not in HELD_OUT]
     rng = np.random.default_rng(0)

@@ -9,9 +9,19 @@ import pytest
 import torch
 
 from icml26.generation.token_search import (
-    GridVQTokenizer, HeldOutEvaluator, NestedDropoutTokenizer, OrderedPCATokenizer, SearchResult,
-    SklearnClassifierVerifier, UniformPrior, beam_search, best_of_n, fit_logistic_verifier, lookahead_search,
-    planned_verifier_calls, train_ar_prior,
+    GridVQTokenizer,
+    HeldOutEvaluator,
+    NestedDropoutTokenizer,
+    OrderedPCATokenizer,
+    SearchResult,
+    SklearnClassifierVerifier,
+    UniformPrior,
+    beam_search,
+    best_of_n,
+    fit_logistic_verifier,
+    lookahead_search,
+    planned_verifier_calls,
+    train_ar_prior,
 )
 from icml26.harness import Budget, Outcome
 from icml26.testbeds.digits import digits_tensors

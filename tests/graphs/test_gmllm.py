@@ -1,19 +1,36 @@
 """Tests for [A04] GMLLM: code graph on hand-written projects, parse-only safety, generator, encoder, GNN,
 context packing, analysers, metrics and the quick reproduction."""
 
-import math
-import sys
-
 import base64
+import math
 import re
+import sys
 
 import numpy as np
 import pytest
 
 from icml26.graphs.gmllm import (
-    CallableAnalyzer, ChainAnalyzer, HashingEncoder, Section, build_code_graph, count_tokens, keyword_scores,
-    localise, make_dataset, make_project, node_attribution, order_guided, order_keyword, order_whole, pack,
-    predict_proba, read_project, recall_at_k, sections_of, to_pyg, train_gnn,
+    CallableAnalyzer,
+    ChainAnalyzer,
+    HashingEncoder,
+    Section,
+    build_code_graph,
+    count_tokens,
+    keyword_scores,
+    localise,
+    make_dataset,
+    make_project,
+    node_attribution,
+    order_guided,
+    order_keyword,
+    order_whole,
+    pack,
+    predict_proba,
+    read_project,
+    recall_at_k,
+    sections_of,
+    to_pyg,
+    train_gnn,
 )
 from icml26.graphs.gmllm.codegraph import degree_features
 from icml26.graphs.gmllm.synth import CHAINS, HELD_OUT_TEMPLATES, SEEN_TEMPLATES

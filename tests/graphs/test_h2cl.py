@@ -8,9 +8,22 @@ import pytest
 import torch
 
 from icml26.graphs.h2cl import (
-    H2CL, H2CLEncoder, HeteroAwareViewGenerator, HHConv, Hypergraph, add_structural_noise,
-    coordinate_descent_sweep, digits_knn_hypergraph, dirichlet_energy, edge_mean, heterogeneity, hypergraph_sbm,
-    info_nce, node_update, train_h2cl, weighted_heterogeneity,
+    H2CL,
+    H2CLEncoder,
+    HeteroAwareViewGenerator,
+    HHConv,
+    Hypergraph,
+    add_structural_noise,
+    coordinate_descent_sweep,
+    digits_knn_hypergraph,
+    dirichlet_energy,
+    edge_mean,
+    heterogeneity,
+    hypergraph_sbm,
+    info_nce,
+    node_update,
+    train_h2cl,
+    weighted_heterogeneity,
 )
 from icml26.harness import Budget, Outcome
 

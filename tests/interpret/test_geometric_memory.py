@@ -9,13 +9,34 @@ import pytest
 import torch
 
 from icml26.interpret.geometric_memory import (
-    Node2VecCE, TinyGraphTransformer, chance_edge_recovery, cycle_graph, edge_accuracy, edge_memorization_dataset,
-    edge_recovery_per_node, embedding_geometry, encode, find_layers, geometric_edge_recovery, geometric_first_hop,
-    geometric_first_hop_correct, graph_eigenbasis, grid_graph, laplacian_spectrum, node2vec_embedding,
-    node2vec_walks, node_representations, path_dataset, path_star_graph, path_token_accuracy,
-    spectral_energy_profile, subspace_overlap, topk_energy_fraction, train_memorizer, validate_graph,
+    Node2VecCE,
+    TinyGraphTransformer,
+    chance_edge_recovery,
+    cycle_graph,
+    edge_accuracy,
+    edge_memorization_dataset,
+    edge_recovery_per_node,
+    embedding_geometry,
+    encode,
+    find_layers,
+    geometric_edge_recovery,
+    geometric_first_hop,
+    geometric_first_hop_correct,
+    graph_eigenbasis,
+    grid_graph,
+    laplacian_spectrum,
+    node2vec_embedding,
+    node2vec_walks,
+    node_representations,
+    path_dataset,
+    path_star_graph,
+    path_token_accuracy,
+    spectral_energy_profile,
+    subspace_overlap,
+    topk_energy_fraction,
+    train_memorizer,
+    validate_graph,
 )
-
 
 # graphs and datasets
 

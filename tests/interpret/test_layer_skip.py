@@ -12,10 +12,25 @@ import torch
 from torch import nn
 
 from icml26.harness import Budget, Outcome
-from icml26.interpret.layer_skip import (BlockCost, HiddenTrace, RedundancyReport, SkipPlan, TinyVLM, VLM_QUICK,
-                                         adjacent_token_redundancy, apply_skip_plan, block_influence,
-                                         collect_trace, cross_modal_attention, digit_vqa, fastv_pruning,
-                                         find_blocks, layer_redundancy, plan_flops, unique_information_probe)
+from icml26.interpret.layer_skip import (
+    VLM_QUICK,
+    BlockCost,
+    HiddenTrace,
+    RedundancyReport,
+    SkipPlan,
+    TinyVLM,
+    adjacent_token_redundancy,
+    apply_skip_plan,
+    block_influence,
+    collect_trace,
+    cross_modal_attention,
+    digit_vqa,
+    fastv_pruning,
+    find_blocks,
+    layer_redundancy,
+    plan_flops,
+    unique_information_probe,
+)
 from icml26.interpret.layer_skip.testbed import N_TEXT, N_VISION, answer_correct, train_tiny_vlm
 
 

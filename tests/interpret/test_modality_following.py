@@ -11,9 +11,25 @@ from torch import nn
 
 from icml26.harness import Budget, Outcome
 from icml26.interpret.modality_following import (
-    INDICES, ToyConfig, ToyMultimodalClassifier, balance_point, easy_cases, find_layers, fit_temperature,
-    follow_outcomes, layerwise_logits, layerwise_oscillation, make_texts, corrupt_images, modality_following_curve,
-    modality_probs, nearest_boundary_cases, relative_uncertainty, sample_conflicts, select_boundary_cases, sft_steer,
+    INDICES,
+    ToyConfig,
+    ToyMultimodalClassifier,
+    balance_point,
+    corrupt_images,
+    easy_cases,
+    find_layers,
+    fit_temperature,
+    follow_outcomes,
+    layerwise_logits,
+    layerwise_oscillation,
+    make_texts,
+    modality_following_curve,
+    modality_probs,
+    nearest_boundary_cases,
+    relative_uncertainty,
+    sample_conflicts,
+    select_boundary_cases,
+    sft_steer,
     uncertainty,
 )
 

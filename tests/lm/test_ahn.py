@@ -11,8 +11,18 @@ import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
 from icml26.harness import Budget, Outcome
-from icml26.lm.ahn import (AHNConfig, AHNMemory, attended_keys, attention_flops, augment_with_ahn, chunk_memory_rule,
-                           kv_cache_bytes, memory_step, self_distill_ahn, sliding_window_mask)
+from icml26.lm.ahn import (
+    AHNConfig,
+    AHNMemory,
+    attended_keys,
+    attention_flops,
+    augment_with_ahn,
+    chunk_memory_rule,
+    kv_cache_bytes,
+    memory_step,
+    self_distill_ahn,
+    sliding_window_mask,
+)
 
 V = 97
 

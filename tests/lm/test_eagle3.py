@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from icml26.lm.eagle3 import (DEFAULT_TREE, DraftCache, Eagle3Draft, Eagle3Trainer, StaticTree, build_draft_vocab,
-                              capture_aux_hidden_states, default_aux_layers, eagle3_generate, eagle3_ttt_loss,
-                              greedy_generate, regenerate_responses, token_counts)
+from icml26.lm.eagle3 import (
+    DEFAULT_TREE,
+    DraftCache,
+    Eagle3Draft,
+    Eagle3Trainer,
+    StaticTree,
+    build_draft_vocab,
+    capture_aux_hidden_states,
+    default_aux_layers,
+    eagle3_generate,
+    eagle3_ttt_loss,
+    greedy_generate,
+    regenerate_responses,
+    token_counts,
+)
 
 V = 64
 

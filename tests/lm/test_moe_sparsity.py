@@ -9,11 +9,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from icml26.lm.moe_sparsity import (CapacityDrop, DualThresholdDrop, RandomDrop, RatioSkip, SparseMoE, ThresholdDrop,
-                                    TopKReduce, calibrate_drop, convert_hf_moe, neuron_importance, partition_experts,
-                                    post_train, reconstruct_experts, set_drop_policy)
+from icml26.lm.moe_sparsity import (
+    CapacityDrop,
+    DualThresholdDrop,
+    RandomDrop,
+    RatioSkip,
+    SparseMoE,
+    ThresholdDrop,
+    TopKReduce,
+    calibrate_drop,
+    convert_hf_moe,
+    neuron_importance,
+    partition_experts,
+    post_train,
+    reconstruct_experts,
+    set_drop_policy,
+)
 from icml26.lm.moe_sparsity.reproduce import hf_adapter_diffs
-
 
 # helpers
 

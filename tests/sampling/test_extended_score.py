@@ -8,8 +8,15 @@ import torch
 
 from icml26.harness import Budget, Outcome
 from icml26.sampling.extended_score import (
-    CircleProduct, GaussianMixture, ManifoldAttractedSampler, ScoreMLP, clean_score_fn, extended_score,
-    score_and_dgamma, train_dsm, tweedie_denoiser,
+    CircleProduct,
+    GaussianMixture,
+    ManifoldAttractedSampler,
+    ScoreMLP,
+    clean_score_fn,
+    extended_score,
+    score_and_dgamma,
+    train_dsm,
+    tweedie_denoiser,
 )
 
 D64 = torch.float64

@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 
 from icml26.harness import Budget, Outcome
-from icml26.scaling.camel import (CAMELLaw, DataMixingLaw, LossToBenchmark, PowerMixtureLaw, RegMixBaseline,
-                                  SyntheticMixtureLaw, allocate_compute, check_mixtures, minimize_on_simplex)
+from icml26.scaling.camel import (
+    CAMELLaw,
+    DataMixingLaw,
+    LossToBenchmark,
+    PowerMixtureLaw,
+    RegMixBaseline,
+    SyntheticMixtureLaw,
+    allocate_compute,
+    check_mixtures,
+    minimize_on_simplex,
+)
 from icml26.testbeds.learning_curves import mixture_design
 
 SIZES = np.array([1e6, 2e6, 4e6, 8e6])

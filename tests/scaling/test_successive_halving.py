@@ -7,10 +7,22 @@ import numpy as np
 import pytest
 
 from icml26.harness import Budget, Outcome
-from icml26.scaling.successive_halving import (ASHA, CurveTable, GPCurveSurrogate, PowerLawCurveSurrogate,
-                                                RandomSearch, SuccessiveHalving, SyntheticCurveConfig, TablePool,
-                                                UniformAllocation, fit_power_law, fit_scaling_law,
-                                                loss_compute_frontier, optuna_allocation, synthetic_curve_pool)
+from icml26.scaling.successive_halving import (
+    ASHA,
+    CurveTable,
+    GPCurveSurrogate,
+    PowerLawCurveSurrogate,
+    RandomSearch,
+    SuccessiveHalving,
+    SyntheticCurveConfig,
+    TablePool,
+    UniformAllocation,
+    fit_power_law,
+    fit_scaling_law,
+    loss_compute_frontier,
+    optuna_allocation,
+    synthetic_curve_pool,
+)
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,26 @@ import pytest
 import torch
 
 from icml26.testbeds.diffusion_lm import (
-    BOS, EOS, PAD, ConfidenceThresholdDecoder, DLMTrainConfig, LowConfidenceRemasking, PFSAOracleMLM,
-    PhraseGrammar, PhraseGrammarConfig, SudokuOracleMLM, SudokuTask, TinyMaskedDiffusionLM, TranslationOracleMLM,
-    TranslationTask, check_invariants, decode, generate, load_masked_diffusion_lm, mdlm_loss, sudoku_grids,
+    BOS,
+    EOS,
+    PAD,
+    ConfidenceThresholdDecoder,
+    DLMTrainConfig,
+    LowConfidenceRemasking,
+    PFSAOracleMLM,
+    PhraseGrammar,
+    PhraseGrammarConfig,
+    SudokuOracleMLM,
+    SudokuTask,
+    TinyMaskedDiffusionLM,
+    TranslationOracleMLM,
+    TranslationTask,
+    check_invariants,
+    decode,
+    generate,
+    load_masked_diffusion_lm,
+    mdlm_loss,
+    sudoku_grids,
 )
 from icml26.testbeds.diffusion_lm.model import dlm_name, one_token_validity, train_masked_diffusion_lm
 
@@ -294,7 +311,7 @@ def test_bad_inputs_raise_clear_errors():
 
 
 def test_temperature_sampling_is_seeded():
-    from icml26.testbeds.diffusion_lm import PhraseGrammar, PFSAOracleMLM
+    from icml26.testbeds.diffusion_lm import PFSAOracleMLM, PhraseGrammar
 
     g = PhraseGrammar()
     prompts = torch.full((24, 1), BOS)

@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from icml26.testbeds.grpo import (
-    GRPOConfig, Rollout, generate_with_logprobs, group_advantages, grpo_loss, grpo_step, token_logprobs,
+    GRPOConfig,
+    Rollout,
+    generate_with_logprobs,
+    group_advantages,
+    grpo_loss,
+    grpo_step,
+    token_logprobs,
     zero_advantage_fraction,
 )
 

@@ -8,8 +8,16 @@ import torch
 from torch import nn
 
 from icml26.testbeds.ntk import (
-    NTKOperator, empirical_ntk, fit_power_law, jacobian, ntk_topk, ntk_trace, per_sample_grad_norms,
-    power_law_spectrum, topk_eigh, trainable_parameters,
+    NTKOperator,
+    empirical_ntk,
+    fit_power_law,
+    jacobian,
+    ntk_topk,
+    ntk_trace,
+    per_sample_grad_norms,
+    power_law_spectrum,
+    topk_eigh,
+    trainable_parameters,
 )
 
 
@@ -133,8 +141,9 @@ def test_deterministic():
 
 
 def test_gaussian_maps_closed_forms_and_quadrature():
-    from icml26.testbeds.ntk import erf_expectation, gaussian_expectation, relu_expectation
     from scipy.special import erf
+
+    from icml26.testbeds.ntk import erf_expectation, gaussian_expectation, relu_expectation
     q1, q2 = np.array([0.5, 1.0, 2.0]), np.array([1.5, 1.0, 0.3])
     c = np.array([-0.4, 0.0, 0.9])
     # erf: closed form vs quadrature (smooth: converges fast)

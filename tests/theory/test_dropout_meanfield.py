@@ -9,10 +9,24 @@ import pytest
 import torch
 
 from icml26.harness import Budget, Outcome
-from icml26.theory.dropout_meanfield import (RELU_A, DropoutProfile, DropoutTimeScheduler, ScheduledDropout,
-                                             c_fixed_point, c_map, c_trajectory, chi_c, critical_sigma_w,
-                                             depth_scale, fit_depth_scale, fit_exponents, make_mlp, q_fixed_point,
-                                             q_map, simulate_correlations)
+from icml26.theory.dropout_meanfield import (
+    RELU_A,
+    DropoutProfile,
+    DropoutTimeScheduler,
+    ScheduledDropout,
+    c_fixed_point,
+    c_map,
+    c_trajectory,
+    chi_c,
+    critical_sigma_w,
+    depth_scale,
+    fit_depth_scale,
+    fit_exponents,
+    make_mlp,
+    q_fixed_point,
+    q_map,
+    simulate_correlations,
+)
 
 
 def kappa1(c):
@@ -46,7 +60,7 @@ def test_c_map_matches_monte_carlo(act, sb2):
 
 
 def test_quadrature_agrees_with_closed_form_for_erf():
-    from icml26.theory.dropout_meanfield.meanfield import Activation, ACTIVATIONS
+    from icml26.theory.dropout_meanfield.meanfield import ACTIVATIONS, Activation
     erf = ACTIVATIONS["erf"]
     quad = Activation("erf_quad", erf.phi, erf.dphi)
     c = np.linspace(-0.95, 0.95, 11)

@@ -8,10 +8,27 @@ from scipy import special
 
 from icml26.harness import Budget, Outcome
 from icml26.theory.gp_bandit import (
-    GPUCB, IncrementalGP, MaximumVarianceReduction, UniformRandom, beta_srinivas, check_on_sphere,
-    funk_hecke_eigenvalues, greedy_information_gain, harmonic_multiplicity, information_gain, mig_rate_new,
-    mig_rate_old, mig_upper_bound, refit_posterior, regret_lower_rate, rkhs_test_function, run_bandit,
-    sample_sphere, se_kernel, se_sphere_eigenvalues, simple_regret_lower_steps,
+    GPUCB,
+    IncrementalGP,
+    MaximumVarianceReduction,
+    UniformRandom,
+    beta_srinivas,
+    check_on_sphere,
+    funk_hecke_eigenvalues,
+    greedy_information_gain,
+    harmonic_multiplicity,
+    information_gain,
+    mig_rate_new,
+    mig_rate_old,
+    mig_upper_bound,
+    refit_posterior,
+    regret_lower_rate,
+    rkhs_test_function,
+    run_bandit,
+    sample_sphere,
+    se_kernel,
+    se_sphere_eigenvalues,
+    simple_regret_lower_steps,
 )
 from icml26.theory.gp_bandit.peers import botorch_available, botorch_ucb_run, sklearn_posterior
 

@@ -8,10 +8,21 @@ import numpy as np
 import pytest
 
 from icml26.harness import Budget, Outcome
-from icml26.theory.nngp_dmft import (PowerLawTask, bayes_limit, dmft_generalization_curve, draw_problem,
-                                     gp_posterior_error, gradient_flow_infinite_data, optimal_stopping_time,
-                                     renormalized_ridge, ridge_equivalent, ridge_weights, sample_langevin_error,
-                                     simulate_generalization_curve, simulate_run)
+from icml26.theory.nngp_dmft import (
+    PowerLawTask,
+    bayes_limit,
+    dmft_generalization_curve,
+    draw_problem,
+    gp_posterior_error,
+    gradient_flow_infinite_data,
+    optimal_stopping_time,
+    renormalized_ridge,
+    ridge_equivalent,
+    ridge_weights,
+    sample_langevin_error,
+    simulate_generalization_curve,
+    simulate_run,
+)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,12 @@ from torch import nn
 from icml26.harness import Budget, Outcome
 from icml26.testbeds.ntk import empirical_ntk, jacobian
 from icml26.theory.oak import (
-    asymmetric_signgd_kernel, estimate_preconditioner, kernel_finetune_predict, kernel_regime_error,
-    matched_learning_rate, optimizer_aware_kernel,
+    asymmetric_signgd_kernel,
+    estimate_preconditioner,
+    kernel_finetune_predict,
+    kernel_regime_error,
+    matched_learning_rate,
+    optimizer_aware_kernel,
 )
 
 

@@ -12,7 +12,12 @@ from torch import nn
 from icml26.harness import Budget, Outcome
 from icml26.testbeds.ntk import empirical_ntk
 from icml26.theory.spectral_position import (
-    SpectralPositionTracker, TwoLayerMLP, residual, spectral_decomposition, spectral_position, teacher_student_data,
+    SpectralPositionTracker,
+    TwoLayerMLP,
+    residual,
+    spectral_decomposition,
+    spectral_position,
+    teacher_student_data,
 )
 
 
@@ -174,9 +179,9 @@ def test_quick_reproduction_structure():
 
 def test_init_control_is_the_trained_students_initialisation():
     """The across-width control re-builds each student's initialisation; it must be the one training starts from."""
-    from icml26.theory.spectral_position.reproduce import D_IN, SIZES, train_student
     from icml26.theory.spectral_position import spectral_position
     from icml26.theory.spectral_position.models import TwoLayerMLP
+    from icml26.theory.spectral_position.reproduce import D_IN, SIZES, train_student
 
     data = teacher_student_data(64, 16, d=D_IN, seed=2)
     sz = SIZES[Budget.QUICK]

@@ -12,10 +12,10 @@ Methods in ``icml26.lm`` take any Hugging Face causal LM + tokenizer; these mode
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
-import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any

@@ -22,7 +22,7 @@ anchor of step t is the ``<tool>`` token at position PREFIX + 5 t.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch

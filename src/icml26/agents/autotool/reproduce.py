@@ -205,7 +205,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     one_update = max(arms[a].max_update_steps for a in ("grpo", "closed", "autotool", "pl_shuffled")) / steps["autotool"]
     metrics["env_step_one_update_share"] = one_update
 
-    budget_note = (f"Environment steps (tool calls): " + ", ".join(f"{NAMES[a]} {steps[a]}" for a in ARMS) + ". "
+    budget_note = ("Environment steps (tool calls): " + ", ".join(f"{NAMES[a]} {steps[a]}" for a in ARMS) + ". "
                    f"{sz.n_eval} tasks per split (3-4 operations, {CONFIG.inventory_size}-tool inventories), greedy "
                    f"decoding (one play per task), paired = per-task success differences; sampled success (temperature "
                    f"1, {sz.eval_samples} plays) is in the metrics.")

@@ -7,11 +7,30 @@ rubrics; the best revision replaces a random slot of its group and is trained wi
 
 from .gradient import batch_gradients, direction_study
 from .herl import (
-    DEFAULT_TEMPLATE, Augmented, HeRLConfig, HeRLTrainer, assemble, augment_group, build_guidance_prompt,
-    herl_policy_loss, select_hindsight, shaping, test_time_refine, text_guide,
+    DEFAULT_TEMPLATE,
+    Augmented,
+    HeRLConfig,
+    HeRLTrainer,
+    assemble,
+    augment_group,
+    build_guidance_prompt,
+    herl_policy_loss,
+    select_hindsight,
+    shaping,
+    test_time_refine,
+    text_guide,
 )
 from .rubrics import (
-    AllOf, Contains, Excludes, LengthBetween, ListVerifier, Rubric, RubricList, RubricResult, RubricVerifier, TokenAt,
+    AllOf,
+    Contains,
+    Excludes,
+    LengthBetween,
+    ListVerifier,
+    Rubric,
+    RubricList,
+    RubricResult,
+    RubricVerifier,
+    TokenAt,
 )
 from .task import SFTConfig, TaskConfig, load_sft_policy, make_guide, make_prompts, make_rubrics
 

@@ -3,13 +3,40 @@
     >>> from icml26.agents.retro_expert import make_synthetic_reactions, SpecialistModel, verify_rationale
 """
 
-from .chemistry import (TEMPLATE_NAMES, TEMPLATES, Rationale, ReactionTemplate, canonical_smiles, reactant_set,
-                        retro_outcomes, verify_rationale)
+from .chemistry import (
+    TEMPLATE_NAMES,
+    TEMPLATES,
+    Rationale,
+    ReactionTemplate,
+    canonical_smiles,
+    reactant_set,
+    retro_outcomes,
+    verify_rationale,
+)
 from .data import Reaction, ReactionSet, Stock, building_blocks, load_reaction_set, make_stock, make_synthetic_reactions
-from .kgpo import (EvalResult, Example, KGPOConfig, KGPOTrainer, RewardWeights, evaluate_policy, execute, judge,
-                   kgpo_reward, sft_train)
-from .reasoner import (GrammarConstrainedLM, Vocab, build_tokenizer, ds_prompt, grammar_bias, grounded_completion,
-                       make_policy, parse_completion, product_prompt)
+from .kgpo import (
+    EvalResult,
+    Example,
+    KGPOConfig,
+    KGPOTrainer,
+    RewardWeights,
+    evaluate_policy,
+    execute,
+    judge,
+    kgpo_reward,
+    sft_train,
+)
+from .reasoner import (
+    GrammarConstrainedLM,
+    Vocab,
+    build_tokenizer,
+    ds_prompt,
+    grammar_bias,
+    grounded_completion,
+    make_policy,
+    parse_completion,
+    product_prompt,
+)
 from .specialist import Candidate, SpecialistModel, cross_fitted_decision_spaces
 
 

@@ -25,7 +25,7 @@ import torch
 
 from icml26.testbeds.grpo import GRPOConfig, generate_with_logprobs, group_advantages, grpo_step, token_logprobs
 
-from .chemistry import TEMPLATES, Rationale, ReactantSet, verify_rationale, _apply
+from .chemistry import TEMPLATES, Rationale, ReactantSet, _apply, verify_rationale
 from .data import Reaction
 from .reasoner import grounded_completion, parse_completion
 from .specialist import Candidate

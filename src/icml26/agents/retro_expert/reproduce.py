@@ -36,8 +36,16 @@ from .chemistry import TEMPLATES, Rationale, verify_rationale
 from .data import load_reaction_set
 from .kgpo import Example, KGPOConfig, KGPOTrainer, RewardWeights, evaluate_policy, judge, sft_train
 from .peers import rdchiral_agreement, rdchiral_available
-from .reasoner import (GrammarConstrainedLM, Vocab, build_tokenizer, ds_prompt, grammar_bias, grounded_completion,
-                       make_policy, product_prompt)
+from .reasoner import (
+    GrammarConstrainedLM,
+    Vocab,
+    build_tokenizer,
+    ds_prompt,
+    grammar_bias,
+    grounded_completion,
+    make_policy,
+    product_prompt,
+)
 from .specialist import SpecialistModel, cross_fitted_decision_spaces
 
 

@@ -3,17 +3,55 @@
 categorical, Gaussian-mixture (weighted EM), modular-addition, digits self-training and toy-LM syntax-checker
 testbeds, and the simplicity-bias dataset."""
 
-from .information import (closed_loop_gaussian_information, discrete_mutual_information, entropy,
-                          gaussian_information_estimate, gaussian_kl, self_consuming_categorical,
-                          self_consuming_gaussian)
-from .loop import AcceptedRubric, ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop, VerifierFilter
-from .lm_syntax import (FormRubric, ImitateReference, finetune_on_lines, form_entropy, line_is_valid, line_score,
-                        real_lines, reference_lines, sample_lines, statement_kind, syntax_loop)
-from .mixture import (MixtureGrid, MixtureModel, accepted_posterior_rubric, bayes_verifier, fit_mixture, initial_fit, interleaved_task,
-                      posterior_rubric)
+from .information import (
+                          closed_loop_gaussian_information,
+                          discrete_mutual_information,
+                          entropy,
+                          gaussian_information_estimate,
+                          gaussian_kl,
+                          self_consuming_categorical,
+                          self_consuming_gaussian,
+)
+from .lm_syntax import (
+                          FormRubric,
+                          ImitateReference,
+                          finetune_on_lines,
+                          form_entropy,
+                          line_is_valid,
+                          line_score,
+                          real_lines,
+                          reference_lines,
+                          sample_lines,
+                          statement_kind,
+                          syntax_loop,
+)
+from .loop import (
+                          AcceptedRubric,
+                          ImitationTarget,
+                          MajorityVoteFilter,
+                          RubricWeighting,
+                          SyntheticDataLoop,
+                          VerifierFilter,
+)
+from .mixture import (
+                          MixtureGrid,
+                          MixtureModel,
+                          accepted_posterior_rubric,
+                          bayes_verifier,
+                          fit_mixture,
+                          initial_fit,
+                          interleaved_task,
+                          posterior_rubric,
+)
 from .simplicity import fit_mlp, simplicity_bias_dataset, which_component
-from .tasks import (DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circular_distance, modular_addition,
-                    task_information)
+from .tasks import (
+                          DigitsSelfTraining,
+                          GaussianMeanTask,
+                          TabularPolicy,
+                          circular_distance,
+                          modular_addition,
+                          task_information,
+)
 
 __all__ = [
     "AcceptedRubric", "FormRubric", "real_lines", "accepted_posterior_rubric",

@@ -34,17 +34,48 @@ from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everythin
 from icml26.harness.stats import summarize
 from icml26.testbeds.digits import digits_tensors, shuffled_indices
 
-from .information import (closed_loop_gaussian_information, gaussian_information_estimate, gaussian_kl,
-                          self_consuming_categorical, self_consuming_gaussian)
-from .lm_syntax import (FormRubric, ImitateReference, binary_signal, form_entropy, real_lines, reference_lines,
-                        syntax_loop)
-from .mixture import (MixtureGrid, _batch_mi, accepted_posterior_rubric, bayes_verifier, fit_mixture, initial_fit,
-                      interleaved_task)
-from .loop import (AcceptedRubric, ImitationTarget, MajorityVoteFilter, RubricWeighting, SyntheticDataLoop,
-                   VerifierFilter)
+from .information import (
+    closed_loop_gaussian_information,
+    gaussian_information_estimate,
+    gaussian_kl,
+    self_consuming_categorical,
+    self_consuming_gaussian,
+)
+from .lm_syntax import (
+    FormRubric,
+    ImitateReference,
+    binary_signal,
+    form_entropy,
+    real_lines,
+    reference_lines,
+    syntax_loop,
+)
+from .loop import (
+    AcceptedRubric,
+    ImitationTarget,
+    MajorityVoteFilter,
+    RubricWeighting,
+    SyntheticDataLoop,
+    VerifierFilter,
+)
+from .mixture import (
+    MixtureGrid,
+    _batch_mi,
+    accepted_posterior_rubric,
+    bayes_verifier,
+    fit_mixture,
+    initial_fit,
+    interleaved_task,
+)
 from .simplicity import fit_mlp, simplicity_bias_dataset, which_component
-from .tasks import (DigitsSelfTraining, GaussianMeanTask, TabularPolicy, circular_distance, modular_addition,
-                    task_information)
+from .tasks import (
+    DigitsSelfTraining,
+    GaussianMeanTask,
+    TabularPolicy,
+    circular_distance,
+    modular_addition,
+    task_information,
+)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from scipy.stats import chi2
 
 from .information import discrete_mutual_information, entropy
 
-
 # Gaussian-mean task
 
 @dataclass

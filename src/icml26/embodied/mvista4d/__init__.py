@@ -7,11 +7,24 @@ through an action-conditioned world model, and a residual inverse-dynamics model
 """
 
 from .actions import (
-    ActionConditionedWorldModel, InverseDynamics, ResidualIDM, TrajectoryVAE, WindowInverseDynamics, infer_actions,
+    ActionConditionedWorldModel,
+    InverseDynamics,
+    ResidualIDM,
+    TrajectoryVAE,
+    WindowInverseDynamics,
+    infer_actions,
 )
 from .generator import MultiViewRGBDGenerator, camera_embedding, generator_loss, psnr
 from .geometry import (
-    Camera, backproject, chamfer_distance, completeness, fscore, fuse_views, look_at_camera, project, splat_zbuffer,
+    Camera,
+    backproject,
+    chamfer_distance,
+    completeness,
+    fscore,
+    fuse_views,
+    look_at_camera,
+    project,
+    splat_zbuffer,
     warp_rgbd,
 )
 from .sim import TabletopState, random_states, render_rgbd, rollout, scripted_demos, step, success

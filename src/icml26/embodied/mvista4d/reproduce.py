@@ -25,13 +25,24 @@ from matplotlib.figure import Figure
 from icml26.harness import Budget, Claim, Outcome, seed_everything
 
 from .actions import (
-    ACTION_SCALE, ActionConditionedWorldModel, InverseDynamics, ResidualIDM, TrajectoryVAE, WindowInverseDynamics,
+    ACTION_SCALE,
+    ActionConditionedWorldModel,
+    InverseDynamics,
+    ResidualIDM,
+    TrajectoryVAE,
+    WindowInverseDynamics,
     infer_actions,
 )
 from .generator import MultiViewRGBDGenerator, generator_loss, psnr, to_net
 from .geometry import backproject, chamfer_distance, completeness, fscore, look_at_camera, warp_rgbd
 from .sim import (
-    TABLE, T_STEPS, random_states, render_rgbd, rollout, scripted_demos, success,
+    T_STEPS,
+    TABLE,
+    random_states,
+    render_rgbd,
+    rollout,
+    scripted_demos,
+    success,
 )
 
 

@@ -6,7 +6,12 @@ a behaviour-cloned action-chunk policy with its peers, and a vectorised 2-D verb
 """
 
 from .hierarchy import (
-    RELEASED_CENTERS, RELEASED_WEIGHTS, Skill, SkillHierarchy, assign_motion_cluster, motion_code_distance,
+    RELEASED_CENTERS,
+    RELEASED_WEIGHTS,
+    Skill,
+    SkillHierarchy,
+    assign_motion_cluster,
+    motion_code_distance,
     validate_motion_code,
 )
 from .moe import GatedFFN, SkillConditionedMoE, routing_similarity

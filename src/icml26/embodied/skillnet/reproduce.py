@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr, t as student_t
+from scipy.stats import spearmanr
+from scipy.stats import t as student_t
 
 from icml26.harness import Budget, Claim, Outcome, seed_everything
 
@@ -28,7 +29,6 @@ from .hierarchy import SkillHierarchy
 from .moe import routing_similarity
 from .policy import SkillNetPolicy, _n_params, train_bc
 from .tabletop import OBJECTS, ROT, STEP, VERBS, TableTop, obs_dim, rollout_expert
-
 
 # run order matters (one shared batch generator): the three core arms first, the spec's extra arms after
 ALL_ARMS = ("skillnet", "state_moe", "dense", "dense_verb", "skillnet_sim")

@@ -11,7 +11,6 @@ import numpy as np
 import torch
 from torch import nn
 
-
 # helper functions
 
 def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:

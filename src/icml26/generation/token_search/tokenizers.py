@@ -23,7 +23,6 @@ import math
 import numpy as np
 from sklearn.cluster import KMeans
 
-
 # helper functions
 
 def check_images(X: np.ndarray, name: str = "X", n_features: int | None = None, fitted_shape: tuple | None = None
@@ -262,7 +261,6 @@ class NestedDropoutTokenizer(_Fitted):
 
     def fit(self, X: np.ndarray) -> "NestedDropoutTokenizer":
         import torch
-        from torch import nn
 
         X = check_images(X)
         self.n_features_in_, self.mean_ = X.shape[1], X.mean(0)

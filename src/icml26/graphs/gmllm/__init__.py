@@ -7,8 +7,21 @@ pluggable analyser (an LLM client via ``CallableAnalyzer``, or the CPU stand-in 
 """
 
 from .analysis import (
-    AnalysisResult, Analyzer, CallableAnalyzer, ChainAnalyzer, Section, count_tokens, file_recall_at_k,
-    keyword_scores, localise, order_guided, order_keyword, order_random, order_whole, pack, recall_at_k,
+    AnalysisResult,
+    Analyzer,
+    CallableAnalyzer,
+    ChainAnalyzer,
+    Section,
+    count_tokens,
+    file_recall_at_k,
+    keyword_scores,
+    localise,
+    order_guided,
+    order_keyword,
+    order_random,
+    order_whole,
+    pack,
+    recall_at_k,
     sections_of,
 )
 from .codegraph import BEHAVIOURS, EDGE_TYPES, NODE_TYPES, CodeGraph, CodeNode, build_code_graph, read_project

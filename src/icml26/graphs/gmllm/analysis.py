@@ -19,7 +19,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from .codegraph import CodeGraph, tags_of_call, _dotted
+from .codegraph import CodeGraph, _dotted, tags_of_call
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 

@@ -5,13 +5,30 @@ re-weights node->hyperedge and hyperedge->node messages by exp(-beta * cosine di
 """
 
 from .heterogeneity import (
-    coordinate_descent_sweep, dirichlet_energy, edge_mean, heterogeneity, node_update, weighted_heterogeneity,
+    coordinate_descent_sweep,
+    dirichlet_energy,
+    edge_mean,
+    heterogeneity,
+    node_update,
+    weighted_heterogeneity,
 )
 from .hypergraph import (
-    Hypergraph, HypergraphData, add_structural_noise, digits_knn_hypergraph, hypergraph_sbm,
+    Hypergraph,
+    HypergraphData,
+    add_structural_noise,
+    digits_knn_hypergraph,
+    hypergraph_sbm,
 )
 from .model import (
-    H2CL, HGNN, H2CLEncoder, HeteroAwareViewGenerator, HHConv, incidence_weights, info_nce, train_h2cl, train_hgnn,
+    H2CL,
+    HGNN,
+    H2CLEncoder,
+    HeteroAwareViewGenerator,
+    HHConv,
+    incidence_weights,
+    info_nce,
+    train_h2cl,
+    train_hgnn,
 )
 
 __all__ = [

@@ -20,7 +20,6 @@ from torch import nn
 from .heterogeneity import edge_mean, heterogeneity, node_update
 from .hypergraph import Hypergraph, check_features
 
-
 # view generation
 
 @dataclass

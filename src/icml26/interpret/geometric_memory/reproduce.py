@@ -36,9 +36,17 @@ from .graphs import cycle_graph, edge_memorization_dataset, grid_graph, path_dat
 from .model import TinyGraphTransformer, edge_accuracy, encode, path_token_accuracy, train_memorizer
 from .navigation import geometric_first_hop_correct
 from .node2vec import Node2VecCE, node2vec_embedding
-from .spectral import (edge_recovery_per_node, geometric_edge_recovery, graph_eigenbasis, laplacian_spectrum,
-                       spectral_energy_profile, subspace_overlap, topk_edge_recovery, topk_energy_fraction,
-                       chance_edge_recovery)
+from .spectral import (
+    chance_edge_recovery,
+    edge_recovery_per_node,
+    geometric_edge_recovery,
+    graph_eigenbasis,
+    laplacian_spectrum,
+    spectral_energy_profile,
+    subspace_overlap,
+    topk_edge_recovery,
+    topk_energy_fraction,
+)
 
 
 @dataclass(frozen=True)

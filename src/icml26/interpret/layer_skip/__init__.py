@@ -7,11 +7,19 @@ forward hooks, FastV / ShortGPT baselines, and a tiny digit-VQA vision-language 
     ...     logits = model(**inputs)
 """
 
-from .measures import (RedundancyReport, adjacent_token_redundancy, block_influence, cross_modal_attention,
-                       layer_redundancy, per_example_redundancy, spearman, uniform_vision_share,
-                       unique_information_probe)
+from .measures import (
+                       RedundancyReport,
+                       adjacent_token_redundancy,
+                       block_influence,
+                       cross_modal_attention,
+                       layer_redundancy,
+                       per_example_redundancy,
+                       spearman,
+                       uniform_vision_share,
+                       unique_information_probe,
+)
 from .skip import BlockCost, SkipPlan, apply_skip_plan, fastv_pruning, plan_flops
-from .testbed import VLM_QUICK, VLM_6L, VLM_8L, DigitVQA, TinyVLM, TinyVLMConfig, digit_vqa, load_tiny_vlm
+from .testbed import VLM_6L, VLM_8L, VLM_QUICK, DigitVQA, TinyVLM, TinyVLMConfig, digit_vqa, load_tiny_vlm
 from .trace import HiddenTrace, collect_trace, find_blocks
 
 __all__ = ["HiddenTrace", "collect_trace", "find_blocks", "layer_redundancy", "per_example_redundancy",

@@ -30,9 +30,17 @@ import torch
 
 from icml26.harness import Budget, Claim, Outcome, limit_threads, seed_everything
 
-from .measures import (RedundancyReport, adjacent_token_redundancy, block_influence, cross_modal_attention,
-                       layer_redundancy, per_example_redundancy, spearman, uniform_vision_share,
-                       unique_information_probe)
+from .measures import (
+    RedundancyReport,
+    adjacent_token_redundancy,
+    block_influence,
+    cross_modal_attention,
+    layer_redundancy,
+    per_example_redundancy,
+    spearman,
+    uniform_vision_share,
+    unique_information_probe,
+)
 from .skip import BlockCost, SkipPlan, apply_skip_plan, fastv_pruning, plan_flops
 from .testbed import GRID, VLM_6L, VLM_8L, VLM_QUICK, DigitVQA, answer_correct, digit_vqa, load_tiny_vlm
 from .trace import collect_trace, find_blocks
@@ -388,7 +396,7 @@ def _plan_claims(model, ev: DigitVQA, r: dict, sizes: Sizes, metrics: dict, tabl
               falsifier="a drop below 5 points", paired=tol(worst_c, WORST_MIN_DROP), bar=True,
               control=base - rand_c.mean().item(), control_arm=rand_arm, control_paired=tol(rand_c, WORST_MIN_DROP),
               note=f"blocks {worst.skip_vision}, the same FLOPs as the best plan"),
-        Claim(f"The redundancy-ranked V-skip plan is at least as accurate as the strongest baseline at equal or "
+        Claim("The redundancy-ranked V-skip plan is at least as accurate as the strongest baseline at equal or "
               "more FLOPs",
               best_c.mean().item(), ">=", baselines={n: c.mean().item() for n, c in peers.items()},
               paired={n: (best_c - c).tolist() for n, c in peers.items()},

@@ -7,8 +7,15 @@ ByteDance Seed; arXiv 2510.07318).
 
 from .attention import attended_keys, attention_flops, kv_cache_bytes, sliding_window_mask
 from .distill import DistillResult, self_distill_ahn
-from .memory import (AHNMemory, DeltaNetMemory, GatedDeltaNetMemory, Mamba2Memory, chunk_memory_rule, memory_read,
-                     memory_step)
+from .memory import (
+                     AHNMemory,
+                     DeltaNetMemory,
+                     GatedDeltaNetMemory,
+                     Mamba2Memory,
+                     chunk_memory_rule,
+                     memory_read,
+                     memory_step,
+)
 from .model import AHNCache, AHNConfig, AHNModel, AHNOutput, augment_with_ahn
 from .testbed import COPY_2L, COPY_4L, CopyLMConfig, load_copy_lm, plant_copies
 

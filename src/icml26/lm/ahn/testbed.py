@@ -21,8 +21,7 @@ from pathlib import Path
 import torch
 
 from icml26.testbeds.cache import load_cached
-from icml26.testbeds.causal_lm import TokenizerConfig, build_model, encode_split, load_tokenizer
-from icml26.testbeds.causal_lm import CausalLMConfig
+from icml26.testbeds.causal_lm import CausalLMConfig, TokenizerConfig, build_model, encode_split, load_tokenizer
 from icml26.testbeds.progress import BuildProgress, build_phase
 from icml26.testbeds.training import pinned_training, train_steps, warmup_cosine
 

@@ -6,7 +6,7 @@ et al., 2026); the method it trains is EAGLE-3 (Li et al., arXiv 2503.01840).
 """
 
 from .decoding import DEFAULT_TREE, SpecOutput, SpecStats, StaticTree, chain_tree, eagle3_generate, greedy_generate
-from .draft import (DraftCache, Eagle3Config, Eagle3Draft, build_draft_vocab, default_aux_layers, token_counts)
+from .draft import DraftCache, Eagle3Config, Eagle3Draft, build_draft_vocab, default_aux_layers, token_counts
 from .ttt import Eagle3Trainer, capture_aux_hidden_states, eagle3_ttt_loss, regenerate_responses
 
 __all__ = [

@@ -31,7 +31,7 @@ import gc
 import json
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +44,15 @@ from icml26.testbeds.causal_lm import SMALL_1L, SMALL_8L, TOY_1L, TOY_4L, TOY_8L
 from icml26.testbeds.training import pinned_training
 
 from .decoding import DEFAULT_TREE, _new_cache, _target_forward, eagle3_generate, greedy_generate
-from .draft import DraftCache
-from .draft import Eagle3Draft, build_draft_vocab, num_decoder_layers, target_hidden_size, target_vocab_size, token_counts
+from .draft import (
+    DraftCache,
+    Eagle3Draft,
+    build_draft_vocab,
+    num_decoder_layers,
+    target_hidden_size,
+    target_vocab_size,
+    token_counts,
+)
 from .ttt import Eagle3Trainer, regenerate_responses
 
 

@@ -9,8 +9,7 @@
 from .calibrate import Calibration, calibrate_drop, calibrate_layers, capture_moe_inputs, moe_inputs
 from .moe import SUPPORTED_HF_BLOCKS, SparseMoE, SwiGLU, convert_hf_moe, model_stats, moe_layers, set_drop_policy
 from .partition import neuron_importance, partition_experts, permute_neurons, reconstruct_experts
-from .policies import (CapacityDrop, DropPolicy, DualThresholdDrop, RandomDrop, RatioSkip, ThresholdDrop,
-                       TopKReduce)
+from .policies import CapacityDrop, DropPolicy, DualThresholdDrop, RandomDrop, RatioSkip, ThresholdDrop, TopKReduce
 from .posttrain import post_train
 from .testbed import MOE_2L, MOE_4L, MoELMConfig, load_moe_lm
 

@@ -41,8 +41,7 @@ from icml26.testbeds.causal_lm import encode_split
 from .calibrate import _layer_error, calibrate_drop, calibrate_layers, moe_inputs
 from .moe import SparseMoE, convert_hf_moe, model_stats, moe_layers, set_drop_policy
 from .partition import neuron_importance, partition_experts, reconstruct_experts
-from .policies import (CapacityDrop, DropPolicy, DualThresholdDrop, RandomDrop, RatioSkip, ThresholdDrop,
-                       TopKReduce)
+from .policies import CapacityDrop, DropPolicy, DualThresholdDrop, RandomDrop, RatioSkip, ThresholdDrop, TopKReduce
 from .posttrain import post_train
 from .testbed import MOE_2L, MOE_4L, OLMOE_2L, OLMOE_4L, load_moe_lm
 
@@ -133,8 +132,16 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 def hf_adapter_diffs(seed: int) -> dict[str, float]:
     """Max |logit difference| between tiny HF Mixtral / OLMoE / Qwen2-MoE / Qwen3-MoE models and their SparseMoE
     conversions with ThresholdDrop(0) (and, for comparison, the conversion at threshold 0.3)."""
-    from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig,
-                              Qwen2MoeForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
+    from transformers import (
+        MixtralConfig,
+        MixtralForCausalLM,
+        OlmoeConfig,
+        OlmoeForCausalLM,
+        Qwen2MoeConfig,
+        Qwen2MoeForCausalLM,
+        Qwen3MoeConfig,
+        Qwen3MoeForCausalLM,
+    )
 
     common = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   max_position_embeddings=64)

@@ -7,7 +7,11 @@ a sampler that uses it at inference to remove small off-manifold (noise) variati
 
 from .analytic import CircleProduct, GaussianMixture
 from .extended import (
-    call_score, clean_score_fn, extended_score, score_and_dgamma, tweedie_denoiser,
+    call_score,
+    clean_score_fn,
+    extended_score,
+    score_and_dgamma,
+    tweedie_denoiser,
 )
 from .model import ScoreMLP, train_dsm
 from .sampler import ManifoldAttractedSampler

@@ -12,8 +12,15 @@ from icml26.testbeds.learning_curves import CurveTable, SyntheticCurveConfig, sy
 from .allocation import ASHA, CRITERIA, AllocationResult, RandomSearch, SuccessiveHalving, UniformAllocation
 from .peers import optuna_allocation
 from .pool import LearningCurvePool, TablePool
-from .surrogates import (GPCurveSurrogate, PowerLawCurveSurrogate, PowerLawFit, ScalingLawFit, fit_power_law,
-                         fit_scaling_law, loss_compute_frontier)
+from .surrogates import (
+                         GPCurveSurrogate,
+                         PowerLawCurveSurrogate,
+                         PowerLawFit,
+                         ScalingLawFit,
+                         fit_power_law,
+                         fit_scaling_law,
+                         loss_compute_frontier,
+)
 
 __all__ = ["CurveTable", "SyntheticCurveConfig", "synthetic_curve_pool", "LearningCurvePool", "TablePool",
            "AllocationResult", "UniformAllocation", "RandomSearch", "SuccessiveHalving", "ASHA", "CRITERIA", "optuna_allocation",

@@ -29,9 +29,15 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from icml26.harness import Budget, Claim, Outcome, seed_everything
-from icml26.testbeds.learning_curves import (CurveTable, DigitsCurvePoolConfig, LMCurvePoolConfig,
-                                             SyntheticCurveConfig, digits_curve_pool, lm_curve_pool,
-                                             synthetic_curve_pool)
+from icml26.testbeds.learning_curves import (
+    CurveTable,
+    DigitsCurvePoolConfig,
+    LMCurvePoolConfig,
+    SyntheticCurveConfig,
+    digits_curve_pool,
+    lm_curve_pool,
+    synthetic_curve_pool,
+)
 
 from .allocation import ASHA, RandomSearch, SuccessiveHalving, UniformAllocation
 from .peers import optuna_allocation, ray_asha_allocation, ray_tune_available

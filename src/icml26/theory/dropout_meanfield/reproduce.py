@@ -29,8 +29,19 @@ from torch import nn
 from icml26.harness import Budget, Claim, Outcome, seed_everything
 from icml26.testbeds.digits import digits_tensors, shuffled_indices
 
-from .meanfield import (RELU_A, c_fixed_point, c_map, c_trajectory, chi_c, critical_sigma_w, depth_scale,
-                        fit_exponents, q_fixed_point, q_map, scaling_collapse)
+from .meanfield import (
+    RELU_A,
+    c_fixed_point,
+    c_map,
+    c_trajectory,
+    chi_c,
+    critical_sigma_w,
+    depth_scale,
+    fit_exponents,
+    q_fixed_point,
+    q_map,
+    scaling_collapse,
+)
 from .mixer import make_mixer
 from .schedules import DropoutProfile, DropoutTimeScheduler, make_mlp
 from .simulate import fit_depth_scale, fit_window, simulate_correlations

@@ -7,16 +7,33 @@ their checkable parts computable and ships a fast incremental GP-UCB.
 """
 
 from .bandit import (
-    GPUCB, MaximumVarianceReduction, RKHSFunction, UniformRandom, beta_srinivas, rkhs_test_function, run_bandit,
+    GPUCB,
+    MaximumVarianceReduction,
+    RKHSFunction,
+    UniformRandom,
+    beta_srinivas,
+    rkhs_test_function,
+    run_bandit,
 )
 from .gp import IncrementalGP, refit_posterior
 from .information_gain import (
-    greedy_information_gain, information_gain, mig_rate_new, mig_rate_old, mig_upper_bound, regret_lower_rate,
+    greedy_information_gain,
+    information_gain,
+    mig_rate_new,
+    mig_rate_old,
+    mig_upper_bound,
+    regret_lower_rate,
     simple_regret_lower_steps,
 )
 from .spectrum import (
-    check_on_sphere, funk_hecke_eigenvalues, harmonic_multiplicity, poisson_kernel, poisson_sphere_eigenvalues, sample_sphere,
-    se_kernel, se_sphere_eigenvalues,
+    check_on_sphere,
+    funk_hecke_eigenvalues,
+    harmonic_multiplicity,
+    poisson_kernel,
+    poisson_sphere_eigenvalues,
+    sample_sphere,
+    se_kernel,
+    se_sphere_eigenvalues,
 )
 
 __all__ = [

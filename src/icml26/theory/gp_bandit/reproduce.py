@@ -40,11 +40,21 @@ from icml26.harness import Budget, Claim, Outcome, compare_times, seed_everythin
 from .bandit import GPUCB, MaximumVarianceReduction, UniformRandom, beta_srinivas, rkhs_test_function, run_bandit
 from .gp import IncrementalGP, refit_posterior
 from .information_gain import (
-    greedy_information_gain, information_gain, mig_rate_new, mig_rate_old, mig_upper_bound, regret_lower_rate,
+    greedy_information_gain,
+    information_gain,
+    mig_rate_new,
+    mig_rate_old,
+    mig_upper_bound,
+    regret_lower_rate,
 )
 from .peers import botorch_available, botorch_ucb_run, sklearn_posterior
 from .spectrum import (
-    funk_hecke_eigenvalues, harmonic_multiplicity, poisson_kernel, sample_sphere, se_kernel, se_sphere_eigenvalues,
+    funk_hecke_eigenvalues,
+    harmonic_multiplicity,
+    poisson_kernel,
+    sample_sphere,
+    se_kernel,
+    se_sphere_eigenvalues,
 )
 
 

@@ -31,8 +31,14 @@ from icml26.testbeds.ntk import fit_power_law
 
 from .nngp_features import digits_nngp_features
 from .simulate import draw_problem, gp_posterior_error, simulate_generalization_curve, simulate_run
-from .theory import (PowerLawTask, bayes_limit, dmft_generalization_curve, gradient_flow_infinite_data, optimal_stopping_time,
-                     ridge_equivalent)
+from .theory import (
+    PowerLawTask,
+    bayes_limit,
+    dmft_generalization_curve,
+    gradient_flow_infinite_data,
+    optimal_stopping_time,
+    ridge_equivalent,
+)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,12 @@ the actually fine-tuned network. Baselines: the plain eNTK and Malladi et al.'s 
 from icml26.testbeds.ntk import empirical_ntk
 
 from .kernel import (
-    asymmetric_signgd_kernel, estimate_preconditioner, kernel_finetune_predict, kernel_regime_error,
-    matched_learning_rate, optimizer_aware_kernel,
+    asymmetric_signgd_kernel,
+    estimate_preconditioner,
+    kernel_finetune_predict,
+    kernel_regime_error,
+    matched_learning_rate,
+    optimizer_aware_kernel,
 )
 
 __all__ = ["estimate_preconditioner", "optimizer_aware_kernel", "asymmetric_signgd_kernel", "kernel_finetune_predict",

@@ -36,7 +36,10 @@ from icml26.testbeds.digits import digits_tensors, shuffled_indices
 from icml26.testbeds.ntk import jacobian
 
 from .kernel import (
-    estimate_preconditioner, kernel_finetune_predict, kernel_regime_error, matched_learning_rate,
+    estimate_preconditioner,
+    kernel_finetune_predict,
+    kernel_regime_error,
+    matched_learning_rate,
     optimizer_aware_kernel,
 )
 

@@ -10,7 +10,11 @@ from icml26.testbeds.ntk import NTKOperator, empirical_ntk, ntk_topk, ntk_trace
 
 from .models import TwoLayerMLP, teacher_student_data
 from .spectral import (
-    SpectralDecomposition, SpectralPositionTracker, residual, spectral_decomposition, spectral_position,
+    SpectralDecomposition,
+    SpectralPositionTracker,
+    residual,
+    spectral_decomposition,
+    spectral_position,
 )
 
 __all__ = [
