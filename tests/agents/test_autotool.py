@@ -79,8 +79,8 @@ def test_kl_pl_loss_equals_dpo_formula_at_k2():
     rewards = torch.randn(64, 2, generator=g)
     got = kl_pl_loss(logp, ref, rewards, beta=0.1, reduction="none")
     w = rewards.argmax(1, keepdim=True)
-    l = 1 - w
-    want = _dpo_formula(logp.gather(1, w), logp.gather(1, l), ref.gather(1, w), ref.gather(1, l), 0.1).squeeze(1)
+    lose = 1 - w
+    want = _dpo_formula(logp.gather(1, w), logp.gather(1, lose), ref.gather(1, w), ref.gather(1, lose), 0.1).squeeze(1)
     assert torch.allclose(got, want, atol=1e-6)
 
 

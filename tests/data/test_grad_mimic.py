@@ -249,7 +249,9 @@ def test_three_line_usage_and_determinism():
         gm = GradMimic(model, ref, num_samples=40)                     # 1
         for idx in torch.arange(40).split(10):
             loss = gm.weighted_loss(X[idx], Y[idx], idx)               # 2
-            opt.zero_grad(); loss.backward(); opt.step()               # 3
+            opt.zero_grad()
+            loss.backward()
+            opt.step()               # 3
         return gm.log.aggregate(), gm.log.filter(), [p.detach().clone() for p in model.parameters()]
 
     a, b = run(0), run(0)

@@ -258,8 +258,9 @@ def test_ocmb_with_dsep_oracle_recovers_random_dags_exactly():
             # true parents scored first (padded to K with zero scores), and random scores with K = d - 1, so
             # that CandPa[T] is every predecessor of T: the hardest case for spouses
             for P, K in ((A.astype(float), 4), (rng.random((d, d)), d - 1)):
-                fit = lambda prune: OCMB(orderer=lambda Z, o=order, P=P: (o, P), ci_test="dsep", max_parents=K,
-                                         prune_spouses=prune).fit(X, true_adj=A)
+                def fit(prune):
+                    return OCMB(orderer=lambda Z, o=order, P=P: (o, P), ci_test="dsep", max_parents=K,
+                                prune_spouses=prune).fit(X, true_adj=A)
                 m = fit(True)
                 assert np.array_equal(m.adjacency_, A), (g, order.tolist(), K)
                 unpruned_errors += int(graph_metrics(A, fit(False).adjacency_)["shd"] > 0)

@@ -40,15 +40,15 @@ from icml26.interpret.geometric_memory import (
 
 # graphs and datasets
 
-@pytest.mark.parametrize("d,l,seed", [(4, 3, None), (10, 4, 1), (3, 1, 2)])
-def test_path_star_structure(d, l, seed):
-    G = path_star_graph(d, l, seed=seed)
+@pytest.mark.parametrize("d,length,seed", [(4, 3, None), (10, 4, 1), (3, 1, 2)])
+def test_path_star_structure(d, length, seed):
+    G = path_star_graph(d, length, seed=seed)
     c = G.graph["center"]
-    assert G.number_of_nodes() == 1 + d * l and G.number_of_edges() == d * l and nx.is_tree(G)
+    assert G.number_of_nodes() == 1 + d * length and G.number_of_edges() == d * length and nx.is_tree(G)
     dist = nx.single_source_shortest_path_length(G, c)
     leaves = [v for v in G if G.degree(v) == 1]
     assert sorted(leaves) == sorted(G.graph["leaves"]) and len(leaves) == d
-    assert all(dist[v] == l for v in leaves)
+    assert all(dist[v] == length for v in leaves)
     for arm in G.graph["arms"]:
         assert nx.shortest_path(G, c, arm[-1]) == [c] + arm
 

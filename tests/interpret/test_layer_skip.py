@@ -151,10 +151,10 @@ def test_cross_modal_attention_brute_force_and_masked(vlm, batch):
     assert torch.allclose(tr.attn.sum(-1), torch.ones(()), atol=1e-5)
     A = cross_modal_attention(tr)
     vm = vlm.vision_mask
-    for l in range(tr.num_layers):
-        brute = np.mean([[tr.attn[l, b, h][~vm][:, vm].sum(-1).mean().item() for h in range(tr.attn.shape[2])]
+    for layer in range(tr.num_layers):
+        brute = np.mean([[tr.attn[layer, b, h][~vm][:, vm].sum(-1).mean().item() for h in range(tr.attn.shape[2])]
                          for b in range(tr.attn.shape[1])])
-        assert A[l].item() == pytest.approx(brute, abs=1e-6)
+        assert A[layer].item() == pytest.approx(brute, abs=1e-6)
     # no vision tokens -> A = 0; under a vision exit at 0 the attention modules only see the text tokens
     none = HiddenTrace(tr.hidden, tr.attn, torch.zeros_like(tr.vision_mask))
     assert float(cross_modal_attention(none).abs().max()) == 0.0

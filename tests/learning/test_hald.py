@@ -291,7 +291,7 @@ def _fit(images, labels, seed):
 
 def test_build_and_fit_deterministic_under_seed(data):
     images, labels = data
-    (s1, l1, w1), (s2, l2, w2), (s3, _, w3) = _fit(images, labels, 0), _fit(images, labels, 0), _fit(images, labels, 1)
+    (s1, l1, w1), (s2, l2, w2), (_, _, w3) = _fit(images, labels, 0), _fit(images, labels, 0), _fit(images, labels, 1)
     assert torch.equal(s1.params, s2.params) and torch.equal(s1.values, s2.values)
     assert l1 == l2 and torch.equal(w1, w2)
     assert not torch.equal(w1, w3)

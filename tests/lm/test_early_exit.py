@@ -427,7 +427,7 @@ def test_exit_bound_is_an_upper_bound():
 
     g = torch.Generator().manual_seed(0)
     la = torch.randint(0, 3, (6, 4, 50), generator=g)
-    first = [next(l for l in range(2, 7) if la[l - 1, b, t] == la[-1, b, t]) for b in range(4) for t in range(50)]
+    first = [next(layer for layer in range(2, 7) if la[layer - 1, b, t] == la[-1, b, t]) for b in range(4) for t in range(50)]
     assert _exit_bound(la, 2, 1.0) == pytest.approx(1 - np.mean(first) / 6)     # loop recomputation
     assert _exit_bound(la, 2, 0.0) == pytest.approx(1 - 2 / 6)                  # everyone exits at l_min
     k = 20                                                                       # 10% may disagree

@@ -110,7 +110,8 @@ def test_attraction_contracts_small_and_keeps_large_variance():
     C = torch.diag(torch.tensor([0.0, 100.0], dtype=D64))
     clean = GaussianMixture(torch.zeros(1, 2, dtype=D64), C[None])
     noise_var = 0.01
-    noisy = lambda x, g: clean.score(x, g + noise_var)
+    def noisy(x, g):
+        return clean.score(x, g + noise_var)
     s = ManifoldAttractedSampler(noisy, noise_var, 2, n_steps=60, gamma_max=400.0, gamma_min=1e-5,
                                  attract_steps=40, attract_time=3.0)
     out = s.sample(3000, 0)
@@ -138,7 +139,8 @@ def test_score_mlp_trains_and_is_differentiable_in_gamma():
         losses = train_dsm(model, data, 1e-3, 10.0, steps=150, batch_size=128, seed=0)
         assert np.mean(losses[-20:]) < np.mean(losses[:20])
         x = torch.randn(16, 2, dtype=D64)
-        sm = lambda x, gg: model(x.float(), gg.float()).double()
+        def sm(x, gg):
+            return model(x.float(), gg.float()).double()
         H = extended_score(sm, x, 0.05)
         assert H.shape == x.shape and torch.isfinite(H).all()
 
@@ -246,7 +248,8 @@ def test_attraction_contracts_large_variance_by_the_exact_gaussian_factor(sd, ta
     C = torch.diag(torch.tensor([0.0, sd ** 2], dtype=D64))
     clean = GaussianMixture(torch.zeros(1, 2, dtype=D64), C[None])
     noise_var = 0.04
-    noisy = lambda x, g: clean.score(x, g + noise_var)
+    def noisy(x, g):
+        return clean.score(x, g + noise_var)
     s = ManifoldAttractedSampler(noisy, noise_var, 2, n_steps=60, gamma_max=400.0, gamma_min=4e-5,
                                  attract_steps=40, attract_time=tau)
     out = s.sample(500, 1)

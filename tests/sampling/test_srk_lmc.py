@@ -126,11 +126,11 @@ def test_chain_law_equals_the_recursion(method):
     H, mu = _spd(3, rng), rng.standard_normal(3)
     tgt = Gaussian(H, mean=mu)
     h, k = 0.15, 7
-    I = np.eye(3)
+    ident = np.eye(3)
     if method == "ula":
-        A, Q = I - h * H, 2 * h * I
+        A, Q = ident - h * H, 2 * h * ident
     else:
-        A, Q = I - h * H + h * h * H @ H / 2, 2 * (h * I - h * h * H + h ** 3 * H @ H / 3)
+        A, Q = ident - h * H + h * h * H @ H / 2, 2 * (h * ident - h * h * H + h ** 3 * H @ H / 3)
     m, S = rng.standard_normal(3), _spd(3, rng)
     m_k, S_k = tgt.chain_law(method, h, k, m0=m, S0=S)
     for _ in range(k):

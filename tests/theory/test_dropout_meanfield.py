@@ -111,8 +111,8 @@ def test_exponents_distinguish_universality_classes():
 def test_trajectory_iterates_the_map():
     keep = 0.9
     cs, qs = c_trajectory(0.3, 5, "relu", 2 * keep, 0.0, keep, q0=1.0)
-    for l in range(5):
-        assert abs(cs[l + 1] - keep * kappa1(cs[l])) < 1e-13
+    for layer in range(5):
+        assert abs(cs[layer + 1] - keep * kappa1(cs[layer])) < 1e-13
     np.testing.assert_allclose(qs, 1.0)
 
 
@@ -127,8 +127,8 @@ def test_simulation_is_seeded_and_close_to_theory():
 
 
 def test_fit_depth_scale_recovers_geometric_decay():
-    l = np.arange(20)
-    c = 0.5 + 0.4 * np.exp(-l / 3.0)
+    layers = np.arange(20)
+    c = 0.5 + 0.4 * np.exp(-layers / 3.0)
     assert abs(fit_depth_scale(c, 0.5, floor=1e-6) - 3.0) < 1e-9
 
 

@@ -185,7 +185,7 @@ def synthetic_curve_pool(cfg: SyntheticCurveConfig = SyntheticCurveConfig(), see
     clean = cfg.E + cfg.A / N[:, None] ** cfg.a + cfg.B / (q[:, None] * D[None, :]) ** cfg.b
     clean = clean * (1 + cfg.warmup_bump * np.exp(-D[None, :] / cfg.warmup_tokens))
     loss = clean + sd * rng.standard_normal(clean.shape)
-    names = tuple(f"N={n:.2g},lr={l:g}" for n, l in zip(N, lr))
+    names = tuple(f"N={n:.2g},lr={rate:g}" for n, rate in zip(N, lr))
     feats = np.stack([np.log10(N), np.log10(lr)], axis=1)
     return CurveTable(names, feats, ("log10 N", "log10 lr"), N, 6 * N[:, None] * D[None, :], loss,
                       np.arange(1, cfg.n_points + 1), {"source": "synthetic", "config": asdict(cfg), "seed": seed,

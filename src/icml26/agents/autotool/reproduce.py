@@ -182,7 +182,6 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         ident = pl_identity_checks(sz.gumbel_draws, seed)
 
     steps = {a: arms[a].env.env_steps for a in ARMS}
-    succ = {a: {sp: res[a][sp]["success"] for sp in tasks} for a in ARMS}
     mean = lambda t: float(t.float().mean())  # noqa: E731
     metrics = {f"env_steps_{a}": float(steps[a]) for a in ARMS}
     metrics |= {f"episodes_{a}": float(arms[a].env.episodes) for a in ARMS}

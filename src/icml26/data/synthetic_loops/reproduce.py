@@ -167,7 +167,7 @@ def mixture_claims(mix: dict[tuple[str, str], dict[str, np.ndarray]], bayes: dic
                    ) -> list[Claim]:
     """Claims and checks of the Gaussian-mixture loops (per-path paired differences)."""
     T = sz.rounds
-    I = {k: v["information"] for k, v in mix.items()}
+    info = {k: v["information"] for k, v in mix.items()}
     KL = {k: np.where(np.isfinite(v["kl"]), v["kl"], np.nan) for k, v in mix.items()}
     base = (f"{sz.mix_paths} tasks, theta_0 from {MIX_N0} real points, {sz.mix_n} samples per generation; "
             f"Bayes decision information {bayes['information'].mean():.4f}, I(Y; X) {bayes['usable'].mean():.4f}")
@@ -176,7 +176,7 @@ def mixture_claims(mix: dict[tuple[str, str], dict[str, np.ndarray]], bayes: dic
         return float(np.nanmean(a))
 
     def gain(name: str, mode: str = "replace", kind: str = "claim") -> Claim:
-        v = I[mode, name]
+        v = info[mode, name]
         label = f"noisy binary verifier (flip {NOISE})" if name == "binary verifier" else name
         return Claim(f"Gaussian mixtures ({mode}): the {label} loop gains task information", m(v[T]), ">", m(v[0]),
                      kind=kind,
@@ -188,23 +188,23 @@ def mixture_claims(mix: dict[tuple[str, str], dict[str, np.ndarray]], bayes: dic
     cl, bi, gr, pf = (("replace", n) for n in MIX_LOOPS)
     claims = [
         Claim("Gaussian mixtures: the closed loop (EM refit on its own samples) loses task information",
-              m(I[cl][T]), "<", m(I[cl][0]), baseline="theta_0, same tasks",
-              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[cl][T] - I[cl][0]), note=base,
+              m(info[cl][T]), "<", m(info[cl][0]), baseline="theta_0, same tasks",
+              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(info[cl][T] - info[cl][0]), note=base,
               falsifier="the closed loop's information at the last generation at or above theta_0's, or the paired "
                         "interval containing 0"),
         gain("binary verifier"), gain("fine among accepted"),
         gain("perfect verifier", kind="check"),
         Claim("Gaussian mixtures: the open (noisy binary verifier) loop ends with more task information than the closed "
               "loop",
-              m(I[bi][T]), ">", m(I[cl][T]), baseline="closed loop, same tasks and theta_0",
-              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[bi][T] - I[cl][T]),
+              m(info[bi][T]), ">", m(info[cl][T]), baseline="closed loop, same tasks and theta_0",
+              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(info[bi][T] - info[cl][T]),
               falsifier="the verifier loop's information at or below the closed loop's, or the paired interval "
                         "containing 0"),
         Claim("Gaussian mixtures: the coarse binary signal ends with more task information than a finer signal among "
-              "accepted samples", m(I[bi][T]), ">", m(I[gr][T]),
+              "accepted samples", m(info[bi][T]), ">", m(info[gr][T]),
               baseline="fine among accepted: weight 1[accepted] p*(y | x) with the same noisy acceptance (no credit to "
                        "rejected labels), same tasks and theta_0",
-              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[bi][T] - I[gr][T]),
+              metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(info[bi][T] - info[gr][T]),
               falsifier="the binary loop's information at or below the graded loop's, or the paired interval "
                         "containing 0"),
         Claim("Gaussian mixtures: the closed loop's quality falls (KL to the truth rises)",
@@ -220,21 +220,21 @@ def mixture_claims(mix: dict[tuple[str, str], dict[str, np.ndarray]], bayes: dic
                    "boundaries.", falsifier="the verifier loop's KL at or above the closed loop's, or the paired "
                                             "interval containing 0"),
     ]
-    if ("accumulate", "closed") in I:
+    if ("accumulate", "closed") in info:
         ca, ba = ("accumulate", "closed"), ("accumulate", "binary verifier")
         claims += [Claim("Gaussian mixtures (accumulate): the closed loop (training on all its rounds) loses task "
-                         "information", m(I[ca][T]), "<", m(I[ca][0]), baseline="theta_0, same tasks",
-                         metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[ca][T] - I[ca][0]), note=base,
+                         "information", m(info[ca][T]), "<", m(info[ca][0]), baseline="theta_0, same tasks",
+                         metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(info[ca][T] - info[ca][0]), note=base,
                          falsifier="the accumulating closed loop's information at the last generation at or above "
                                    "theta_0's, or the paired interval containing 0"),
                    gain("binary verifier", "accumulate"),
                    Claim("Gaussian mixtures (accumulate): the open loop ends with more task information than the "
-                         "closed loop", m(I[ba][T]), ">", m(I[ca][T]), baseline="accumulating closed loop",
-                         metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(I[ba][T] - I[ca][T]),
-                         note=f"closed (accumulate) {m(I[ca][0]):.4f} -> {m(I[ca][T]):.4f}",
+                         "closed loop", m(info[ba][T]), ">", m(info[ca][T]), baseline="accumulating closed loop",
+                         metric=f"I(Y; Y_hat) at generation {T} [nats]", paired=list(info[ba][T] - info[ca][T]),
+                         note=f"closed (accumulate) {m(info[ca][0]):.4f} -> {m(info[ca][T]):.4f}",
                          falsifier="the open loop's information at or below the closed loop's, or the paired interval "
                                    "containing 0")]
-    gap = max(float(np.max(v[1:] - bayes["usable_cells"][None])) for v in I.values())
+    gap = max(float(np.max(v[1:] - bayes["usable_cells"][None])) for v in info.values())
     claims.append(Claim("Gaussian mixtures: no loop's decisions carry more than I(Y; X) (data processing)", gap, "<=",
                         1e-12, kind="check", baseline="0", metric="max over loops, generations and tasks of "
                         "I(Y; Y_hat) - I(Y; X-cell)", note="Y_hat is a function of the grid cell of x."))

@@ -147,7 +147,7 @@ def experiment_a(sz: Sizes, rng: np.random.Generator, gen: torch.Generator) -> d
             preds = [model(test[:, 0], cams[0], cams[t]) for t in (1, 2)]
         res["arms"][arm]["preds"] = preds
     # metrics per test scene
-    gt_clouds, single, w_single = [], [], []
+    gt_clouds, single = [], []
     for i in range(sz.a_test):
         pts = [backproject(test[i, v, 3], cams[v]) for v in range(3)]
         keep = [(test[i, v, 3].reshape(-1) > 0) & _in_workspace(p) for v, p in enumerate(pts)]

@@ -77,9 +77,9 @@ def _tasks(pairs, n: int) -> tuple[list[str], np.ndarray]:
 def make_dataset(h, pairs, n: int, rng: np.random.Generator):
     """Expert demos cut into (obs_t, tokens, scaled a_{t:t+H}) samples."""
     verbs, objs = _tasks(pairs, n)
-    O, A, _ = rollout_expert(verbs, objs, HORIZON, rng)
+    observations, A, _ = rollout_expert(verbs, objs, HORIZON, rng)
     T = HORIZON - CHUNK + 1
-    obs = torch.from_numpy(O[:, :T]).reshape(-1, O.shape[-1])
+    obs = torch.from_numpy(observations[:, :T]).reshape(-1, observations.shape[-1])
     chunks = torch.from_numpy(np.stack([A[:, t:t + CHUNK] for t in range(T)], 1)).reshape(-1, CHUNK, 3) * SCALE
     tok = task_tokens(h, verbs, objs).repeat_interleave(T, 0)
     return obs, tok, chunks

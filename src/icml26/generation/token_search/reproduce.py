@@ -275,7 +275,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     level = {n: np.array([np.mean([scaling[n, s_, c]["success"].mean() for s_ in SEARCHES])
                           for c in sz.scaling_calls]) for n in TOKS}                  # mean success per budget
     reach = {n: next((int(c) for c, v in zip(sz.scaling_calls, level[n]) if v >= 0.9), None) for n in TOKS}
-    f1, fb = free["1D", "beam", big_free], free["1D", "best-of-N", big_free]
+    f1 = free["1D", "beam", big_free]
     hack = {n: free[n, "beam", big_free] for n in TOKS}
     mlp_hack = {n: free[n, "beam, MLP verifier", big_free] for n in TOKS}
     ung, ung2 = {n: free[n, "unguided", 1] for n in TOKS}, {n: free[n, "unguided (re-draw)", 1] for n in TOKS}

@@ -266,7 +266,7 @@ class NestedDropoutTokenizer(_Fitted):
         self.n_features_in_, self.mean_ = X.shape[1], X.mean(0)
         g = torch.Generator().manual_seed(self.random_state)
         torch.manual_seed(self.random_state)
-        D, h, L = X.shape[1], self.hidden, self.n_tokens
+        D, L = X.shape[1], self.n_tokens
         self._build(D)
         xt = torch.tensor(X - self.mean_, dtype=torch.float32)
         opt = torch.optim.Adam([*self.enc_.parameters(), *self.dec_.parameters()], lr=self.lr)

@@ -94,10 +94,14 @@ def _epoch_costs(data: HypergraphData, sz: Sizes, seed: int) -> tuple[float, flo
     t1 = t2 = 0.0
     for _ in range(sz.timing_epochs):
         s = time.perf_counter()
-        o1.zero_grad(); h2.loss(data.x, data.hg, h, gen).backward(); o1.step()
+        o1.zero_grad()
+        h2.loss(data.x, data.hg, h, gen).backward()
+        o1.step()
         t1 += time.perf_counter() - s
         s = time.perf_counter()
-        o2.zero_grad(); torch.nn.functional.cross_entropy(hg(data.x, data.hg)[tr], data.y[tr]).backward(); o2.step()
+        o2.zero_grad()
+        torch.nn.functional.cross_entropy(hg(data.x, data.hg)[tr], data.y[tr]).backward()
+        o2.step()
         t2 += time.perf_counter() - s
     return t1 / sz.timing_epochs, t2 / sz.timing_epochs
 

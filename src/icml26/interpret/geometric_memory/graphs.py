@@ -59,10 +59,10 @@ def path_star_graph(degree: int, path_length: int, seed: int | None = None) -> n
     """
     if int(degree) < 2 or int(path_length) < 1:
         raise ValueError(f"need degree >= 2 and path_length >= 1, got {degree}, {path_length}")
-    d, l = int(degree), int(path_length)
+    d, length = int(degree), int(path_length)
     G = nx.Graph()
-    G.add_nodes_from(range(1 + d * l))
-    arms = [[1 + i * l + j for j in range(l)] for i in range(d)]
+    G.add_nodes_from(range(1 + d * length))
+    arms = [[1 + i * length + j for j in range(length)] for i in range(d)]
     for arm in arms:
         nx.add_path(G, [0] + arm)
     H, perm = _relabel(G, seed)

@@ -186,13 +186,13 @@ class Node2VecCE(nn.Module):
             return self
         # untied: dL/dE = G O, dL/dO = G^T E with G = dL/dS (equal to autograd, tested)
         C, m = self._counts(edges)
-        E, O = self.emb.detach().numpy().copy(), self.out.detach().numpy().copy()
+        E, Out = self.emb.detach().numpy().copy(), self.out.detach().numpy().copy()
         for _ in range(int(steps)):
-            G = self._logit_grad(E @ O.T, C, m, self.reduction)
-            E, O = E - lr * (G @ O + weight_decay * E), O - lr * (G.T @ E + weight_decay * O)
+            G = self._logit_grad(E @ Out.T, C, m, self.reduction)
+            E, Out = E - lr * (G @ Out + weight_decay * E), Out - lr * (G.T @ E + weight_decay * Out)
         with torch.no_grad():
             self.emb.copy_(torch.from_numpy(E))
-            self.out.copy_(torch.from_numpy(O))
+            self.out.copy_(torch.from_numpy(Out))
         return self
 
     @property

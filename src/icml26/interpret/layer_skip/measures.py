@@ -147,9 +147,9 @@ def unique_information_probe(trace: HiddenTrace, y: torch.Tensor | np.ndarray, *
         raise ValueError(f"n_folds must be >= 2, got {n_folds}")
     L = trace.num_layers
     layers = list(range(L + 1)) if layers is None else [int(x) for x in layers]
-    for l in layers:
-        if not 0 <= l <= L:
-            raise ValueError(f"hidden layer {l} is out of range 0..{L}")
+    for layer in layers:
+        if not 0 <= layer <= L:
+            raise ValueError(f"hidden layer {layer} is out of range 0..{L}")
     classes, yi = np.unique(y, return_inverse=True)
     if len(classes) < 2:
         raise ValueError("y has a single class; a probe needs at least two")
@@ -170,8 +170,8 @@ def unique_information_probe(trace: HiddenTrace, y: torch.Tensor | np.ndarray, *
         return total / B
 
     out = []
-    for l in layers:
-        h = trace.hidden[l].double()
+    for layer in layers:
+        h = trace.hidden[layer].double()
         t = _pool(h, trace.text_mask).cpu().numpy()
         v = _pool(h, trace.vision_mask).cpu().numpy()
         out.append(cv_ce(t) - cv_ce(np.concatenate([t, v], 1)))
@@ -230,7 +230,7 @@ class RedundancyReport:
         U = np.zeros(L + 1) if self.U is None else np.asarray(self.U)
         exit_ = L
         for e in range(L, -1, -1):
-            if all(self.A[i] <= tau_A for i in range(e, L)) and all(U[l] <= eps_U for l in range(e, L + 1)):
+            if all(self.A[i] <= tau_A for i in range(e, L)) and all(U[layer] <= eps_U for layer in range(e, L + 1)):
                 exit_ = e
             else:
                 break

@@ -153,8 +153,8 @@ def _checks(model, data: DigitVQA, r: dict) -> list[Claim]:
     attn = tr.attn
     brute = np.zeros(r["L"])
     vmask, tmask = tr.vision_mask[0], tr.text_mask[0]
-    for l in range(r["L"]):
-        brute[l] = attn[l][:, :, tmask][..., vmask].sum(-1).mean().item()
+    for layer in range(r["L"]):
+        brute[layer] = attn[layer][:, :, tmask][..., vmask].sum(-1).mean().item()
     row_err = float((attn.sum(-1) - 1).abs().max())
     diff = lambda a, b: float((a - b).abs().max())  # noqa: E731
     mk = lambda s, m, op, ref, base, note="": Claim(s, m, op, ref, baseline=base, kind="check", note=note)  # noqa: E731
@@ -183,12 +183,15 @@ def _fig_layers(r: dict, name: str):
     ax1.plot(blocks, 1 - r["BI"], "^--", label="1 - BI_i (ShortGPT, all tokens)")
     ax1.plot(blocks, r["A"], "d-", label="A_i (text->vision attention)")
     ax1.plot(np.arange(L + 1) - 0.5, r["U"], "x:", label="U_l (nats, at h_l)")
-    ax1.set_xlabel("block i"); ax1.set_title(f"{name}: measures (calibration)")
+    ax1.set_xlabel("block i")
+    ax1.set_title(f"{name}: measures (calibration)")
     ax1.legend(fontsize=7)
     base = r["base"].mean().item()
     ax2.bar(blocks - 0.2, [base - a.mean().item() for a in r["skip_v"]], 0.4, label="skip block for V")
     ax2.bar(blocks + 0.2, [base - a.mean().item() for a in r["skip_a"]], 0.4, label="remove block (all tokens)")
-    ax2.set_xlabel("block i"); ax2.set_ylabel("accuracy drop"); ax2.set_title("ground truth (evaluation)")
+    ax2.set_xlabel("block i")
+    ax2.set_ylabel("accuracy drop")
+    ax2.set_title("ground truth (evaluation)")
     ax2.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -202,8 +205,10 @@ def _fig_tradeoff(curves: dict[str, list[tuple[float, float]]]):
     for name, pts in curves.items():
         pts = sorted(pts)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=name, ms=3)
-    ax.set_xlabel("block FLOPs (fraction of full)"); ax.set_ylabel("accuracy (evaluation)")
-    ax.legend(fontsize=7); ax.set_title("[A14] accuracy vs FLOPs, main model")
+    ax.set_xlabel("block FLOPs (fraction of full)")
+    ax.set_ylabel("accuracy (evaluation)")
+    ax.legend(fontsize=7)
+    ax.set_title("[A14] accuracy vs FLOPs, main model")
     fig.tight_layout()
     return fig
 
@@ -340,7 +345,7 @@ def _plan_claims(model, ev: DigitVQA, r: dict, sizes: Sizes, metrics: dict, tabl
                     "exit_acc": exit_c.mean().item(), "exit_flops_saved": 1 - plan_flops(exit_plan, vm, L, cost)})
     # context for the exit rule: what U alone would pick, the accuracy-oracle exit, A under uniform attention
     U = r["U"]
-    u_exit = next(e for e in range(L + 1) if all(U[l] <= EPS_U for l in range(e, L + 1)) or e == L)
+    u_exit = next(e for e in range(L + 1) if all(U[layer] <= EPS_U for layer in range(e, L + 1)) or e == L)
     ok = [e for e in range(L + 1) if r["exits"][e].mean().item() >= KEEP_FRACTION * base]
     metrics.update({"exit_by_U_only": float(u_exit), "exit_by_U_only_acc": r["exits"][u_exit].mean().item(),
                     "exit_oracle_98": float(min(ok)) if ok else float(L),

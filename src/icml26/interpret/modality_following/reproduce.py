@@ -96,7 +96,7 @@ def _oscillation(model: torch.nn.Module, cs: ConflictSet) -> tuple[np.ndarray, n
     top = lens.argmax(-1).numpy()
     y_t, y_v = cs.y_t.numpy(), cs.y_v.numpy()
     osc = layerwise_oscillation(top, y_t, y_v)
-    upto = np.stack([layerwise_oscillation(top[: l + 1], y_t, y_v) for l in range(len(top))])
+    upto = np.stack([layerwise_oscillation(top[: layer + 1], y_t, y_v) for layer in range(len(top))])
     return osc, np.diff(upto, axis=0), lens
 
 
@@ -277,7 +277,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     metrics |= {f"spearman_{i}": cv.spearman for i, cv in curves.items()}
     metrics |= {f"{key}_{law}": d[law] for law in LAWS for key, d in
                 (("text_ratio", ratios), ("b_star", bstars), ("median_du", medians))}
-    metrics |= {f"switches_layer{l + 1}_to_{l + 2}": float(v) for l, v in enumerate(per_layer_switch.mean(1))}
+    metrics |= {f"switches_layer{layer + 1}_to_{layer + 2}": float(v) for layer, v in enumerate(per_layer_switch.mean(1))}
     for arm in ("base", "boundary", "easy"):
         metrics[f"heldout_vision_follow_{arm}"] = float(vision_follow[arm].mean())
         metrics[f"b_star_{arm}_sft" if arm != "base" else "b_star_base"] = runs[arm]["b"]

@@ -158,7 +158,8 @@ def _overhead(adapter, sizes: Sizes, gen: torch.Generator) -> dict[str, dict[int
     for v in sizes.vocab_sizes:
         head = nn.Linear(d, v, bias=False)
         nn.init.normal_(head.weight, std=d ** -0.5, generator=gen)
-        lens = (lambda h, head=head: head(norm(h)))
+        def lens(h, head=head):
+            return head(norm(h))
         for name, rule in rules.items():
             fns[(name, v)] = (lambda rule=rule, lens=lens: [rule.layer_test(h1, h2, delta_prev, lens) for _ in range(INNER)])
     # one thread: on a shared machine, multi-thread matmuls add waits unrelated to V
@@ -177,10 +178,13 @@ def _fig_two_phase(prof: dict, L: int):
     layers = np.arange(1, L + 1)
     ax1.fill_between(layers, prof["q25_step"], prof["q75_step"], alpha=0.25)
     ax1.plot(layers, prof["median_step"], "o-")
-    ax1.set_yscale("log"); ax1.set_xlabel("layer l"); ax1.set_ylabel("s_l = |Δ_l| / |h_{l-1}|")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("layer l")
+    ax1.set_ylabel("s_l = |Δ_l| / |h_{l-1}|")
     ax2.fill_between(layers[1:], prof["q25_cos"][1:], prof["q75_cos"][1:], alpha=0.25, color="C1")
     ax2.plot(layers[1:], prof["median_cos"][1:], "o-", color="C1")
-    ax2.set_xlabel("layer l"); ax2.set_ylabel("c_l = cos(Δ_l, Δ_{l-1})")
+    ax2.set_xlabel("layer l")
+    ax2.set_ylabel("c_l = cos(Δ_l, Δ_{l-1})")
     for ax in (ax1, ax2):
         ax.axvline(prof["transition_layer"] - 0.5, ls="--", color="gray")
         ax.set_xticks(layers)
@@ -200,8 +204,10 @@ def _fig_tradeoff(curves: dict[str, list[tuple[float, float]]], points: dict[str
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if name == "static" else ".", ms=5, label=name, color=f"C{i}")
     for name, (x, y) in points.items():
         ax.plot([x], [y], "*", ms=12, label=name)
-    ax.set_xlabel("block FLOPs saved"); ax.set_ylabel("top-1 accuracy (eval windows)")
-    ax.legend(fontsize=7); ax.set_title("[A19] accuracy vs FLOPs saved (every grid rule)")
+    ax.set_xlabel("block FLOPs saved")
+    ax.set_ylabel("top-1 accuracy (eval windows)")
+    ax.legend(fontsize=7)
+    ax.set_title("[A19] accuracy vs FLOPs saved (every grid rule)")
     fig.tight_layout()
     return fig
 
@@ -214,9 +220,12 @@ def _fig_overhead(over: dict[str, dict[int, float]], rows: int):
     for name, per_v in over.items():
         vs = sorted(per_v)
         ax.plot(vs, [per_v[v] * 1e6 / rows for v in vs], "o-", label=name)
-    ax.set_xscale("log"); ax.set_yscale("log")
-    ax.set_xlabel("vocabulary size V"); ax.set_ylabel("µs per token per layer")
-    ax.legend(); ax.set_title("[A19] per-layer exit-decision overhead")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("vocabulary size V")
+    ax.set_ylabel("µs per token per layer")
+    ax.legend()
+    ax.set_title("[A19] per-layer exit-decision overhead")
     fig.tight_layout()
     return fig
 
@@ -493,8 +502,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               note="by construction (two norms and a dot product vs a d x V matmul and a softmax); timed"),
     ]
     tables = {"operating_points": rows, "static_truncation": static, "overhead": over_rows, "generation": gen_rows,
-              "two_phase": [{"layer": l + 1, "median_step": float(prof["median_step"][l]),
-                             "median_cos": float(prof["median_cos"][l])} for l in range(L)]}
+              "two_phase": [{"layer": li + 1, "median_step": float(prof["median_step"][li]),
+                             "median_cos": float(prof["median_cos"][li])} for li in range(L)]}
     figures = {"two_phase": _fig_two_phase(prof, L),
                "tradeoff": _fig_tradeoff(curves, {"oracle": (oracle.flops_saved, oracle.accuracy),
                                                   "geometric @0.98": (g98["flops_saved"], g98["accuracy"]),

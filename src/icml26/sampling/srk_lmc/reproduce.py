@@ -79,35 +79,35 @@ def strong_errors(sz: Sizes, rng: np.random.Generator) -> tuple[dict[str, np.nda
     x0 = rng.uniform(-2.0, 2.0, size=(sz.strong_paths, 1))
     ref = x0.copy()
     runs = ("ula", "srk_lmc", "srk_ld", "no_levy")
-    xs = {(m, l): x0.copy() for m in runs for l in levels}
+    xs = {(m, level): x0.copy() for m in runs for level in levels}
     srk_ld, srk_lmc = step_fn("srk_ld"), step_fn("srk_lmc")
-    coarse: dict[int, list] = {l: [] for l in levels}  # the coarse increments, for the torchsde peer
+    coarse: dict[int, list] = {level: [] for level in levels}  # the coarse increments, for the torchsde peer
     for _ in range(2 ** min(levels)):
         dW, dZ = brownian_increments(rng, block, x0.shape, h_f)
         for j in range(block):
             ref = srk_ld(ref, _double_well_grad, h_f, dW[j], dZ[j])
-        for l in levels:
-            h = 2.0 ** -l
-            cW, cZ = aggregate_increments(dW, dZ, h_f, 2 ** (fine - l))
-            coarse[l].append((cW, cZ))
+        for level in levels:
+            h = 2.0 ** -level
+            cW, cZ = aggregate_increments(dW, dZ, h_f, 2 ** (fine - level))
+            coarse[level].append((cW, cZ))
             for m in runs:
                 step = srk_lmc if m == "no_levy" else step_fn(m)
                 for j in range(cW.shape[0]):
                     z = 0.5 * h * cW[j] if m == "no_levy" else cZ[j]
-                    xs[m, l] = step(xs[m, l], _double_well_grad, h, cW[j], z)
-    errs = {m: np.array([np.sqrt(np.mean((xs[m, l] - ref) ** 2)) for l in levels]) for m in runs}
+                    xs[m, level] = step(xs[m, level], _double_well_grad, h, cW[j], z)
+    errs = {m: np.array([np.sqrt(np.mean((xs[m, level] - ref) ** 2)) for level in levels]) for m in runs}
     peer: dict[str, float] = {}
     if torchsde_available():
         finals, calls, steps = [], 0, 0
-        for l in levels:
-            cW = np.concatenate([w for w, _ in coarse[l]])
-            cZ = np.concatenate([z for _, z in coarse[l]])
-            x_peer, n_calls = torchsde_srk(_double_well_grad, x0, 2.0 ** -l, cW, cZ)
+        for level in levels:
+            cW = np.concatenate([w for w, _ in coarse[level]])
+            cZ = np.concatenate([z for _, z in coarse[level]])
+            x_peer, n_calls = torchsde_srk(_double_well_grad, x0, 2.0 ** -level, cW, cZ)
             finals.append(x_peer)
             calls, steps = calls + n_calls, steps + len(cW)
         errs["torchsde_srk"] = np.array([np.sqrt(np.mean((x - ref) ** 2)) for x in finals])
-        peer = {"torchsde_max_abs_diff_vs_srk_lmc": float(max(np.abs(x - xs["srk_lmc", l]).max()
-                                                           for x, l in zip(finals, levels))),
+        peer = {"torchsde_max_abs_diff_vs_srk_lmc": float(max(np.abs(x - xs["srk_lmc", level]).max()
+                                                           for x, level in zip(finals, levels))),
                 "torchsde_drift_evals_per_step": calls / steps}
     return errs, peer
 
@@ -204,7 +204,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     slopes = {m: _slope(hs[-4:], e[-4:]) for m, e in errs.items()}
     gauss = gaussian_w2()
     mix, floor, per_step, coord = mixture_w2(sz, rng_mix)
-    ig, im = GAUSS_BUDGETS.index(GAUSS_HEADLINE), MIX_BUDGETS.index(MIX_HEADLINE)
+    ig = GAUSS_BUDGETS.index(GAUSS_HEADLINE)
 
     metrics = {f"strong_slope_{m}": s for m, s in slopes.items()}
     metrics |= {f"grads_per_step_{m}": v for m, v in per_step.items()}

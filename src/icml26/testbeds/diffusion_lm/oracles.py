@@ -67,19 +67,19 @@ class PFSAOracleMLM(_Oracle):
         self.register_buffer("E", nn.functional.one_hot(self.emit, self.vocab_size).double())
 
     def _posterior(self, x: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
-        O = (masked[:, :, None] | (self.emit[None, None] == x[:, :, None])).double()  # (B, R, S)
-        B, R, S = O.shape
+        match = (masked[:, :, None] | (self.emit[None, None] == x[:, :, None])).double()  # (B, R, S)
+        B, R, S = match.shape
         alpha = torch.empty(B, R, S, dtype=torch.float64)
-        a = self.pi[None] * O[:, 0]
+        a = self.pi[None] * match[:, 0]
         for t in range(R):
             if t:
-                a = (a @ self.A) * O[:, t]
+                a = (a @ self.A) * match[:, t]
             alpha[:, t] = a = a / a.sum(1, keepdim=True).clamp_min(1e-300)
         beta = torch.empty_like(alpha)
         b = self.final[None].expand(B, S)
         for t in range(R - 1, -1, -1):
             if t < R - 1:
-                b = (O[:, t + 1] * b) @ self.A.T
+                b = (match[:, t + 1] * b) @ self.A.T
             beta[:, t] = b = b / b.amax(1, keepdim=True).clamp_min(1e-300)
         gamma = alpha * beta
         return gamma / gamma.sum(2, keepdim=True).clamp_min(1e-300)

@@ -163,14 +163,14 @@ class PhraseGrammar:
         """Exact log p(x) of each response under the grammar conditioned to fit (``-inf`` if invalid)."""
         x = _tokens(responses, "responses")
         A, pi, emit = self.hmm_A, self.hmm_pi, self.hmm_emit
-        O = (emit[None, None, :] == x[:, :, None]).astype(float)  # (B, R, S)
+        match = (emit[None, None, :] == x[:, :, None]).astype(float)  # (B, R, S)
         with np.errstate(divide="ignore"):
-            alpha = pi[None] * O[:, 0]
+            alpha = pi[None] * match[:, 0]
             logc = np.zeros(len(x))
             for t in range(1, x.shape[1]):
                 s = alpha.sum(1, keepdims=True)
                 logc += np.log(np.where(s > 0, s, 1.0))[:, 0]
-                alpha = (alpha / np.where(s > 0, s, 1.0)) @ A * O[:, t]
+                alpha = (alpha / np.where(s > 0, s, 1.0)) @ A * match[:, t]
             return logc + np.log(alpha @ self.hmm_final) - self.log_Z
 
     def is_valid(self, responses: torch.Tensor | np.ndarray) -> np.ndarray:

@@ -71,10 +71,10 @@ def fit_window(c: np.ndarray, c_star: float, floor: np.ndarray | float) -> np.nd
     ok = d > np.broadcast_to(np.asarray(floor, dtype=float), d.shape)
     ok[0] = False
     sel = np.zeros_like(ok)
-    for l in range(1, len(d)):
-        if not ok[l]:
+    for layer in range(1, len(d)):
+        if not ok[layer]:
             break
-        sel[l] = True
+        sel[layer] = True
     return sel
 
 

@@ -134,14 +134,14 @@ class IncrementalGP:
             self._grow()
         t = self.t
         kx = self.kernel(self._X[:t], x[None])[:, 0] if t else np.zeros(0)
-        l = forward_solve(self._L[:t, :t], kx) if t else kx
-        ltt2 = float(self.kernel(x[None], x[None])[0, 0]) + self.noise_var - float(l @ l)
+        row = forward_solve(self._L[:t, :t], kx) if t else kx
+        ltt2 = float(self.kernel(x[None], x[None])[0, 0]) + self.noise_var - float(row @ row)
         ltt = math.sqrt(max(ltt2, 1e-300))
-        self._L[t, :t], self._L[t, t] = l, ltt
-        self._w[t] = (y - float(l @ self._w[:t])) / ltt
+        self._L[t, :t], self._L[t, t] = row, ltt
+        self._w[t] = (y - float(row @ self._w[:t])) / ltt
         self._X[t], self._y[t] = x, y
         if self.queries is not None:
-            v = (self.kernel(x[None], self.queries)[0] - l @ self._V[:t]) / ltt
+            v = (self.kernel(x[None], self.queries)[0] - row @ self._V[:t]) / ltt
             self._V[t] = v
             self.query_mean += v * self._w[t]
             self.query_var -= v * v

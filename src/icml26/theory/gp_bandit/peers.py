@@ -50,7 +50,7 @@ def botorch_ucb_run(candidates: np.ndarray, f_values: np.ndarray, T: int, noise:
     f_values = np.asarray(f_values, dtype=float)
     f_star = float(f_values.max())
     idx, simple = np.empty(T, dtype=int), np.empty(T)
-    xs, ys = [], []
+    ys = []
     for t in range(T):
         if t == 0:
             i = int(first)

@@ -317,16 +317,16 @@ def _figure_mig(ig: dict, cells: dict) -> Figure:
     a1, a2, a3, a4 = fig.subplots(1, 4)
     T = ig["T"]
     for d in DIMS:
-        l, = a1.loglog(T, ig["greedy"][d, LENGTHSCALE], "o-", ms=3, label=f"greedy, S^{d}")
-        a1.loglog(T, ig["bound"][d, LENGTHSCALE], "--", color=l.get_color(), lw=0.8)
+        line, = a1.loglog(T, ig["greedy"][d, LENGTHSCALE], "o-", ms=3, label=f"greedy, S^{d}")
+        a1.loglog(T, ig["bound"][d, LENGTHSCALE], "--", color=line.get_color(), lw=0.8)
         m = T >= 10
-        a2.semilogx(T[m], ig["greedy"][d, LENGTHSCALE][m] / mig_rate_new(T[m], d), "o-", ms=3, color=l.get_color(),
+        a2.semilogx(T[m], ig["greedy"][d, LENGTHSCALE][m] / mig_rate_new(T[m], d), "o-", ms=3, color=line.get_color(),
                     label=f"/ new rate, S^{d}")
-        a2.semilogx(T[m], ig["greedy"][d, LENGTHSCALE][m] / mig_rate_old(T[m], d), "x:", ms=3, color=l.get_color(),
+        a2.semilogx(T[m], ig["greedy"][d, LENGTHSCALE][m] / mig_rate_old(T[m], d), "x:", ms=3, color=line.get_color(),
                     label=f"/ old rate, S^{d}")
-        a3.loglog(T_BOUND, ig["bound_far"][d] / mig_rate_new(T_BOUND, d), "-", color=l.get_color(),
+        a3.loglog(T_BOUND, ig["bound_far"][d] / mig_rate_new(T_BOUND, d), "-", color=line.get_color(),
                   label=f"bound / new, S^{d}")
-        a3.loglog(T_BOUND, ig["bound_far"][d] / mig_rate_old(T_BOUND, d), ":", color=l.get_color(),
+        a3.loglog(T_BOUND, ig["bound_far"][d] / mig_rate_old(T_BOUND, d), ":", color=line.get_color(),
                   label=f"bound / old, S^{d}")
     keys = sorted(cells)
     x = np.arange(len(keys))
@@ -429,7 +429,6 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     keys = sorted({(k[0], k[1]) for k in runs})
     R_ucb = np.array([runs[d, j, "GP-UCB"]["cumulative"][-1] for d, j in keys])
     R_rand = np.array([runs[d, j, "uniform random"]["cumulative"][-1] for d, j in keys])
-    R_mvr = np.array([runs[d, j, "MVR"]["cumulative"][-1] for d, j in keys])
     inc, ref, step = tm["inc"], tm["refit"], tm["step"]
     log_pair = math.log2(tm["t2"] / tm["t1"])
     cost_slope = math.log2(inc.ratio) / log_pair              # exponent p in cost ~ t^p
