@@ -24,6 +24,7 @@ import torch
 
 from .cache import load_cached
 from .code_corpus import Split, corpus_texts
+from .llama import tiny_llama
 from .progress import BuildProgress, build_phase
 from .training import pinned_training, train_lm_on_stream
 
@@ -142,14 +143,8 @@ def encode_split(tokenizer, split: Split = "train", max_bytes: int | None = None
 # model
 
 def build_model(cfg: CausalLMConfig, vocab_size: int):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
-                         num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
-                         intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.context,
-                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
-    torch.manual_seed(cfg.seed)
-    return LlamaForCausalLM(config)
+    return tiny_llama(vocab_size, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads,
+                      intermediate_size=cfg.intermediate_size, max_positions=cfg.context, seed=cfg.seed)
 
 
 TRAINING_LOG = "training_log.json"

@@ -16,21 +16,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from icml26.testbeds.llama import tiny_llama as testbed_llama
+
 __all__ = ["ToolEncoder", "AnchorToolSelector", "ClosedSetToolSelector", "AutoToolPolicy", "tiny_llama"]
 
 
 def tiny_llama(vocab_size: int, *, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
                intermediate_size: int = 128, max_positions: int = 64, seed: int = 0):
-    """A tiny ``LlamaForCausalLM`` built from a config (random init, no download)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-                      num_attention_heads=num_heads, num_key_value_heads=num_heads,
-                      intermediate_size=intermediate_size, max_position_embeddings=max_positions,
-                      pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=True)
+    """A tiny ``LlamaForCausalLM`` built from a config (random init, no download; the caller's torch random
+    stream is left alone)."""
     with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return LlamaForCausalLM(cfg)
+        return testbed_llama(vocab_size, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads,
+                             intermediate_size=intermediate_size, max_positions=max_positions, pad_token_id=0,
+                             bos_token_id=1, eos_token_id=2, seed=seed)
 
 
 class ToolEncoder(nn.Module):

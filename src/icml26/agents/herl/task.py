@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from icml26.testbeds.cache import load_cached
+from icml26.testbeds.llama import tiny_llama
 from icml26.testbeds.progress import BuildProgress
 
 from .rubrics import AllOf, ListVerifier, RubricList, TokenAt
@@ -129,14 +130,8 @@ class SFTConfig:
 
 def build_policy(cfg: SFTConfig):
     """A fresh tiny ``LlamaForCausalLM`` over the task vocabulary (~100k parameters at d=64, 2 layers)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
-                         num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
-                         intermediate_size=2 * cfg.hidden, max_position_embeddings=128, tie_word_embeddings=True,
-                         bos_token_id=None, eos_token_id=None, pad_token_id=PAD)
-    torch.manual_seed(cfg.seed)
-    return LlamaForCausalLM(config)
+    return tiny_llama(VOCAB, hidden_size=cfg.hidden, num_layers=cfg.layers, num_heads=cfg.heads,
+                      max_positions=128, pad_token_id=PAD, seed=cfg.seed)
 
 
 def sft_batch(n: int, guide_frac: float, g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:

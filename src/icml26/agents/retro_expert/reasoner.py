@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from icml26.testbeds.llama import tiny_llama
+
 from .chemistry import Centre
 from .specialist import Candidate
 
@@ -71,14 +73,9 @@ def build_tokenizer(vocab: Vocab = Vocab()):
 
 def make_policy(tokenizer, *, hidden: int = 64, layers: int = 2, heads: int = 4, seed: int = 0):
     """A tiny random-init Llama policy for ``tokenizer`` (our choice of sizes)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                      max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
-                      bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True)
-    return LlamaForCausalLM(cfg)
+    return tiny_llama(len(tokenizer), hidden_size=hidden, num_layers=layers, num_heads=heads, max_positions=256,
+                      pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                      eos_token_id=tokenizer.eos_token_id, seed=seed)
 
 
 # prompts
