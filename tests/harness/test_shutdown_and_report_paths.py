@@ -89,3 +89,12 @@ def test_cache_path_that_is_a_file_is_one_clear_line(tmp_path, monkeypatch, cmd)
     r = CliRunner().invoke(app, [*cmd, "--out", str(tmp_path / "runs")] if cmd[0] == "reproduce" else cmd)
     assert r.exit_code == 2, r.output
     assert "ICML26_CACHE" in r.output and "Traceback" not in r.output
+
+
+def test_a_record_nested_too_deep_is_skipped_with_a_warning(tmp_path, caplog):
+    store = ResultStore(tmp_path)
+    store.records_dir.mkdir(parents=True)
+    (store.records_dir / "A03-quick-seed0-deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    with caplog.at_level("WARNING"):
+        assert store.records() == []           # no RecursionError out of json
+    assert "RecursionError" in caplog.text and "fix or delete the file" in caplog.text

@@ -218,7 +218,7 @@ class ResultStore:
         """One record, or ``None`` (with a warning naming the file) when it is unreadable or malformed."""
         try:
             r = json.loads(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deep
             _warn_once(Path(path), f"not readable JSON ({type(e).__name__}: {e})")
             return None
         why = record_problem(r)

@@ -194,8 +194,9 @@ def dsep_recovery(A: np.ndarray, sizes: Sizes, rng: np.random.Generator) -> dict
     worst = {True: 0.0, False: 0.0}
     for _ in range(sizes.n_dsep_orders):
         order = random_topological_order(A, rng)
+        tie_seed = int(rng.integers(2**31))  # OCMB breaks score ties at random: seeded, so reruns agree
         for prune in (True, False):
-            m = OCMB(orderer=lambda Z, o=order: (o, A.astype(float)), ci_test="dsep",
+            m = OCMB(orderer=lambda Z, o=order: (o, A.astype(float)), ci_test="dsep", random_state=tie_seed,
                      max_parents=sizes.max_parents, prune_spouses=prune).fit(X, true_adj=A)
             worst[prune] = max(worst[prune], graph_metrics(A, m.adjacency_)["shd"])
     return {"dsep_shd_pruned": worst[True], "dsep_shd_unpruned": worst[False],
