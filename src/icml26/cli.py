@@ -223,10 +223,16 @@ def show(paper_id: str = typer.Argument(..., help="Paper id, e.g. A03.")) -> Non
     except (ValueError, TypeError) as e:
         fail(str(e))
     from rich.markdown import Markdown
+    from rich.markup import escape
+
+    from .harness.text import latex_to_text, markdown_to_text
+
+    def plain(s: str) -> str:
+        return escape(markdown_to_text(latex_to_text(s)))
 
     console.rule(f"[bold]{p.id} — {p.method}")
     console.print(f"[bold]Reference:[/] {p.reference}\n[bold]Area:[/] {p.area}   [bold]Status:[/] {p.status}")
-    console.print(f"\n[bold]Headline claim:[/] {p.claim}\n\n[bold]Abstract[/]\n{p.abstract}\n")
+    console.print(f"\n[bold]Headline claim:[/] {plain(p.claim)}\n\n[bold]Abstract[/]\n{plain(p.abstract)}\n")
     if not p.implemented:
         console.print(f"[dim]Planned: will live in {p.code_path}, tested in {p.test_path}.[/]")
         return
@@ -509,7 +515,7 @@ def _finite(*xs: Any) -> bool:
 
 
 def measured_cell(c: dict[str, Any]) -> str:
-    """The measurement with its interval over seeds; ``n = 1`` (not a degenerate ``[x, x]``) for one seed, and
+    """The measurement with its interval over seeds; ``one seed`` (not a degenerate ``[x, x]``) for one seed, and
     ``n_finite/n seeds finite`` when some seed gave no finite number."""
     n = int(c.get("n_seeds", 1) or 1)
     n_fin = int(c.get("n_finite", n) if c.get("n_finite") is not None else n)
@@ -521,7 +527,7 @@ def measured_cell(c: dict[str, Any]) -> str:
         s += f" [{_n(ci[0], 3)}, {_n(ci[1], 3)}]"
     elif n >= 2:
         s += " (equal on every seed)"
-    s += f", n = {n}"
+    s += ", one seed" if n == 1 else f", n = {n}"
     pci = c.get("paired_ci")
     if n == 1 and pci and len(pci) == 2 and _finite(*pci):
         s += f"; per-instance Δ [{_n(pci[0], 3)}, {_n(pci[1], 3)}]"

@@ -72,15 +72,15 @@ def test_claims_and_checks_apart_with_falsifiers_and_seed_counts(fake_papers):
     assert "claims: 1 holds, 1 inconclusive; checks: 1 holds; 2 without a control (quick, 2 seeds)" in row
 
 
-def test_one_seed_shows_n_equals_1_not_a_degenerate_interval(fake_papers):
+def test_one_seed_says_so_not_a_degenerate_interval(fake_papers):
     r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "o"), "--no-report"])
     assert r.exit_code == 0, r.output
-    assert "1.1, n = 1" not in r.output and "1, n = 1" in r.output
+    assert "1.1, one seed" not in r.output and "1, one seed" in r.output and "n = 1" not in r.output
     assert not re.search(r"\[(\S+), \1\]", r.output)  # no [x, x]
 
 
 def test_measured_cell_formats():
-    assert measured_cell({"measured": 1.5, "measured_ci": [1.5, 1.5], "n_seeds": 1, "n_finite": 1}) == "1.5, n = 1"
+    assert measured_cell({"measured": 1.5, "measured_ci": [1.5, 1.5], "n_seeds": 1, "n_finite": 1}) == "1.5, one seed"
     assert measured_cell({"measured": 1.5, "measured_ci": [1.0, 2.0], "n_seeds": 3, "n_finite": 3}) == "1.5 [1, 2], n = 3"
     assert measured_cell({"measured": 1.5, "measured_ci": [1.5, 1.5], "n_seeds": 3, "n_finite": 1}) == \
         "1.5 (1/3 seeds finite)"

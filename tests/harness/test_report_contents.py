@@ -83,7 +83,7 @@ def test_claims_show_falsifiers_and_checks_are_apart(report):
 
 def test_intervals_are_honest(report):
     _, index, a03, a08 = report
-    assert "(n = 1)" in a08 and "(n = 1)" in index
+    assert "(one seed)" in a08 and "(one seed)" in index and "n = 1" not in index
     for page in (index, a03, a08):
         ours = re.sub(r"<section class='readme'.*?</section>", "", page, flags=re.S)  # the README is quoted as is
         assert not re.search(r"\[([-\d.e]+), \1\]", ours), "degenerate [x, x] interval"
@@ -116,6 +116,8 @@ def test_math_is_plain_text(report):
     (r"$\Omega(\sqrt{T})$", "Ω(√T)"),
     (r"$98.7\%$ of Runge--Kutta", "98.7% of Runge–Kutta"),
     ("costs $5 and $10", "costs $5 and $10"),
+    (r"Mixtral-8$\times$7B and a 1.19$\times$ speed-up", "Mixtral-8×7B and a 1.19× speed-up"),   # A09's abstract
+    (r"with ($<$0.5\%) accuracy loss", "with (<0.5%) accuracy loss"),
     ("no math here", "no math here"),
 ])
 def test_latex_to_text(tex, text):
@@ -124,13 +126,16 @@ def test_latex_to_text(tex, text):
 
 def test_why_section_prefers_the_explanation():
     readme = "# X\n## Method\ntext\n## What reproduces\n| a | b |\n### Claim 2\nThe speed-up does not hold at toy scale.\n"
+    # the title's introduction may say what does not hold (B09's does); the link goes to a section, not the title
+    assert why_section("# B09 title\nthe bound does not hold everywhere\n## Results\nthe gap does not hold\n") == \
+        ("Results", "readme-results")
     assert why_section(readme) == ("Claim 2", "readme-claim-2")
     assert why_section("# X\n## What reproduces\nall hold\n") == ("What reproduces", "readme-what-reproduces")
     assert why_section("# X\n## Method\n") is None
 
 
 def test_fmt_n():
-    assert fmt_n(1.0, [1.0, 1.0], 1) == "1 (n = 1)"
+    assert fmt_n(1.0, [1.0, 1.0], 1) == "1 (one seed)"
     assert fmt_n(1.0, [0.5, 1.5], 3) == "1 [0.5, 1.5]"
     assert fmt_n(1.0, [1.0, 1.0], 3) == "1 (same on all 3 seeds)"
     assert fmt_n(float("nan"), None, 0) == "—"
@@ -144,3 +149,27 @@ def test_crashed_only_paper_gets_a_page(tmp_path):
     index = build_report(tmp_path)
     page = (index.parent / "A03.html").read_text()
     assert "Crashed seeds" in page and "boom" in page and "1 of 1 seeds crashed" in index.read_text()
+
+
+def test_markdown_in_text_a_reader_sees():
+    from icml26.harness.text import markdown_emphasis_html, markdown_to_text
+
+    assert markdown_to_text("Reproduction (`reproduce.py`)") == "Reproduction (reproduce.py)"       # A02's link text
+    assert markdown_to_text("the *dimension-dependent* gap, **bold**, [docs](x.md)") == \
+        "the dimension-dependent gap, bold, docs"
+    assert markdown_emphasis_html("the *dimension-dependent* gap") == "the <em>dimension-dependent</em> gap"  # B09
+    assert markdown_emphasis_html("a * b * c and 2*3") == "a * b * c and 2*3"
+
+
+def test_quick_and_standard_verdicts_are_counted_apart(tmp_path):
+    store = ResultStore(tmp_path)
+    store.save(record("A03", 0, [claim("error drops", 0.1, "<", 1.0, falsifier="error at or above")]))
+    std = record("A08", 0, [claim("slower", 2.0, "<", 1.0, falsifier="time at or above")])
+    std["budget"] = "standard"
+    store.save(std)
+    index = build_report(tmp_path).read_text()
+    assert "counted per budget" in index
+    assert re.search(r"<b>quick budget</b> \(1 paper\): claims <span class=.holds.>holds 1</span>", index)
+    assert re.search(r"<b>standard budget</b> \(1 paper\): claims <span class=.holds.>holds 0</span> <span class=.does-not-hold.>does not hold 1</span>", index)
+    md = (tmp_path / "report.md").read_text()
+    assert "**quick budget** (1 papers)" in md and "**standard budget** (1 papers)" in md

@@ -10,7 +10,7 @@ What it shows, for a reader who was not there:
   evidence); each claim with the outcome that would have refuted it (its falsifier);
 - for every paper: its arXiv page, its code folder, and the section of its README that explains a verdict other
   than "holds";
-- intervals as they are: ``n = 1`` instead of a degenerate ``[x, x]``, ``n_finite/n`` when non-finite seeds made
+- intervals as they are: "one seed" instead of a degenerate ``[x, x]``, ``n_finite/n`` when non-finite seeds made
   a claim inconclusive; long tables folded in ``<details>``; LaTeX in abstracts shown as Unicode text.
 """
 
@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 from .runner import summarize_records
 from .stats import SEED_INVARIANT, verdict_counts, without_control
 from .store import ResultStore, atomic_write_bytes
+from .text import latex_to_text, markdown_emphasis_html, markdown_to_text
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +76,11 @@ def _spread(ci: Any) -> bool:
 
 
 def fmt_n(x: Any, ci: Any, n: int | None) -> str:
-    """A mean with its 95% interval, or ``x (n = 1)`` where there is one value and so no interval."""
+    """A mean with its 95% interval, or ``x (one seed)`` where there is one value and so no interval."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
     if n is None or n <= 1:
-        return f"{fmt(x)} (n = 1)"
+        return f"{fmt(x)} (one seed)"
     if not _spread(ci):
         return f"{fmt(x)} (same on all {n} seeds)" if ci and all(_finite(c) for c in ci) else f"{fmt(x)} (n = {n})"
     return f"{fmt(x)} [{ci[0]:.3g}, {ci[1]:.3g}]"
@@ -122,78 +123,6 @@ def why_undecided(c: dict[str, Any]) -> str:
         iv = f"Δ [{lo:.3g}, {hi:.3g}]" if _spread([lo, hi]) else f"Δ {lo:.3g} on every one"
         parts.append(f"{iv} over {p['n']} {p['unit']}; {p['text']}")
     return "; ".join(parts)
-
-
-_GREEK = dict(alpha="α", beta="β", gamma="γ", delta="δ", epsilon="ε", varepsilon="ε", zeta="ζ", eta="η", theta="θ",
-              vartheta="ϑ", iota="ι", kappa="κ", lambda_="λ", mu="μ", nu="ν", xi="ξ", pi="π", rho="ρ", sigma="σ",
-              tau="τ", upsilon="υ", phi="φ", varphi="φ", chi="χ", psi="ψ", omega="ω", Gamma="Γ", Delta="Δ",
-              Theta="Θ", Lambda="Λ", Xi="Ξ", Pi="Π", Sigma="Σ", Upsilon="Υ", Phi="Φ", Psi="Ψ", Omega="Ω")
-_GREEK["lambda"] = _GREEK.pop("lambda_")
-_SYMBOLS = {**_GREEK, "times": "×", "cdot": "·", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "neq": "≠", "ne": "≠",
-            "approx": "≈", "sim": "∼", "simeq": "≃", "propto": "∝", "infty": "∞", "in": "∈", "notin": "∉",
-            "subset": "⊂", "subseteq": "⊆", "to": "→", "rightarrow": "→", "leftarrow": "←", "Rightarrow": "⇒",
-            "mapsto": "↦", "pm": "±", "mp": "∓", "ell": "ℓ", "partial": "∂", "nabla": "∇", "sum": "Σ", "prod": "Π",
-            "int": "∫", "cdots": "⋯", "ldots": "…", "dots": "…", "forall": "∀", "exists": "∃", "langle": "⟨",
-            "rangle": "⟩", "Vert": "‖", "lVert": "‖", "rVert": "‖", "|": "‖", "mid": "|", "top": "⊤", "circ": "∘",
-            "star": "⋆", "ast": "∗", "odot": "⊙", "otimes": "⊗", "oplus": "⊕", "emptyset": "∅", "lfloor": "⌊",
-            "rfloor": "⌋", "lceil": "⌈", "rceil": "⌉", "%": "%", "$": "$", "&": "&", "#": "#", "_": "_",
-            "{": "{", "}": "}", ",": " ", ";": " ", ":": " ", "!": "", " ": " ", "quad": " ", "qquad": "  ",
-            "left": "", "right": "", "big": "", "Big": "", "bigl": "", "bigr": "", "displaystyle": "", "limits": ""}
-_BB = dict(zip("RNZQCEP", "ℝℕℤℚℂ𝔼ℙ"))
-_CAL = dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "𝒜ℬ𝒞𝒟ℰℱ𝒢ℋℐ𝒥𝒦ℒℳ𝒩𝒪𝒫𝒬ℛ𝒮𝒯𝒰𝒱𝒲𝒳𝒴𝒵"))
-_SUP = dict(zip("0123456789+-=()abcdefghijklmnoprstuvwxyzTn", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻᵀⁿ"))
-_SUB = dict(zip("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ"))
-_MATH = re.compile(r"(?<![\\$])\$(?!\s)([^$\n]{1,300}?)(?<![\s\\])\$(?!\d)")
-_ARG = r"(\{[^{}]*\}|\\?[A-Za-z0-9])"
-
-
-def _strip(arg: str) -> str:
-    return arg[1:-1] if arg.startswith("{") and arg.endswith("}") else arg
-
-
-def _script(arg: str, table: dict[str, str], mark: str) -> str:
-    body = _strip(arg).strip()
-    if body and all(ch in table for ch in body):
-        return "".join(table[ch] for ch in body)
-    return f"{mark}{body}" if len(body) == 1 else f"{mark}\x02{body}\x03"  # marks become ^(...) at the end
-
-
-def _paren(x: str) -> str:
-    x = x.strip()
-    return x if re.fullmatch(r"[\w.′]+", x) else f"({x})"
-
-
-def _math_to_text(m: str) -> str:
-    # symbols without arguments first (so that \frac{1}{\epsilon} sees ε), commands with arguments innermost-first
-    s = re.sub(r"\\([A-Za-z]+|[^A-Za-z])", lambda g: _SYMBOLS.get(g.group(1), g.group(0)), m)
-    for _ in range(8):
-        prev = s
-        s = re.sub(r"\\[dt]?frac\s*" + _ARG + r"\s*" + _ARG,
-                   lambda g: f"{_paren(_strip(g.group(1)))}/{_paren(_strip(g.group(2)))}", s)
-        s = re.sub(r"\\sqrt\s*" + _ARG, lambda g: "√" + _paren(_strip(g.group(1))), s)
-        s = re.sub(r"\\mathbb\s*" + _ARG, lambda g: "".join(_BB.get(c, c) for c in _strip(g.group(1))), s)
-        s = re.sub(r"\\mathcal\s*" + _ARG, lambda g: "".join(_CAL.get(c, c) for c in _strip(g.group(1))), s)
-        s = re.sub(r"\\(?:mathbf|mathrm|mathit|mathsf|boldsymbol|bm|text|textbf|textit|operatorname|mbox|hat|bar|"
-                   r"tilde|widehat|widetilde|overline)\s*" + _ARG, lambda g: _strip(g.group(1)), s)
-        s = re.sub(r"\^\s*(\{[^{}\\]*\}|[^\s{}\\\x02\x03])", lambda g: _script(g.group(1), _SUP, "\x00"), s)
-        s = re.sub(r"_\s*(\{[^{}\\]*\}|[^\s{}\\\x02\x03])", lambda g: _script(g.group(1), _SUB, "\x01"), s)
-        if s == prev:
-            break
-    s = re.sub(r"\\([A-Za-z]+)", lambda g: "√" if g.group(1) == "sqrt" else g.group(1), s)  # unknown: its name
-    s = s.replace("{", "").replace("}", "").replace("\x00", "^").replace("\x01", "_")
-    s = s.replace("\x02", "(").replace("\x03", ")")
-    return re.sub(r"\s+", " ", s).strip()
-
-
-def latex_to_text(text: str) -> str:
-    """Inline LaTeX (``$...$``) as plain Unicode text: ``$\\chi^2$`` -> ``χ²``, ``$O(d^{\\frac32})$`` -> ``O(d^(3/2))``;
-    outside math, ``--`` between words becomes an en dash and ``\\%`` a percent sign. Text without math is
-    returned unchanged (a lone ``$`` such as a price stays)."""
-    if not text:
-        return text or ""
-    out = _MATH.sub(lambda g: _math_to_text(g.group(1)), text)
-    out = re.sub(r"(?<=\w)--(?=\w)", "–", out)
-    return out.replace("\\%", "%")
 
 
 # links
@@ -259,7 +188,7 @@ def why_section(readme: str) -> tuple[str, str] | None:
     """``(heading, anchor)`` of the README section that explains a verdict other than "holds": the first section
     that says something does not hold, else the "what reproduces" section."""
     secs = readme_sections(readme)
-    for _, head, anchor, body in secs:
+    for level, head, anchor, body in sorted(secs, key=lambda s: s[0] == 1):  # the title's intro comes last
         if _NOT_HOLD.search(body) or _NOT_HOLD.search(head):
             return head, anchor
     for _, head, anchor, _ in secs:
@@ -431,12 +360,29 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
     prov_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov)
     n_papers = f"{len(summaries)} paper{'' if len(summaries) == 1 else 's'}"
     n_nc = without_control(all_claims)
+    by_budget: dict[str, list[str]] = {}
+    for pid, s in summaries.items():
+        by_budget.setdefault(s["budget"], []).append(pid)
+    budget_lines = []  # quick and standard results are never added into one total
+    if len(by_budget) > 1:
+        for b in sorted(by_budget, key=("quick", "standard", "full").index):
+            cs = verdict_counts([c for pid in by_budget[b] for c in summaries[pid]["claims"]])
+            budget_lines.append((b, len(by_budget[b]), cs))
     counts_html = (f"<p class='counts'><b>Claims decided over seeds</b> ({sum(counts['claims'].values())}, in {n_papers}): "
                    f"{_count_html(counts['claims'], zero=True)}<br><b>Seed-invariant claims</b> (the same number on every "
                    f"seed: one piece of evidence each; {sum(counts[SEED_INVARIANT].values())}): "
                    f"{_count_html(counts[SEED_INVARIANT], zero=True)}<br><b>Checks</b> (true by construction or by a theorem; "
                    f"reported, never counted as evidence): {_count_html(counts['checks'], zero=True, checks=True)}<br>"
                    f"<b>Claims without a control</b>: {n_nc} (fine against a same-run baseline; a fixed bar needs one)</p>")
+    if budget_lines:
+        counts_html = ("<p class='counts'>These papers ran at different budgets, so their verdicts are counted per "
+                       "budget (a quick-budget verdict is not evidence at the standard size):<br>"
+                       + "<br>".join(f"<b>{b} budget</b> ({n} paper{'s' if n != 1 else ''}): claims "
+                                     f"{_count_html(cs['claims'], zero=True)}; seed-invariant "
+                                     f"{_count_html(cs[SEED_INVARIANT], zero=True)}; checks "
+                                     f"{_count_html(cs['checks'], zero=True, checks=True)}"
+                                     for b, n, cs in budget_lines)
+                       + f"<br><b>Claims without a control</b>: {n_nc}</p>")
     claims_head = ("<tr><th>id</th><th>claim</th><th>it would not hold if</th><th>paper's figure</th><th>measured (95% CI)</th>"
                    "<th>reference (same run)</th><th>control (same test)</th><th>measured − reference (95% CI)</th>"
                    "<th>verdict</th></tr>")
@@ -457,10 +403,19 @@ def build_report(out: str | Path = "runs", *, command: str | None = None) -> Pat
     atomic_write_bytes(rdir / "index.html", index.encode())
 
     md = ["# icml26 report", "", "## Provenance", ""] + [f"- **{k}:** {v}" for k, v in prov]
-    md += ["", "## Verdicts", "", f"- **Claims decided over seeds:** {_count_text(counts['claims'], zero=True)}",
-           f"- **Seed-invariant claims** (one piece of evidence each): {_count_text(counts[SEED_INVARIANT], zero=True)}",
-           f"- **Claims without a control:** {n_nc}",
-           f"- **Checks** (true by construction; not counted): {_count_text(counts['checks'], zero=True)}", "",
+    if budget_lines:
+        md += ["", "## Verdicts (per budget: the papers ran at different budgets)", ""]
+        md += [f"- **{b} budget** ({n} papers): claims {_count_text(cs['claims'], zero=True)}; seed-invariant "
+               f"{_count_text(cs[SEED_INVARIANT], zero=True)}; checks {_count_text(cs['checks'], zero=True)}"
+               for b, n, cs in budget_lines]
+        md += [f"- **Claims without a control:** {n_nc}", ""]
+    else:
+        md += ["", "## Verdicts", "", f"- **Claims decided over seeds:** {_count_text(counts['claims'], zero=True)}",
+               f"- **Seed-invariant claims** (one piece of evidence each): "
+               f"{_count_text(counts[SEED_INVARIANT], zero=True)}",
+               f"- **Claims without a control:** {n_nc}",
+               f"- **Checks** (true by construction; not counted): {_count_text(counts['checks'], zero=True)}", ""]
+    md += [
            "## Papers", "", "| id | method | paper and code | claims | seed-invariant | checks | run |",
            "|---|---|---|---|---|---|---|",
            *md_papers, ""]
@@ -557,7 +512,7 @@ def _verdict_cell(c: dict[str, Any], why: tuple[str, str] | None, page: str) -> 
         cls = "check-failed"
     link = ""
     if why and v != "holds" and c.get("kind", "claim") == "claim":
-        link = f"<br><a class='small' href='{page}#{why[1]}'>why: README § {html.escape(latex_to_text(why[0]))}</a>"
+        link = f"<br><a class='small' href='{page}#{why[1]}'>why: README § {html.escape(markdown_to_text(latex_to_text(why[0])))}</a>"
     n, nf = c.get("n_seeds"), c.get("n_finite")
     text = v + (f" ({nf}/{n} seeds finite)" if n is not None and nf is not None and nf < n else "")
     undecided = why_undecided(c) if c.get("kind", "claim") == "claim" else ""
@@ -572,7 +527,7 @@ def _diff(c: dict[str, Any]) -> str:
     pc = c.get("paired_ci")
     if c.get("n_seeds", 1) <= 1 and pc and len(pc) == 2 and all(_finite(x) for x in pc):
         return f"[{pc[0]:.3g}, {pc[1]:.3g}] over instances"
-    return "n = 1" if c.get("n_seeds", 1) <= 1 and c["op"] != "in" else "—"
+    return "one seed" if c.get("n_seeds", 1) <= 1 and c["op"] != "in" else "—"
 
 
 def _claim_row(pid: str, c: dict[str, Any], why: tuple[str, str] | None, index: bool) -> str:
@@ -644,7 +599,7 @@ def _paper_page(rdir: Path, p: Any, s: dict[str, Any], why: tuple[str, str] | No
              "<details><summary>Provenance</summary><table class='prov'>"
              + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov if k != "report generated")
              + "</table></details>",
-             f"<h2>Abstract</h2><p>{e(latex_to_text(p.abstract))}</p>"]
+             f"<h2>Abstract</h2><p>{markdown_emphasis_html(e(latex_to_text(p.abstract)))}</p>"]
     head = ("<tr><th>claim</th><th>it would not hold if</th><th>paper's figure</th><th>measured (95% CI)</th>"
             "<th>reference (same run)</th><th>control (same test)</th><th>measured − reference (95% CI)</th>"
             "<th>verdict</th><th>per seed</th>"
