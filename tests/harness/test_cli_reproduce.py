@@ -130,3 +130,12 @@ def test_process_pool_start_lines_follow_the_pool(fake_papers):
     assert lines[:2] == ["start A03 seed 0 (1/2)", "start A03 seed 1 (2/2)"]
     assert sorted(ln.split(":")[0] for ln in lines[2:]) == ["done  A03 seed 0", "done  A03 seed 1"]
     assert "2 at a time on local" in r.output
+
+
+def test_verbose_shows_each_seed_and_claim_as_it_arrives(fake_papers):
+    quiet = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "q"), "--no-report"])
+    loud = run(["-v", "reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "v"),
+                "--no-report"])
+    assert loud.exit_code == 0, loud.output
+    assert "A03 seed 0 (quick) finished in" in loud.output and "finished in" not in quiet.output
+    assert re.search(r"claim +holds", loud.output) and "check" in loud.output

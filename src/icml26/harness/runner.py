@@ -95,6 +95,7 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
     }
     pngs: dict[str, bytes] = {}
     t0 = time.perf_counter()
+    log.info("%s seed %s (%s budget, %s threads): started", job.paper, job.seed, job.budget, job.threads)
     try:
         _set_threads(job.threads)
         mod = importlib.import_module(job.module)
@@ -195,6 +196,13 @@ def execute(
         records.append(rec)
         if rec["status"] != "ok":
             log.error("%s seed %s crashed:\n%s", rec["paper"], rec["seed"], rec["error"])
+        elif log.isEnabledFor(logging.INFO):  # -v: every claim and check of the seed as it arrives
+            log.info("%s seed %s (%s) finished in %.1f s: %d claims and checks", rec["paper"], rec["seed"],
+                     rec["budget"], rec.get("wall_time") or 0.0, len(rec["claims"]))
+            for c in rec["claims"]:
+                log.info("  %s %-13s %s (measured %s, %s %s)", "check" if c.get("kind") == "check" else "claim",
+                         c.get("verdict"), c.get("statement"), _short(c.get("measured")), c.get("op"),
+                         _short(c.get("reference")))
         if on_done:
             on_done(rec)
 
@@ -430,6 +438,14 @@ def _set_threads(n: int) -> None:
         torch.set_num_threads(max(1, n))
     except ImportError:  # pragma: no cover
         pass
+
+
+def _short(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(_short(v) for v in x) + "]"
+    return str(x)
 
 
 def _safe(name: str) -> str:

@@ -20,11 +20,14 @@ decided from them should go through :func:`compare_times` instead.
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
+
+log = logging.getLogger(__name__)
 
 Clock = Literal["cpu", "wall"]
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
@@ -166,7 +169,11 @@ def compare_times(method: Callable[[], object], baseline: Callable[[], object], 
             t0 = now()
             fns[name]()
             arms[name].append(now() - t0)
-    return TimedComparison(arms["method"], arms["baseline"], arms["control"], clock=clock, tolerance=float(tolerance))
+    result = TimedComparison(arms["method"], arms["baseline"], arms["control"], clock=clock, tolerance=float(tolerance))
+    log.info("timed %s against %s over %d repeats (%s time): ratio %.3g, same-work control %.3g%s",
+             getattr(method, "__name__", "method"), getattr(baseline, "__name__", "baseline"), repeats, clock,
+             result.ratio, result.control_ratio, "" if result.stable else " (unstable)")
+    return result
 
 
 def _clock(clock: str) -> Callable[[], float]:
