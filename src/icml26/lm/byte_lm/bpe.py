@@ -154,6 +154,10 @@ class ByteBPE:
                     pattern[:80])
             self._byte_ids = [i for i, b in enumerate(self.token_bytes) if b is not None]
             self._mask_cache: dict = {}
+            self._mask_cap = max(1000, 2**28 // self.vocab_size)   # masks cached (about 256 MB at most)
+            self._all_known = np.ones(self.vocab_size, dtype=bool)
+            self._all_known.flags.writeable = False
+            self._pc = None
             self.valid = None
             self.reachable = np.array([b is not None for b in self.token_bytes])
 
@@ -239,23 +243,44 @@ class ByteBPE:
         return valid
 
     def pretok_state(self, suffix: tuple) -> list:
-        """Shared, lazily filled prefix-canonicity state of token ids ``suffix`` after a stable cut (regex
-        pre-tokenizers only): ``[allowed [V] bool, known [V] bool, can_end]``, where ``allowed[v]`` (valid once
-        ``known[v]``) says suffix + (v,) is prefix-canonical and ``can_end`` that suffix is canonical."""
+        """Shared prefix-canonicity state of token ids ``suffix`` after a stable cut (regex pre-tokenizers only):
+        ``[allowed [V] bool, known [V] bool, can_end]``, where ``allowed[v]`` (valid once ``known[v]``) says
+        suffix + (v,) is prefix-canonical and ``can_end`` that suffix is canonical. For the GPT-2 and Llama-3
+        patterns the whole mask is computed at once with array operations (``pcmask.py``); for other patterns it
+        is filled lazily token by token (the reference, ``pretok_mask_reference``)."""
         st = self._mask_cache.get(suffix)
         if st is None:
-            if len(self._mask_cache) > 20000:
+            if len(self._mask_cache) >= self._mask_cap:
                 self._mask_cache.clear()
             data = self.decode(suffix)
-            known = ~self.reachable  # special/added tokens: never allowed
-            st = [np.zeros(self.vocab_size, dtype=bool), known.copy(), self.pretok.canonical(list(suffix), data)]
+            can_end = self.pretok.canonical(list(suffix), data)
+            if self.pretok._known:
+                allowed = self.pc_masks.mask(suffix, data)
+                allowed.flags.writeable = False
+                st = [allowed, self._all_known, can_end]
+            else:
+                st = [np.zeros(self.vocab_size, dtype=bool), ~self.reachable, can_end]
             self._mask_cache[suffix] = st
         return st
+
+    @property
+    def pc_masks(self):
+        """The array-based prefix-canonicity masks of this tokenizer (built on first use: about a second at
+        V = 64k)."""
+        if self._pc is None:
+            from .pcmask import PrefixCanonicalMasks
+            from .pretok import PROBES
+
+            self._pc = PrefixCanonicalMasks(self.pretok, self.token_bytes, self.token_id, self.merges,
+                                            self._byte_ids, self.vocab_size, PROBES)
+        return self._pc
 
     def pretok_allowed(self, suffix: tuple, tokens, stop_at_first: bool = False) -> np.ndarray:
         """allowed[tokens] for ``suffix`` (computing what is not known yet); with ``stop_at_first`` stop at the first
         allowed token (the rest may stay False)."""
         allowed, known, _ = self.pretok_state(suffix)
+        if known is self._all_known:
+            return allowed[tokens]
         tokens = np.asarray(tokens, dtype=np.int64)
         todo = tokens[~known[tokens]]
         if len(todo):
@@ -269,9 +294,19 @@ class ByteBPE:
 
     def pretok_mask(self, suffix: tuple) -> tuple[np.ndarray, bool]:
         """(allowed [V], can_end) for token ids ``suffix`` after a stable cut, all tokens decided."""
-        self.pretok_allowed(suffix, self._byte_ids)
-        allowed, _, can_end = self.pretok_state(suffix)
+        allowed, known, can_end = self.pretok_state(suffix)
+        if known is not self._all_known:
+            self.pretok_allowed(suffix, self._byte_ids)
         return allowed, can_end
+
+    def pretok_mask_reference(self, suffix: tuple) -> np.ndarray:
+        """allowed [V] for ``suffix`` decided token by token with ``Pretokenizer.prefix_canonical`` (the reference
+        the array-based masks are tested against; not cached)."""
+        ids, data = list(suffix), self.decode(suffix)
+        out = np.zeros(self.vocab_size, dtype=bool)
+        for v in self._byte_ids:
+            out[v] = self.pretok.prefix_canonical(ids + [v], data + self.token_bytes[v])
+        return out
 
     def row(self, ids: Sequence[int]) -> int:
         """Row of ``valid`` for the token that follows ``ids`` (the start row for an empty sequence)."""
