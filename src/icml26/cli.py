@@ -623,6 +623,14 @@ def print_claims(summaries: dict) -> None:
     if n_nc:
         console.print(f"{n_nc} of {sum(counts['claims'].values()) + sum(counts['seed-invariant'].values())} claims "
                       "carry no control (fine against a same-run baseline)")
+    skipped = [(pid, m) for pid, s in summaries.items() for m in s.get("missing_peers") or []]
+    if skipped:
+        from rich.markup import escape
+
+        console.print("[yellow]Skipped because an optional package is not installed:[/]")
+        for pid, m in skipped:
+            console.print(escape(f"  {pid}: {m.get('what')} (needs {m.get('module')}: "
+                                 f"pip install 'icml26[{m.get('extra')}]')"))
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -19,6 +19,9 @@ FAKE = textwrap.dedent('''
 
     def reproduce(budget, seed):
         time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+        if os.environ.get("FAKE_PEER"):
+            from icml26.harness.peers import peer_available
+            peer_available(os.environ["FAKE_PEER"], "peers", "the fake cross-check")
         nan_on_seed_1 = float("nan") if seed == 1 else 0.5
         return Outcome(metrics={"m": 1.0 + seed}, claims=[
             Claim("fake m below 2", measured=1.0 + 0.1 * seed, op="<", reference=2.0, baseline="two",
@@ -139,3 +142,15 @@ def test_verbose_shows_each_seed_and_claim_as_it_arrives(fake_papers):
     assert loud.exit_code == 0, loud.output
     assert "A03 seed 0 (quick) finished in" in loud.output and "finished in" not in quiet.output
     assert re.search(r"claim +holds", loud.output) and "check" in loud.output
+
+
+def test_a_peer_skipped_for_a_missing_package_is_named_with_its_extra(fake_papers, monkeypatch):
+    monkeypatch.setenv("FAKE_PEER", "a_package_that_is_not_installed")
+    r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "p"), "--no-report"])
+    assert r.exit_code == 0, r.output
+    assert "Skipped because an optional package is not installed" in r.output
+    assert "A03: the fake cross-check (needs a_package_that_is_not_installed: pip install 'icml26[peers]')" in \
+        " ".join(r.output.split())
+    monkeypatch.setenv("FAKE_PEER", "json")   # installed: nothing skipped
+    r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "q"), "--no-report"])
+    assert "Skipped because" not in r.output

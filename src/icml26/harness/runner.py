@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .budget import Budget
 from .figures import tidy_figure
 from .outcome import Outcome, _num
+from .peers import missing_peers, reset_missing_peers
 from .provenance import command_line, run_env
 from .stats import aggregate_claims, aggregate_metrics
 from .store import ResultStore, atomic_write_bytes, check_writable, valid_records
@@ -96,6 +97,7 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
     pngs: dict[str, bytes] = {}
     t0 = time.perf_counter()
     log.info("%s seed %s (%s budget, %s threads): started", job.paper, job.seed, job.budget, job.threads)
+    reset_missing_peers()
     try:
         _set_threads(job.threads)
         mod = importlib.import_module(job.module)
@@ -107,6 +109,7 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
         record["tables"] = {k: [{kk: _num(vv) if isinstance(vv, (int, float)) else str(vv) if vv is not None else None
                                  for kk, vv in row.items()} for row in rows] for k, rows in outcome.tables.items()}
         record["notes"] = outcome.notes
+        record["missing_peers"] = missing_peers()
         for name, fig in outcome.figures.items():
             rel = f"figures/{job.paper}/{run_id}-{_safe(name)}.png"
             buf = io.BytesIO()
@@ -297,6 +300,7 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
             "claims": aggregate_claims([r["claims"] for r in ok]),
             "metrics": aggregate_metrics([r["metrics"] for r in ok]),
             "wall_time": sum(walls) / len(walls) if walls else math.nan,
+            "missing_peers": _unique([m for r in ok for m in r.get("missing_peers") or []]),
             "records": ok,
         }
     return out
@@ -438,6 +442,10 @@ def _set_threads(n: int) -> None:
         torch.set_num_threads(max(1, n))
     except ImportError:  # pragma: no cover
         pass
+
+
+def _unique(items: list[Any]) -> list[Any]:
+    return [m for i, m in enumerate(items) if m not in items[:i]]
 
 
 def _short(x: Any) -> str:

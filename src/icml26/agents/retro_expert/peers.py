@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from icml26.harness.peers import peer_available
+from icml26.harness.validate import require_package
+
 from .chemistry import TEMPLATES, ReactionTemplate, reactant_set
 
 
 def rdchiral_available() -> bool:
-    try:
-        import rdchiral.main  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether rdchiral is installed (a run without it says so in its summary, with the extra that adds it)."""
+    return peer_available("rdchiral", "peers", "B06's agreement check against rdchiral's template application")
 
 
 def rdchiral_agreement(products: list[str], templates: tuple[ReactionTemplate, ...] = TEMPLATES) -> float:
     """Fraction of (product, template) pairs where rdchiral's outcome set equals ours (canonical, order-invariant
     reactant sets). Products here carry no stereochemistry, so the two must agree exactly."""
-    from rdchiral.main import rdchiralReactants, rdchiralReaction, rdchiralRun
+    rdchiral = require_package("rdchiral.main", "peers", purpose="rdchiral_agreement")
+    rdchiralReactants, rdchiralReaction, rdchiralRun = (rdchiral.rdchiralReactants, rdchiral.rdchiralReaction,
+                                                         rdchiral.rdchiralRun)
 
     rxns = [rdchiralReaction(t.retro[0]) for t in templates]
     same = total = 0

@@ -24,6 +24,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from icml26.harness import Budget, Claim, Outcome, compare_times, interleaved_times, seed_everything
+from icml26.harness.peers import peer_available
 
 from .drao import brute_force_robust, policy_robust_value, solve_drao, transformed_revenues
 from .duals import primal_robust_value
@@ -163,11 +164,8 @@ def _joint_law(v: np.ndarray, S: np.ndarray, r: np.ndarray) -> tuple[np.ndarray,
 def brute_force_experiment(sz: Sizes, rng: np.random.Generator):
     """DRAO vs exhaustive search over joint policies on small random instances. Both chosen policies are also
     scored by the cvxpy primal (:func:`primal_robust_value`) when cvxpy is installed."""
-    try:
-        import cvxpy  # noqa: F401
-        primal = primal_robust_value
-    except ImportError:
-        primal = None
+    have_cvxpy = peer_available("cvxpy", "peers", "A08's exactness check scored by the cvxpy primal program")
+    primal = primal_robust_value if have_cvxpy else None
     rows = []
     for K, n in ((1, 6), (1, 8), (2, 5), (3, 4)):
         for cap in (None, 2):

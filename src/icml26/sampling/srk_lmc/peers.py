@@ -13,15 +13,15 @@ from typing import Callable
 
 import numpy as np
 
+from icml26.harness.peers import peer_available
+from icml26.harness.validate import require_package
+
 __all__ = ["torchsde_available", "torchsde_srk"]
 
 
 def torchsde_available() -> bool:
-    try:
-        import torchsde  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether torchsde is installed (a run without it says so in its summary, with the extra that adds it)."""
+    return peer_available("torchsde", "peers", "A03's cross-check against torchsde's SRK solver")
 
 
 def torchsde_srk(grad_U: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, h: float, dW: np.ndarray,
@@ -32,7 +32,8 @@ def torchsde_srk(grad_U: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, h: 
     (float64) and the number of drift evaluations torchsde made (each over the whole batch).
     """
     import torch
-    import torchsde
+
+    torchsde = require_package("torchsde", "peers", purpose="torchsde_srk")
     from torchsde._brownian.brownian_base import BaseBrownian
 
     class PathBrownian(BaseBrownian):
