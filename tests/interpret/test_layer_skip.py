@@ -28,7 +28,11 @@ from icml26.interpret.layer_skip import (
     fastv_pruning,
     find_blocks,
     layer_redundancy,
+    load_tiny_vlm,
+    per_example_redundancy,
     plan_flops,
+    spearman,
+    uniform_vision_share,
     unique_information_probe,
 )
 from icml26.interpret.layer_skip.testbed import N_TEXT, N_VISION, answer_correct, train_tiny_vlm
@@ -333,41 +337,179 @@ def test_exit_rule_relative_to_the_uniform_vision_share():
 
 # --- bad input and determinism ----------------------------------------------------------------------------
 
-def test_bad_inputs_raise(vlm, llama):
-    with pytest.raises(TypeError, match="no transformer blocks"):
-        collect_trace(nn.Linear(3, 3), torch.zeros(2, 3), torch.zeros(3, dtype=torch.bool))
-    with pytest.raises(TypeError, match="nn.Module"):
-        find_blocks("not a model")
+def _tiny_trace(attn: bool = True) -> HiddenTrace:
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(3, 4, 5, 6, generator=g)                           # L = 2, B = 4, N = 5 (4 vision + 1 text)
+    a = torch.softmax(torch.randn(2, 4, 2, 5, 5, generator=g), -1) if attn else None
+    return HiddenTrace(h, a, torch.arange(5) < 4)
+
+
+def _report(**kw) -> RedundancyReport:
+    base = dict(R_vision=np.array([0.9, 0.99]), R_text=np.array([0.8, 0.9]), A=np.array([0.5, 0.4]))
+    base.update(kw)
+    return RedundancyReport(**base)
+
+
+def _enter(cm):
+    with cm:
+        pass
+
+
+_COST = BlockCost(d=8, d_ff=16)
+_NAN_H = torch.zeros(3, 2, 5, 4)
+_NAN_H[1, 0, 0, 0] = float("nan")
+_Y = np.arange(4) % 2
+
+# (callable, kwargs, error type, message fragment); every case would return a number (or an object) or fail deep
+# inside torch / numpy / scipy / sklearn without its check
+BAD_INPUTS = [
+    (lambda **k: collect_trace(**k), dict(model=nn.Linear(3, 3), inputs=torch.zeros(2, 3),
+                                          vision_mask=torch.zeros(3, dtype=torch.bool)), TypeError, "no transformer"),
+    (lambda **k: collect_trace(**k), dict(model=_Plain(), inputs=torch.zeros(2, 7, 8), vision_mask=torch.zeros(7)),
+     TypeError, "vision_mask must be a bool"),
+    (lambda **k: collect_trace(**k), dict(model=_Plain(), inputs=torch.zeros(2, 7, 8),
+                                          vision_mask=torch.zeros(7, dtype=torch.bool), attentions="no"),
+     TypeError, "attentions"),
+    (lambda **k: collect_trace(**k), dict(model=_Plain(), inputs=torch.zeros(2, 7, 8), attentions=False,
+                                          vision_mask=torch.zeros(7, dtype=torch.bool), valid_mask=torch.ones(7)),
+     TypeError, "valid_mask"),
+    (lambda **k: collect_trace(**k), dict(model=_Plain(), inputs=torch.zeros(2, 7, 8), attentions=False,
+                                          vision_mask=torch.zeros(5, dtype=torch.bool)), ValueError, "shape"),
+    (lambda **k: find_blocks(**k), dict(model="not a model"), TypeError, "nn.Module"),
+    (lambda **k: HiddenTrace(**k), dict(hidden=_NAN_H, attn=None, vision_mask=torch.arange(5) < 4), ValueError,
+     "NaN"),
+    (lambda **k: HiddenTrace(**k), dict(hidden=torch.zeros(2, 5, 4), attn=None, vision_mask=torch.arange(5) < 4),
+     TypeError, "hidden"),
+    (lambda **k: HiddenTrace(**k), dict(hidden=torch.zeros(3, 2, 5, 4), attn=None, vision_mask=torch.arange(6) < 4),
+     ValueError, "vision_mask has shape"),
+    (lambda **k: layer_redundancy(**k), dict(trace="not a trace"), TypeError, "HiddenTrace"),
+    (lambda **k: layer_redundancy(**k), dict(trace=_tiny_trace(), mask="audio"), ValueError, "unknown token type"),
+    (lambda **k: per_example_redundancy(**k), dict(trace=_tiny_trace(), mask=torch.ones(3, dtype=torch.bool)),
+     ValueError, "mask has shape"),
+    (lambda **k: block_influence(**k), dict(trace=object()), TypeError, "HiddenTrace"),
+    (lambda **k: adjacent_token_redundancy(**k), dict(trace=_tiny_trace(), grid=(2.5, 2)), TypeError, "grid rows"),
+    (lambda **k: adjacent_token_redundancy(**k), dict(trace=_tiny_trace(), grid=(0, 4)), ValueError, "grid rows"),
+    (lambda **k: cross_modal_attention(**k), dict(trace=_tiny_trace(attn=False)), ValueError, "no attention"),
+    (lambda **k: unique_information_probe(**k), dict(trace=_tiny_trace(), y=np.array([0.0, 1.0, np.nan, 1.0])),
+     ValueError, "NaN"),
+    (lambda **k: unique_information_probe(**k), dict(trace=_tiny_trace(), y=_Y, n_folds=1), ValueError, "n_folds"),
+    (lambda **k: unique_information_probe(**k), dict(trace=_tiny_trace(), y=_Y, n_folds=9), ValueError, "n_folds"),
+    (lambda **k: unique_information_probe(**k), dict(trace=_tiny_trace(), y=_Y, n_folds=2, C=0.0), ValueError,
+     "C must be > 0"),
+    (lambda **k: unique_information_probe(**k), dict(trace=_tiny_trace(), y=np.zeros(5)), ValueError,
+     "one label per example"),
+    (lambda **k: _report(**k), dict(R_vision=np.array([np.nan, 0.9])), ValueError, "R_vision has 1 NaN"),
+    (lambda **k: _report(**k), dict(A=np.array([0.5])), ValueError, "A must have shape"),
+    (lambda **k: _report(**k), dict(U=np.array([0.1, 0.0])), ValueError, "U must have shape"),
+    (lambda **k: _report(**k), dict(A_uniform=0.0), ValueError, "A_uniform"),
+    (lambda **k: RedundancyReport.from_trace(_tiny_trace(), y=_Y, **k), dict(n_fold=2), ValueError, "unknown keys"),
+    (lambda **k: _report().recommend(**k), dict(eps_U=float("nan")), ValueError, "eps_U"),
+    (lambda **k: _report().recommend(**k), dict(tau_R="high"), TypeError, "tau_R"),
+    (lambda **k: _report().recommend(**k), dict(tau_A=1.5), ValueError, "tau_A"),
+    (lambda **k: _report().recommend(**k), dict(relative_A=True), ValueError, "A_uniform"),
+    (lambda **k: spearman(**k), dict(x=[1.0, 2.0, 3.0], y=[1.0, 2.0]), ValueError, "same length"),
+    (lambda **k: spearman(**k), dict(x=[1.0, np.nan, 3.0], y=[1.0, 2.0, 3.0]), ValueError, "NaN"),
+    (lambda **k: spearman(**k), dict(x=[1.0], y=[2.0]), ValueError, "at least 2"),
+    (lambda **k: uniform_vision_share(**k), dict(vision_mask=torch.tensor([1, 0, 0])), TypeError, "bool"),
+    (lambda **k: uniform_vision_share(**k), dict(vision_mask=torch.tensor([True, False]), causal="yes"),
+     TypeError, "causal"),
+    (lambda **k: SkipPlan(**k), dict(skip_vision=3), TypeError, "skip_vision"),
+    (lambda **k: SkipPlan(**k), dict(skip_vision=(1, 1)), ValueError, "twice"),
+    (lambda **k: SkipPlan(**k), dict(skip_all=(0.5,)), TypeError, "skip_all block index"),
+    (lambda **k: SkipPlan(**k), dict(vision_entry=-1), ValueError, "vision_entry"),
+    (lambda **k: _enter(apply_skip_plan(**k)), dict(model=_Plain(), plan="skip block 1", vision_mask=VM), TypeError,
+     "SkipPlan"),
+    (lambda **k: _enter(apply_skip_plan(**k)), dict(model=_Plain(), plan=SkipPlan(skip_vision=(3,)), vision_mask=VM),
+     ValueError, "out of range"),
+    (lambda **k: _enter(fastv_pruning(**k)), dict(model=_Plain(), vision_mask=VM, K=1, keep="half"), TypeError,
+     "keep"),
+    (lambda **k: _enter(fastv_pruning(**k)), dict(model=_Plain(), vision_mask=VM, K=1, keep=1.5), ValueError, "keep"),
+    (lambda **k: _enter(fastv_pruning(**k)), dict(model=_Plain(), vision_mask=VM, K=0), ValueError, "K must be"),
+    (lambda **k: BlockCost(**k), dict(d=0, d_ff=16), ValueError, "d must be"),
+    (lambda **k: BlockCost(**k), dict(d=8, d_ff=16.5), TypeError, "d_ff"),
+    (lambda **k: plan_flops(**k), dict(plan=SkipPlan(), vision_mask=VM, num_layers=0, cost=_COST), ValueError,
+     "num_layers"),
+    (lambda **k: plan_flops(**k), dict(plan=SkipPlan(), vision_mask=VM.long(), num_layers=3, cost=_COST), TypeError,
+     "vision_mask"),
+    (lambda **k: plan_flops(**k), dict(plan=SkipPlan(), vision_mask=VM, num_layers=3, cost=(8, 16)), TypeError,
+     "BlockCost"),
+    (lambda **k: plan_flops(**k), dict(plan=SkipPlan(), vision_mask=VM, num_layers=3, cost=_COST, fastv=(1, 99)),
+     ValueError, "n_keep"),
+    (lambda **k: plan_flops(**k), dict(plan=(1,), vision_mask=VM, num_layers=3, cost=_COST), TypeError, "SkipPlan"),
+    (lambda **k: TinyVLM(**k), dict(cfg="vlm-6L"), TypeError, "TinyVLMConfig"),
+    (lambda **k: replace(VLM_QUICK, **k), dict(lr=-1e-3), ValueError, "lr"),
+    (lambda **k: replace(VLM_QUICK, **k), dict(steps=0), ValueError, "steps"),
+    (lambda **k: replace(VLM_QUICK, **k), dict(hidden_size=30), ValueError, "divisible"),
+    (lambda **k: TinyVLM(replace(VLM_QUICK, num_layers=1))(**k),
+     dict(patches=torch.full((2, N_VISION, 4), float("nan")), input_ids=torch.zeros(2, N_TEXT, dtype=torch.long)),
+     ValueError, "patches has"),
+    (lambda **k: TinyVLM(replace(VLM_QUICK, num_layers=1))(**k),
+     dict(patches=torch.zeros(2, N_VISION, 4), input_ids=torch.full((2, N_TEXT), 99)), ValueError, "input_ids"),
+    (lambda **k: TinyVLM(replace(VLM_QUICK, num_layers=1))(**k),
+     dict(patches=torch.zeros(2, 5, 4), input_ids=torch.zeros(2, N_TEXT, dtype=torch.long)), ValueError, "patches"),
+    (lambda **k: digit_vqa(**k), dict(split_seed=-1), ValueError, "split_seed"),
+    (lambda **k: digit_vqa(**k), dict(split_seed=0.5), TypeError, "split_seed"),
+    (lambda **k: load_tiny_vlm(**k), dict(cfg="vlm-6L"), TypeError, "TinyVLMConfig"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, error, fragment", BAD_INPUTS,
+                         ids=[f"{i}-{c[3][:20]}" for i, c in enumerate(BAD_INPUTS)])
+def test_bad_inputs_raise(fn, kwargs, error, fragment):
+    with pytest.raises(error, match=fragment):
+        fn(**kwargs)
+
+
+def test_bad_inputs_need_a_model(vlm, llama, batch):
+    """Cases that need a built model or the dataset (and the hooks are gone afterwards)."""
     with pytest.raises(ValueError, match="out of range"):
-        with apply_skip_plan(llama, SkipPlan(skip_vision=(3,)), VM):
-            pass
-    with pytest.raises(ValueError, match="out of range"):
-        with apply_skip_plan(llama, SkipPlan(vision_exit=7), VM):
-            pass
+        _enter(apply_skip_plan(llama, SkipPlan(vision_exit=7), VM))
     with pytest.raises(ValueError, match="after vision_exit"):
-        with apply_skip_plan(llama, SkipPlan(vision_exit=1, vision_entry=2), VM):
-            pass
-    with pytest.raises(TypeError, match="bool"):
-        collect_trace(llama, IDS, VM.long())
-    with pytest.raises(ValueError, match="shape"):
-        collect_trace(llama, {"input_ids": IDS, "use_cache": False}, torch.ones(4, dtype=torch.bool))
-    with pytest.raises(ValueError, match="K must be"):
-        with fastv_pruning(llama, VM, K=0):
-            pass
+        _enter(apply_skip_plan(llama, SkipPlan(vision_exit=1, vision_entry=2), VM))
     with pytest.raises(ValueError, match="eager"):
         from transformers import LlamaConfig, LlamaForCausalLM
 
         sdpa = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64,
                                             num_hidden_layers=1, num_attention_heads=4, attn_implementation="sdpa"))
         collect_trace(sdpa, {"input_ids": IDS, "use_cache": False}, VM)
-    with pytest.raises(ValueError, match="patches"):
-        vlm(torch.zeros(2, 5, 4), torch.zeros(2, N_TEXT, dtype=torch.long))
-    tr = collect_trace(llama, {"input_ids": IDS, "use_cache": False}, VM)
-    with pytest.raises(ValueError, match="one label per example"):
-        unique_information_probe(tr, np.zeros(5))
-    with pytest.raises(ValueError, match="unknown token type"):
-        layer_redundancy(tr, "audio")
+    with pytest.raises(ValueError, match="idx must hold indices"):
+        batch.subset([0, 10 ** 6])
+    with pytest.raises(TypeError, match="idx must hold integers"):
+        batch.subset(torch.tensor([0.5]))
+    with apply_skip_plan(vlm, SkipPlan(vision_exit=0), vlm.vision_mask):
+        tr0 = collect_trace(vlm, batch.inputs(), vlm.vision_mask)
+    with pytest.raises(ValueError, match="covers 4 of its 20 tokens"):
+        cross_modal_attention(tr0)
     assert _hooks(llama) == 0 and _hooks(vlm) == 0
+
+
+def test_padding_is_neither_text_nor_vision():
+    """Review finding 5: padding tokens were counted as text (text = ~vision, attention_mask ignored): right-padding
+    one example by 4 moved A from 0.770 to 0.719 and R(T) from 0.981 to 0.490. The valid tokens' states are the
+    same with and without the padding, so every measure must be too."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=4, attn_implementation="eager", pad_token_id=0)
+    m = LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(3, 50, (1, 12), generator=torch.Generator().manual_seed(2))
+    vm = torch.arange(12) < 8
+    t1 = collect_trace(m, {"input_ids": ids, "use_cache": False}, vm)
+    ids2 = torch.cat([ids, torch.zeros(1, 4, dtype=torch.long)], 1)
+    am = torch.cat([torch.ones(1, 12), torch.zeros(1, 4)], 1).long()
+    vm2 = torch.arange(16) < 8
+    t2 = collect_trace(m, {"input_ids": ids2, "attention_mask": am, "use_cache": False}, vm2)
+    assert t2.text_mask.sum() == 4 and t2.valid.sum() == 12
+    for mask in ("text", "vision", "all"):
+        assert torch.allclose(layer_redundancy(t1, mask), layer_redundancy(t2, mask), atol=1e-5), mask
+    assert torch.allclose(cross_modal_attention(t1), cross_modal_attention(t2), atol=1e-5)
+    from icml26.interpret.layer_skip import uniform_vision_share
+
+    assert uniform_vision_share(vm2, valid=am[0].bool()) == pytest.approx(uniform_vision_share(vm))
+    # the same with valid_mask= given explicitly (no attention_mask in the inputs)
+    t3 = collect_trace(m, {"input_ids": ids2, "use_cache": False}, vm2, valid_mask=am[0].bool())
+    assert torch.equal(t3.valid_mask, t2.valid_mask)
 
 
 def test_determinism():
@@ -396,7 +538,7 @@ def test_reproduce_quick_is_well_formed():
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) >= 7 and len(checks) == 5
+    assert len(claims) >= 7 and len(checks) == 6
     assert all(c.falsifier for c in claims)
     assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
     for c in out.claims:                 # NaN only where the claim says why (no exit chosen, all skips tie)
@@ -414,6 +556,21 @@ def test_reproduce_quick_is_well_formed():
     assert plan.reference == max(plan.baselines.values())
     assert all(c.control is not None for c in claims if c.bar)
     assert "exit_rule_sweep" in out.tables
+    # review finding 2: block L-1's V-skip is free (its V outputs are never read), so no plan may spend a slot on it
+    name = next(k[: -len("_layers")] for k in out.tables if k.endswith("_layers"))
+    layers = out.tables[f"{name}_layers"]
+    L = len(layers)
+    assert layers[-1]["acc_skip_V"] == pytest.approx(out.metrics[f"{name}_base_acc"])
+    for row in out.tables["plans"]:
+        if row["plan"].startswith(("Skip-It", "skip the last")):
+            assert str(L - 1) not in row["blocks"].strip("()").split(", "), row
+    # review finding 1: the "<= 2 points" bar's control is the label-free skip-the-last-k plan, not a random subset
+    best = next(c for c in claims if "most redundant blocks for V costs" in c.statement)
+    assert best.control == pytest.approx(out.metrics["base_acc"] - out.metrics["lastk_acc"])
+    # review finding 3: the U-shape claim is decided on D (adjacent vision tokens' similarity) at h_1 and h_L
+    u = next(c for c in claims if "U-shape" in c.statement)
+    assert u.measured == pytest.approx(min(layers[0]["D_out"], layers[-1]["D_out"]))
+    assert u.reference == pytest.approx(np.mean([r["D_out"] for r in layers[1:-1]]))
 
 
 def test_reproduce_retrains_the_model_per_seed(monkeypatch):

@@ -25,6 +25,8 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from icml26.harness import validate as v
+
 from .trace import check_layer_index, find_attention, find_blocks, hidden_in, hidden_out, hooks_removed
 
 
@@ -33,12 +35,29 @@ class SkipPlan:
     """A skip plan [A14]. ``skip_vision``: blocks where V is skipped (V keeps its input state, text runs and
     attends to it); ``skip_all``: blocks skipped for every token (ShortGPT-style layer removal);
     ``vision_exit`` e: V is dropped from blocks e..L-1 (None: no exit); ``vision_entry`` s: V is dropped from
-    blocks 0..s-1 (0: no late entry)."""
+    blocks 0..s-1 (0: no late entry).
+
+    Note: in a causal model read at its text positions (answer logits, generation), block L-1's outputs at the
+    vision tokens are never read, so skipping the last block for V changes no output: it is free for every rule
+    (and the reproduction ranks only blocks 0..L-2)."""
 
     skip_vision: tuple[int, ...] = ()
     skip_all: tuple[int, ...] = ()
     vision_exit: int | None = None
     vision_entry: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("skip_vision", "skip_all"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, set, frozenset, range)):
+                raise TypeError(f"{name} must be a tuple of block indices, got {v.describe(value)}")
+            idx = tuple(sorted(v.non_negative_int(f"{name} block index", i) for i in value))
+            if len(set(idx)) != len(idx):
+                raise ValueError(f"{name} lists a block twice: {value!r}")
+            object.__setattr__(self, name, idx)
+        if self.vision_exit is not None:
+            object.__setattr__(self, "vision_exit", v.non_negative_int("vision_exit", self.vision_exit))
+        object.__setattr__(self, "vision_entry", v.non_negative_int("vision_entry", self.vision_entry))
 
     def validate(self, num_layers: int) -> None:
         """``ValueError`` when an index is out of range for a model with ``num_layers`` blocks or entry > exit."""
@@ -139,7 +158,8 @@ def _vision_mask(vision_mask: torch.Tensor, B: int, N: int, device) -> torch.Ten
 
 def _check_mask(vision_mask: Any) -> None:
     if not torch.is_tensor(vision_mask) or vision_mask.dtype != torch.bool or vision_mask.ndim not in (1, 2):
-        raise TypeError("vision_mask must be a bool tensor of shape [N] or [B, N] (True at vision tokens)")
+        raise TypeError("vision_mask must be a bool tensor of shape [N] or [B, N] (True at vision tokens), got "
+                        f"{v.describe(vision_mask)}")
 
 
 @contextmanager
@@ -194,8 +214,7 @@ def fastv_pruning(model: nn.Module, vision_mask: torch.Tensor, K: int = 2, keep:
     L = len(blocks)
     if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= L:
         raise ValueError(f"K must be an int in 1..{L} (prune after block K-1), got {K!r}")
-    if not 0.0 <= keep <= 1.0:
-        raise ValueError(f"keep must be a fraction in [0, 1], got {keep}")
+    keep = v.probability("keep", keep)
     state: dict[str, torch.Tensor | None] = {"keep": None}
 
     def score(mod, args, output):
@@ -234,6 +253,10 @@ class BlockCost:
     d_ff: int
     mlp_mats: int = 2
 
+    def __post_init__(self) -> None:
+        for name in ("d", "d_ff", "mlp_mats"):
+            object.__setattr__(self, name, v.positive_int(name, getattr(self, name)))
+
     def flops(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         """FLOPs of one block per example, given which tokens are computed (``query`` [B, N]) and which take part
         as keys/values (``key`` [B, N]; a superset of ``query``). Causal attention: a query sees keys at or
@@ -254,7 +277,24 @@ def plan_flops(plan: SkipPlan, vision_mask: torch.Tensor, num_layers: int, cost:
 
     ``fastv=(K, n_keep)``: additionally drop all but ``n_keep`` vision tokens from blocks K..L-1 (the kept
     positions do not change the count, the last ``n_keep`` vision positions are used)."""
+    if not isinstance(plan, SkipPlan):
+        raise TypeError(f"plan must be a SkipPlan, got {v.describe(plan)}")
+    _check_mask(vision_mask)
+    num_layers = v.positive_int("num_layers", num_layers)
+    if not isinstance(cost, BlockCost):
+        raise TypeError(f"cost must be a BlockCost(d, d_ff, mlp_mats), got {v.describe(cost)}")
     plan.validate(num_layers)
+    if fastv is not None:
+        if not isinstance(fastv, (tuple, list)) or len(fastv) != 2:
+            raise TypeError(f"fastv must be (K, n_keep), got {v.describe(fastv)}")
+        K = v.positive_int("fastv K", fastv[0])
+        if K > num_layers:
+            raise ValueError(f"fastv K must be in 1..{num_layers}, got {K}")
+        n_keep = v.non_negative_int("fastv n_keep", fastv[1])
+        n_v = int(vision_mask.sum(-1).max())
+        if n_keep > n_v:
+            raise ValueError(f"fastv n_keep must be <= the number of vision tokens ({n_v}), got {n_keep}")
+        fastv = (K, n_keep)
     vm = vision_mask if vision_mask.ndim == 2 else vision_mask[None]
     allm = torch.ones_like(vm)
     full = cost.flops(allm, allm) * num_layers

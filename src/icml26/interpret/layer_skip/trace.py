@@ -9,7 +9,10 @@ GPT-NeoX, or a plain module with ``.layers`` / ``.blocks`` (or pass ``layers=`` 
     attn[l-1]      = block l's attention probabilities [B, H, N, N] (needs eager attention: Hugging Face models
                      must be loaded with ``attn_implementation="eager"``)
 
-Notation follows the spec of [A14]: vision tokens V (``vision_mask``), text tokens T = the rest.
+Notation follows the spec of [A14]: vision tokens V (``vision_mask``), text tokens T = the rest of the *valid*
+tokens. Padding is left out of every measure: ``collect_trace`` takes the valid tokens from ``valid_mask`` or, when
+``inputs`` is a mapping with an ``attention_mask`` [B, N], from that mask (0 = padding), so a padded token counts
+neither as text nor as vision.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any, Iterator, Mapping
 
 import torch
 from torch import nn
+
+from icml26.harness import validate as v
 
 _BLOCK_PATHS = ("layers", "blocks", "model.layers", "model.language_model.layers", "language_model.model.layers",
                 "language_model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers")
@@ -100,15 +105,15 @@ def hidden_out(output: Any) -> torch.Tensor:
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
-def normalise_mask(vision_mask: torch.Tensor, B: int, N: int) -> torch.Tensor:
-    """``vision_mask`` ([N] or [B, N], bool) as [B, N] bool; ``ValueError`` on a wrong shape or dtype."""
+def normalise_mask(vision_mask: torch.Tensor, B: int, N: int, name: str = "vision_mask") -> torch.Tensor:
+    """A token mask ([N] or [B, N], bool) as [B, N] bool; ``TypeError``/``ValueError`` on a wrong dtype or shape."""
     if not torch.is_tensor(vision_mask) or vision_mask.dtype != torch.bool:
-        raise TypeError(f"vision_mask must be a bool tensor of shape [N] or [B, N], got "
+        raise TypeError(f"{name} must be a bool tensor of shape [N] or [B, N], got "
                         f"{getattr(vision_mask, 'dtype', type(vision_mask).__name__)}")
     if vision_mask.ndim == 1:
         vision_mask = vision_mask[None].expand(B, -1)
     if vision_mask.shape != (B, N):
-        raise ValueError(f"vision_mask has shape {tuple(vision_mask.shape)}; the sequence is [B={B}, N={N}], so "
+        raise ValueError(f"{name} has shape {tuple(vision_mask.shape)}; the sequence is [B={B}, N={N}], so "
                          f"pass [N] or [B, N]")
     return vision_mask
 
@@ -116,20 +121,51 @@ def normalise_mask(vision_mask: torch.Tensor, B: int, N: int) -> torch.Tensor:
 @dataclass
 class HiddenTrace:
     """What :func:`collect_trace` records. ``hidden`` [L+1, B, N, d] (h_0..h_L), ``attn`` [L, B, H, N, N] or
-    ``None``, ``vision_mask`` [B, N] bool, ``logits`` (the model's output logits)."""
+    ``None``, ``vision_mask`` [B, N] bool (valid vision tokens), ``logits`` (the model's output logits),
+    ``valid_mask`` [B, N] bool (False at padding; ``None``: every token is valid).
+
+    ``vision_mask`` and ``valid_mask`` may be given as [N] (the same for every example); they are stored as
+    [B, N], and ``vision_mask`` is restricted to the valid tokens."""
 
     hidden: torch.Tensor
     attn: torch.Tensor | None
     vision_mask: torch.Tensor
     logits: torch.Tensor | None = None
+    valid_mask: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if not torch.is_tensor(self.hidden) or self.hidden.ndim != 4 or not self.hidden.is_floating_point():
+            raise TypeError(f"hidden must be a float tensor [L+1, B, N, d], got {v.describe(self.hidden)}")
+        if min(self.hidden.shape[:3]) < 1:
+            raise ValueError(f"hidden must be [L+1, B, N, d] with L+1, B, N >= 1, got {tuple(self.hidden.shape)}")
+        v.finite("hidden", self.hidden)
+        _, B, N, _ = self.hidden.shape
+        self.vision_mask = normalise_mask(self.vision_mask, B, N, "vision_mask")
+        if self.valid_mask is not None:
+            self.valid_mask = normalise_mask(self.valid_mask, B, N, "valid_mask")
+            self.vision_mask = self.vision_mask & self.valid_mask
+        if self.attn is not None:
+            # [L, B, H, N', N']: N' < N when a skip plan ran the blocks on a subset of the tokens
+            if not torch.is_tensor(self.attn) or self.attn.ndim != 5 or self.attn.shape[0] != self.hidden.shape[0] - 1 \
+                    or self.attn.shape[1] != B or self.attn.shape[3] != self.attn.shape[4]:
+                raise ValueError(f"attn must be [L={self.hidden.shape[0] - 1}, B={B}, H, N', N'] or None, got "
+                                 f"{v.describe(self.attn)}")
 
     @property
     def num_layers(self) -> int:
         return self.hidden.shape[0] - 1
 
     @property
+    def valid(self) -> torch.Tensor:
+        """[B, N] bool: the tokens that are not padding."""
+        if self.valid_mask is None:
+            return torch.ones_like(self.vision_mask)
+        return self.valid_mask
+
+    @property
     def text_mask(self) -> torch.Tensor:
-        return ~self.vision_mask
+        """[B, N] bool: the valid tokens that are not vision tokens (padding is neither)."""
+        return ~self.vision_mask & self.valid
 
 
 @contextmanager
@@ -145,7 +181,7 @@ def hooks_removed(handles: list) -> Iterator[list]:
 
 @torch.no_grad()
 def collect_trace(model: nn.Module, inputs: Any, vision_mask: torch.Tensor, *, attentions: bool = True,
-                  layers: nn.ModuleList | None = None) -> HiddenTrace:
+                  layers: nn.ModuleList | None = None, valid_mask: torch.Tensor | None = None) -> HiddenTrace:
     """Run ``model`` once on ``inputs`` and record h_0..h_L (and each block's attention probabilities) [A14].
 
     Forward hooks on the blocks (and on their attention modules) are registered for this one call and removed
@@ -158,10 +194,23 @@ def collect_trace(model: nn.Module, inputs: Any, vision_mask: torch.Tensor, *, a
         attentions: also record attention probabilities (the attention module must return them as its second
             output, as eager attention does).
         layers: the block list, when :func:`find_blocks` cannot find it.
+        valid_mask: [N] or [B, N] bool, False at padding. Default: ``inputs["attention_mask"] != 0`` when
+            ``inputs`` is a mapping with a 2-D ``attention_mask``, else every token is valid.
     """
     blocks = find_blocks(model, layers)
     if not torch.is_tensor(vision_mask) or vision_mask.dtype != torch.bool or vision_mask.ndim not in (1, 2):
-        raise TypeError("vision_mask must be a bool tensor of shape [N] or [B, N] (True at vision tokens)")
+        raise TypeError("vision_mask must be a bool tensor of shape [N] or [B, N] (True at vision tokens), got "
+                        f"{v.describe(vision_mask)}")
+    if not isinstance(attentions, bool):
+        raise TypeError(f"attentions must be True or False, got {v.describe(attentions)}")
+    if valid_mask is None and isinstance(inputs, Mapping):
+        am = inputs.get("attention_mask")
+        if torch.is_tensor(am) and am.ndim == 2:
+            valid_mask = am != 0
+    if valid_mask is not None and (not torch.is_tensor(valid_mask) or valid_mask.dtype != torch.bool
+                                   or valid_mask.ndim not in (1, 2)):
+        raise TypeError(f"valid_mask must be a bool tensor of shape [N] or [B, N] (False at padding), got "
+                        f"{v.describe(valid_mask)}")
     L = len(blocks)
     h_in: list[torch.Tensor | None] = [None] * L
     h_out: list[torch.Tensor | None] = [None] * L
@@ -204,8 +253,9 @@ def collect_trace(model: nn.Module, inputs: Any, vision_mask: torch.Tensor, *, a
                              "or pass attentions=False")
         attn = torch.stack(att)  # type: ignore[arg-type]
     B, N = hidden.shape[1:3]
+    valid = None if valid_mask is None else normalise_mask(valid_mask.to(hidden.device), B, N, "valid_mask")
     return HiddenTrace(hidden=hidden, attn=attn, vision_mask=normalise_mask(vision_mask.to(hidden.device), B, N),
-                       logits=logits_of(out))
+                       logits=logits_of(out), valid_mask=valid)
 
 
 __all__ = ["HiddenTrace", "collect_trace", "find_blocks", "find_attention", "check_layer_index", "call_model",
