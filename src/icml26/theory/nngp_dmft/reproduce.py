@@ -7,10 +7,12 @@ samples, gradient flow from w = 0; times log-spaced in [1, 3e4]. Everything belo
    relative error before / after the simulated early-stopping optimum; t_opt and E_opt of both curves; simulated
    error at the DMFT-predicted t_opt vs at the end of training (early stopping, paired over data sets).
 2. Time exponent: slope of log E_g vs log t on t in [3, 30] (our window) vs -(b-1)/a.
-3. Weight decay gamma = 3e-4 (our choice) on the same data sets: DMFT vs simulation, late-time error and t_opt vs
-   gamma = 0; t -> infinity vs the ridge deterministic equivalent.
-4. Langevin (T = 5e-5, gamma = 3e-4; our choices) on the same data sets: DMFT vs simulation (averaged exactly
-   over the Brownian noise given each data set); t -> infinity vs the Bayesian GP-posterior closed form;
+3. Weight decay gamma = 3e-4 (our choice) on the same data sets: the weight-decay effect E_g(0) - E_g(gamma),
+   DMFT vs simulation (paired); late-time error and t_opt vs gamma = 0; t -> infinity vs the ridge deterministic
+   equivalent.
+4. Langevin (T = 5e-5, gamma = 3e-4; our choices) on the same data sets: the thermal term E_g(T) - E_g(0), DMFT vs
+   simulation (averaged exactly over the Brownian noise given each data set; paired); t -> infinity vs the
+   Bayesian GP-posterior closed form;
    the simulated posterior vs scikit-learn's GaussianProcessRegressor.
 5. A real NNGP spectrum: depth-2 ReLU NNGP kernel on the 1797 digits, parity target, no label noise; DMFT with
    the kernel's eigenvalues vs gradient flow on P digits sampled without replacement (real, non-Gaussian features).
@@ -69,6 +71,7 @@ TOL_BEFORE, TOL_AFTER = 0.05, 0.10
 T_OPT_FACTOR = 1.5
 EXP_TOL = 0.1
 TIMING_REPEATS = 3
+WD_EFFECT_FLOOR = 0.05        # the weight-decay effect is compared where it exceeds 5% of its peak (fresh-eyes review)
 CONTROL_ARM = ("the same theory with the collective response switched off (kappa(z) = z, D12 = 1: population "
                "eigenvalues, label noise at rate 1/P, no renormalisation), same run")
 
@@ -123,13 +126,16 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         t_opt_nv, e_opt_nv = optimal_stopping_time(t, nv)
         t_sim = np.r_[t, t_opt_th, t_opt_nv]
         runs = simulate_generalization_curve(t_sim, lam, w2, sz.P, sigma2=SIGMA2, n_draws=sz.draws, seed=s_curve)
-        sim, at_topt_th, at_topt_nv = runs[:, :-2].mean(0), runs[:, -2], runs[:, -1]
+        runs_gf = runs[:, :-2]                                # (draws, n_t): the t grid
+        sim, at_topt_th, at_topt_nv = runs_gf.mean(0), runs[:, -2], runs[:, -1]
         runs = runs[:, :-1]                                   # columns: t grid, DMFT t_opt (as before)
         se = runs[:, :-1].std(0, ddof=1) / np.sqrt(sz.draws)
         t_opt_sim, e_opt_sim = optimal_stopping_time(t, sim)
         rel = th / sim - 1
         before, after = t <= t_opt_sim, t > t_opt_sim
         err_before, err_after = float(np.abs(rel[before]).max()), float(np.abs(rel[after]).max())
+        i_before = int(np.flatnonzero(before)[np.abs(rel[before]).argmax()])   # where the error before t_opt peaks
+        se_rel_before = float(se[i_before] / sim[i_before])   # the simulation's relative SE there
         rel_nv = nv / sim - 1
         nv_before, nv_after = float(np.abs(rel_nv[before]).max()), float(np.abs(rel_nv[after]).max())
         slope_sim, slope_th = _slope(t, sim), _slope(t, th)
@@ -141,8 +147,15 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         sim_wd, ridge_sim = runs_wd[:, :-1].mean(0), runs_wd[:, -1]
         t_opt_wd, _ = optimal_stopping_time(t, sim_wd)
         err_wd = float(np.abs(th_wd / sim_wd - 1).max())
-        nv_wd = float(np.abs(dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, weight_decay=GAMMA,
-                                                       self_consistent=False) / sim_wd - 1).max())
+        nv_wd_curve = dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, weight_decay=GAMMA,
+                                                self_consistent=False)
+        nv_wd = float(np.abs(nv_wd_curve / sim_wd - 1).max())
+        # the weight-decay effect itself, E_g(gamma = 0) - E_g(gamma), on the same data sets (paired): the full-curve
+        # error above peaks at t ~ 5, before weight decay acts, so it repeats claim 1 (fresh-eyes review)
+        wd_sim = (runs_gf - runs_wd[:, :-1]).mean(0)
+        wd_mask = np.abs(wd_sim) > WD_EFFECT_FLOOR * np.abs(wd_sim).max()
+        err_wd_effect = float(np.abs((th - th_wd)[wd_mask] / wd_sim[wd_mask] - 1).max())
+        nv_wd_effect = float(np.abs((nv - nv_wd_curve)[wd_mask] / wd_sim[wd_mask] - 1).max())
         ridge_th = ridge_equivalent(lam, w2, sz.P, GAMMA, SIGMA2)
         ridge_nv = ridge_equivalent(lam, w2, sz.P, GAMMA, SIGMA2, self_consistent=False)
         ridge_dmft = float(dmft_generalization_curve(np.array([1e9]), lam, w2, sz.P, sigma2=SIGMA2,
@@ -154,8 +167,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                                                 temperature=TEMP, n_draws=sz.draws, seed=s_curve)
         sim_lv, bayes_sim = runs_lv[:, :-1].mean(0), runs_lv[:, -1]
         err_lv = float(np.abs(th_lv / sim_lv - 1).max())
-        nv_lv = float(np.abs(dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, weight_decay=GAMMA,
-                                                       temperature=TEMP, self_consistent=False) / sim_lv - 1).max())
+        nv_lv_curve = dmft_generalization_curve(t, lam, w2, sz.P, sigma2=SIGMA2, weight_decay=GAMMA, temperature=TEMP,
+                                                self_consistent=False)
+        nv_lv = float(np.abs(nv_lv_curve / sim_lv - 1).max())
+        # the thermal term itself, E_g(T) - E_g(T = 0), on the same data sets (paired)
+        th_sim = (runs_lv[:, :-1] - runs_wd[:, :-1]).mean(0)
+        err_thermal = float(np.abs((th_lv - th_wd) / th_sim - 1).max())
+        nv_thermal = float(np.abs((nv_lv_curve - nv_wd_curve) / th_sim - 1).max())
         bayes_th = bayes_limit(lam, w2, sz.P, GAMMA, TEMP, SIGMA2)
         bayes_nv = bayes_limit(lam, w2, sz.P, GAMMA, TEMP, SIGMA2, self_consistent=False)
         bayes_dmft = float(dmft_generalization_curve(np.array([1e9]), lam, w2, sz.P, sigma2=SIGMA2,
@@ -237,6 +255,11 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         "control_t_opt": t_opt_nv, "control_E_opt": e_opt_nv, "E_sim_at_control_topt": float(at_topt_nv.mean()),
         "control_max_rel_err_weight_decay": nv_wd, "control_ridge": ridge_nv,
         "control_max_rel_err_langevin": nv_lv, "control_bayes": bayes_nv, "control_max_rel_err_digits": nv_dig,
+        "sim_rel_se_at_max_err_before": se_rel_before, "t_at_max_err_before": float(t[i_before]),
+        "t_at_max_rel_err_weight_decay": float(t[np.abs(th_wd / sim_wd - 1).argmax()]),
+        "t_at_max_rel_err_langevin": float(t[np.abs(th_lv / sim_lv - 1).argmax()]),
+        "max_rel_err_weight_decay_effect": err_wd_effect, "control_max_rel_err_weight_decay_effect": nv_wd_effect,
+        "max_rel_err_thermal_term": err_thermal, "control_max_rel_err_thermal_term": nv_thermal,
         "talbot_16_vs_24": talbot, "infinite_data_limit_err": inf_data, "sklearn_ridge_rel_err": sk_err,
     }
     setting = (f"N={sz.N}, P={sz.P}, a={A}, b={B}, sigma2={SIGMA2}, {sz.draws} simulated data sets, "
@@ -248,7 +271,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     claims = [
         Claim("The DMFT predicts the typical generalisation error over training time (before the optimum)",
               err_before, "<=", TOL_BEFORE, baseline="tolerance 5%", metric="max |DMFT / simulation - 1|, t <= t_opt",
-              paper="quantitative agreement", note=setting, bar=True, control=nv_before, control_arm=CONTROL_ARM,
+              paper="quantitative agreement", bar=True, control=nv_before, control_arm=CONTROL_ARM,
+              note=f"{setting}. The largest error sits at t = {t[i_before]:.3g}, where the simulated mean's relative "
+                   f"standard error is {se_rel_before:.2%} ({sz.draws} data sets): part of the measured error there is "
+                   "sampling noise of the simulation, not the theory",
               falsifier="DMFT off the simulated mean by more than 5% at some t before the simulated optimum"),
         Claim("The DMFT predicts the generalisation error late in training (noise-fitting phase)",
               err_after, "<=", TOL_AFTER, baseline="tolerance 10%", metric="max |DMFT / simulation - 1|, t > t_opt",
@@ -282,10 +308,15 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               note=f"simulation {alpha_sim:.3f}, DMFT {alpha_th:.3f}, control {alpha_nv:.3f}; N={sz.scale_N}, "
                    f"P in {sz.scale_P}, {sz.scale_draws} data sets per P",
               falsifier="simulated exponent more than 0.1 from the DMFT's"),
-        Claim("The DMFT predicts the dynamics with weight decay", err_wd, "<=", TOL_AFTER, bar=True,
-              baseline="tolerance 10%", metric=f"max |DMFT / simulation - 1| over t, gamma = {GAMMA:g}",
-              control=nv_wd, control_arm=CONTROL_ARM,
-              falsifier="DMFT with weight decay off by more than 10% at some t"),
+        Claim("The DMFT predicts the effect of weight decay on the dynamics", err_wd_effect, "<=", TOL_AFTER, bar=True,
+              baseline="tolerance 10%",
+              metric=f"max |DMFT / simulation - 1| of E_g(gamma = 0) - E_g(gamma = {GAMMA:g}), same data sets, where the "
+                     f"simulated effect exceeds {WD_EFFECT_FLOOR:.0%} of its peak",
+              control=nv_wd_effect, control_arm=CONTROL_ARM,
+              note=f"the full curve with weight decay is off by at most {err_wd:.2%} (control {nv_wd:.2%}), but that "
+                   f"maximum sits at t = {t[np.abs(th_wd / sim_wd - 1).argmax()]:.3g}, before weight decay acts, so it "
+                   "repeats the gamma = 0 claim; this claim tests the weight-decay term alone",
+              falsifier="the DMFT's weight-decay effect off the simulated one by more than 10% at some t"),
         Claim("Weight decay lowers the late-time rise", float(runs_wd[:, -2].mean()), "<", float(runs[:, -2].mean()),
               baseline=f"gamma = 0 on the same data sets, t = {T_MAX:g}", metric=f"simulated E_g(t = {T_MAX:g}), "
               f"gamma = {GAMMA:g}", paired=list(runs_wd[:, -2] - runs[:, -2]),
@@ -295,13 +326,16 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               control=abs(ridge_nv / ridge_m - 1), control_arm=CONTROL_ARM + " (kappa = gamma)",
               metric="|E_ridge(closed form) / simulated E_g(t = inf) - 1|",
               falsifier="closed-form limit off the simulated converged error by more than 5%"),
-        Claim("The DMFT predicts Langevin training dynamics", err_lv, "<=", TOL_AFTER, baseline="tolerance 10%",
-              metric=f"max |DMFT / simulation - 1| over t, T = {TEMP:g}, gamma = {GAMMA:g}", bar=True,
-              control=nv_lv, control_arm=CONTROL_ARM,
+        Claim("The DMFT predicts the thermal (Langevin) term of the dynamics", err_thermal, "<=", TOL_AFTER,
+              baseline="tolerance 10%",
+              metric=f"max |DMFT / simulation - 1| of E_g(T = {TEMP:g}) - E_g(T = 0) over t, gamma = {GAMMA:g}, same "
+                     "data sets", bar=True, control=nv_thermal, control_arm=CONTROL_ARM,
               note="simulation averaged exactly over the Brownian noise given each data set (OU covariance); "
-                   "thermal share of the late-time error "
-                   f"{1 - th_wd[-1] / th_lv[-1]:.0%}. The spec called this term 'our derivation, not yet validated'",
-              falsifier="DMFT off the Langevin simulation by more than 10% at some t"),
+                   f"thermal share of the late-time error {1 - th_wd[-1] / th_lv[-1]:.0%}. The full Langevin curve is "
+                   f"off by at most {err_lv:.2%} (control {nv_lv:.2%}), with its maximum at t = "
+                   f"{t[np.abs(th_lv / sim_lv - 1).argmax()]:.3g}, before the thermal term matters: that repeats the "
+                   "gamma = 0 claim. The spec called this term 'our derivation, not yet validated'",
+              falsifier="the DMFT's thermal term off the simulated one by more than 10% at some t"),
         Claim("t -> infinity of Langevin gives the Bayesian GP posterior error", abs(bayes_th / bayes_m - 1),
               "<=", TOL_BEFORE, baseline="tolerance 5%", bar=True,
               control=abs(bayes_nv / bayes_m - 1), control_arm=CONTROL_ARM + " (kappa = gamma)",

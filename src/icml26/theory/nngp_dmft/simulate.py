@@ -34,13 +34,14 @@ def draw_problem(lam: np.ndarray, w2: np.ndarray, P: int, sigma2: float, rng: np
 
 
 def simulate_run(t: np.ndarray, lam: np.ndarray, Psi: np.ndarray, y: np.ndarray, w_star: np.ndarray,
-                 *, weight_decay: float = 0.0, temperature: float = 0.0) -> np.ndarray:
+                 *, weight_decay: float = 0.0, temperature: float = 0.0, per_mode: bool = False) -> np.ndarray:
     """Exact excess test error E_g(t) = (w(t) - w*)^T Sigma (w(t) - w*) of gradient flow from w = 0 on one data
     set, shape (nt,); t may contain np.inf (the converged ridge / minimum-norm solution).
 
     With ``temperature`` T > 0 (Langevin dw = -(grad L + gamma w) dt + sqrt(2T) dB) the error is averaged exactly
     over the Brownian noise given the data: + T Tr[Sigma (Sigma_hat+gamma)^-1 (1 - e^{-2(Sigma_hat+gamma)t})]
-    (t = inf with gamma > 0: the Bayesian posterior). ``sample_langevin_error`` draws actual trajectories."""
+    (t = inf with gamma > 0: the Bayesian posterior). ``sample_langevin_error`` draws actual trajectories.
+    ``per_mode=True`` returns the (nt, N) terms lambda_k Delta_k(t)^2 (plus mode k's thermal term) that sum to it."""
     gamma = _check_nonneg("weight_decay", weight_decay)
     temp = _check_nonneg("temperature", temperature)
     if temp > 0 and gamma == 0 and np.isinf(np.asarray(t, dtype=float)).any():
@@ -65,15 +66,15 @@ def simulate_run(t: np.ndarray, lam: np.ndarray, Psi: np.ndarray, y: np.ndarray,
     else:
         e0, g0 = np.ones_like(t), np.where(np.isinf(t), 0.0, t)   # f_n = 0 up to round-off when gamma = 0
     delta = coef @ Vt + e0[:, None] * w0_n + g0[:, None] * f_n
-    err = (delta ** 2 * lam).sum(1)
+    err = delta ** 2 * lam
     if temp > 0:
-        lv = (Vt ** 2) @ lam                                 # (r,) Sigma-weight of each empirical eigenvector
         with np.errstate(over="ignore", invalid="ignore"):
             h = np.where(rate > 0, (1 - np.exp(-2 * np.outer(t, rate))) / np.where(rate > 0, rate, 1.0),
                          2 * np.outer(t, np.ones_like(rate)))
         h0 = (1 - np.exp(-2 * gamma * t)) / gamma if gamma > 0 else 2 * t
-        err = err + temp * (h @ lv + h0 * (lam.sum() - lv.sum()))
-    return err
+        v2 = Vt ** 2                                         # (r, N)
+        err = err + temp * lam * (h @ v2 + h0[:, None] * (1 - v2.sum(0)))
+    return err if per_mode else err.sum(1)
 
 
 def sample_langevin_error(t: float, lam: np.ndarray, Psi: np.ndarray, y: np.ndarray, w_star: np.ndarray, *,

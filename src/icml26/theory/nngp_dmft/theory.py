@@ -28,7 +28,10 @@ common statistics of the effective noise). In Laplace space (our derivation from
                                              - (k2 / D12) sum_k lambda_k / ((lambda_k + k1)(lambda_k + k2)) ]
 
 and E_g(t) is its double inverse Laplace transform at t1 = t2 = t, by a fixed-Talbot rule (Abate & Valko
-2004) in each variable; the per-mode terms of the sums give the mode-resolved error. The pairwise sums over
+2004) in each variable. Mode k's own error lambda_k E[Delta_k^2] needs the two-point equivalent of a general
+matrix B, z1 z2 (Sigma_hat+z1)^-1 B (Sigma_hat+z2)^-1 ~ k1 k2 R1 [B + Sigma Tr(B Sigma R1 R2) / (P D12)] R2 with
+R = (Sigma + kappa)^-1 (B = w* w*^T for the signal, B = 1 for the noise): the collective part lands on mode k in
+proportion to lambda_k^2 R1 R2, not with its own signal; summed over k it gives the 1/D12 above. The pairwise sums over
 Talbot nodes are matrix products, so the cost is O(M N) for (1) plus one (2M-1) x N x (2M-1) complex matmul
 per time. t -> infinity with gamma > 0 gives the ridge deterministic equivalent (``ridge_equivalent``).
 """
@@ -147,6 +150,9 @@ def ridge_equivalent(lam: np.ndarray, w2: np.ndarray, P: int, ridge: float, sigm
     (Canatar, Bordelon & Pehlevan 2021; the t -> infinity limit of gradient flow with weight decay = ridge).
     ``self_consistent=False`` is the control with the collective response switched off: kappa = ridge and no
     1 / (1 - df2 / P) factor (every mode sees the bare ridge; label noise still enters as sigma2 df2 / P).
+    ``per_mode=True``: mode k's error kappa^2 lambda_k [w_k^2 + lambda_k S / (P (1 - df2/P))] / (lambda_k + kappa)^2
+    + sigma2 q_k^2 / (P (1 - df2/P)), S = sum_j lambda_j w_j^2 / (lambda_j + kappa)^2, q = lambda / (lambda + kappa)
+    (the renormalisation of the signal lands on each mode in proportion to q_k^2, not to its own signal).
     """
     lam, w2 = _check_spectrum(lam, w2)
     P = _check_P(P)
@@ -156,7 +162,11 @@ def ridge_equivalent(lam: np.ndarray, w2: np.ndarray, P: int, ridge: float, sigm
     k = float(renormalized_ridge(np.array([ridge]), lam, P)[0]) if self_consistent else float(ridge)
     q = lam / (lam + k)
     df2 = (q * q).sum() / P if self_consistent else 0.0
-    modes = (k * k * lam * w2 / (lam + k) ** 2 + sigma2 * q * q / P) / (1 - df2)
+    # per mode: the signal's collective part (the 1 / (1 - df2) renormalisation) lands on mode k in proportion to
+    # lambda_k^2 / (lambda_k + kappa)^2, not to its own signal; the noise term is sigma2 q_k^2 / (P (1 - df2)) exactly
+    S = (lam * w2 / (lam + k) ** 2).sum()
+    signal = k * k * lam * (w2 + lam * S / (P * (1 - df2)) * self_consistent) / (lam + k) ** 2
+    modes = signal + sigma2 * q * q / P / (1 - df2)
     return modes if per_mode else float(modes.sum())
 
 
@@ -194,7 +204,8 @@ def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P:
         P: number of training samples.
         sigma2: label-noise variance; weight_decay: gamma >= 0; temperature: T >= 0 (Langevin).
         n_talbot: M, Talbot nodes per variable (M = 16 and 24 agree to ~1e-8 on our tasks; M > 32 loses digits).
-        per_mode: return (nt, N) per-mode contributions (their sum over modes is E_g).
+        per_mode: return (nt, N): mode k's error lambda_k E[Delta_k(t)^2] (the two-point equivalent of w* w*^T
+            and of the noise, read on the diagonal; see the module docstring); their sum over modes is E_g.
         self_consistent: False switches the DMFT's collective response off (the control of the reproduction):
             kappa(z) = z and D12 = 1, i.e. each mode evolves with the population eigenvalue and sees the label
             noise at rate 1/P with no renormalisation (signal part = population gradient flow).
@@ -229,13 +240,22 @@ def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P:
         cs, cso = ci / si, co / so                         # the 1/s factor of each variable
         D = 1 - ((Ao * lam ** 2) @ A.T) / P if self_consistent else np.ones((M, 2 * M - 1))  # (M, 2M-1)
         if per_mode:
+            # the two-point equivalent of a general matrix B (B = w* w*^T for the signal, B = 1 for the noise):
+            #   z1 z2 (Sigma_hat+z1)^-1 B (Sigma_hat+z2)^-1 ~ k1 k2 R1 [B + Sigma Tr(B Sigma R1 R2) / (P D12)] R2,
+            # R = (Sigma + k)^-1; its (k, k) entry times lambda_k is mode k's error. The collective part
+            # (second term) lands on mode k in proportion to lambda_k^2 R1 R2, not spread with the signal.
             u, uo = ci * ki / si, cso * ko
-            W = (uo[:, None] * u[None, :]) / D
-            sig_mode = np.einsum("jk,jl,lk->k", Ao, W, A) * lam * w2
+            U = uo[:, None] * u[None, :]                   # (M, 2M-1)
+            S = (Ao * (lam * w2)) @ A.T                    # sum_j lam w2 / ((lam+k1)(lam+k2))
+            T2 = (Ao * lam) @ A.T                          # sum_j lam / ((lam+k1)(lam+k2))
+            coll = 1 / (P * D) if self_consistent else np.zeros_like(D)   # control: no collective part
+            sig_mode = (np.einsum("jk,jl,lk->k", Ao, U, A) * lam * w2
+                        + np.einsum("jk,jl,lk->k", Ao, U * S * coll, A) * lam ** 2)
             v1 = cso * ko / zo                             # weights of the one-point noise term
             noise_1 = (v1[:, None] * Ao).sum(0) * cs.sum() * lam
-            W2 = (v1[:, None] * (cs * ki)[None, :]) / D
-            noise_2 = np.einsum("jk,jl,lk->k", Ao, W2, A) * lam
+            W2 = v1[:, None] * (cs * ki)[None, :]
+            noise_2 = (np.einsum("jk,jl,lk->k", Ao, W2, A) * lam
+                       + np.einsum("jk,jl,lk->k", Ao, W2 * T2 * coll, A) * lam ** 2)
             modes = sig_mode + sigma2 / P * (noise_1 - noise_2)
             out.append(modes.real)
         else:
