@@ -15,6 +15,7 @@ from .information import (
 from .lm_syntax import (
                           FormRubric,
                           ImitateReference,
+                          MatchedRandomFilter,
                           finetune_on_lines,
                           form_entropy,
                           line_is_valid,
@@ -54,7 +55,7 @@ from .tasks import (
 )
 
 __all__ = [
-    "AcceptedRubric", "FormRubric", "real_lines", "accepted_posterior_rubric",
+    "AcceptedRubric", "FormRubric", "MatchedRandomFilter", "real_lines", "accepted_posterior_rubric",
     "DigitsSelfTraining", "GaussianMeanTask", "ImitateReference", "ImitationTarget", "MajorityVoteFilter", "MixtureGrid", "MixtureModel",
     "RubricWeighting", "bayes_verifier", "finetune_on_lines", "form_entropy", "line_is_valid", "line_score",
     "reference_lines", "sample_lines", "statement_kind", "syntax_loop", "fit_mixture", "initial_fit", "interleaved_task", "posterior_rubric",

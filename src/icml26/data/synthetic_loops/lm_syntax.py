@@ -268,6 +268,20 @@ class ImitateReference:
         return [self.references[i] for i in idx]
 
 
+class MatchedRandomFilter:
+    """Information-closed control of the syntax checker [A05]: keeps as many lines as the checker would keep
+    (the count of valid lines, at least one) but chooses them uniformly at random, blind to validity."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, lines: list[str]) -> np.ndarray:
+        k = max(int(binary_signal(lines).sum()), 1)
+        w = np.zeros(len(lines))
+        w[self.rng.choice(len(lines), min(k, len(lines)), replace=False)] = 1.0
+        return w
+
+
 def binary_signal(lines: list[str]) -> np.ndarray:
     """Coarse: 1 for a valid line, 0 otherwise."""
     return np.array([line_is_valid(s) for s in lines], dtype=float)

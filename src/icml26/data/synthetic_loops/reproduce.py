@@ -13,14 +13,18 @@
    (1 - circular distance / 3, clipped at 0), imitation of the reference answer. Task information I(Y; A_t) =
    log 11 - H(answer offset) (exact under a uniformly shifted task prior; the offset distribution is averaged
    over replicate loops), pass@1 and entropy per generation. Any closed loop obeys I(Y; A_t) <= I(Y; theta_0)
-   = 0.2 log 11 (a labelled row reveals its answer, an unlabelled row nothing).
+   = 0.2 log 11 under a prior that shifts each question's answer by its own uniform c_q (a labelled row reveals
+   its own answer, an unlabelled row nothing; with one shared shift a single labelled row would reveal all).
 4. Digits self-training (logistic regression from 30 labelled images; each generation samples labels for a pool
-   of 700 unlabelled images from the model and retrains): closed, a true-label verifier, and a teacher (an SVM
+   of 700 unlabelled images from the model and retrains): label-closed (labels sampled, or the model's argmax:
+   the real seed labels and the real pool are reused every round), a true-label verifier, and a teacher (an SVM
    trained on 300 other labelled images) used coarsely (accept when its argmax agrees) or finely (weight = its
-   probability of the sampled label). Test accuracy and I(Y; Y_hat) of the decisions per generation.
+   probability of the sampled label). Test accuracy and I(Y; Y_hat) of the decisions per generation; the teacher
+   alone and one fit on the teacher-labelled pool are reported.
 5. Simplicity bias (the thesis): a label carried by a linear component and a slab component, both fully
    predictive in training, decorrelated at test; an MLP's test predictions show which one it learned, with the
-   spurious component the simpler (linear) one and, swapped, the harder (slab) one.
+   spurious component the simpler (linear) one and, swapped, the harder (slab) one (one claim: one measurement);
+   the linear coordinate shrunk towards the slab's margin is reported.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from .information import (
 from .lm_syntax import (
     FormRubric,
     ImitateReference,
+    MatchedRandomFilter,
     binary_signal,
     form_entropy,
     real_lines,
@@ -108,7 +113,9 @@ CHAIN_N = 10
 NOISE = 0.2                                   # flip probability of the (noisy) binary verifier the claims use
 GAUSS_LOOPS = ("closed", "binary verifier", "perfect verifier", "graded rubric")
 MOD_LOOPS = ("closed", "majority vote", "binary verifier", "perfect verifier", "graded rubric", "imitation")
-DIGIT_LOOPS = ("closed", "true-label verifier", "teacher, binary", "teacher, graded", "teacher, fine among accepted")
+DIGIT_LOOPS = ("closed", "closed, argmax labels", "true-label verifier", "teacher, binary", "teacher, graded",
+               "teacher, fine among accepted")
+SB_LINEAR_SCALES = (0.3, 0.1, 0.03)          # simplicity bias: the linear coordinate shrunk towards the slab's margin
 N_SEED, N_POOL, N_TEACH = 30, 700, 300        # digits: labelled seed, unlabelled pool, teacher's own labels
 MIX_N0, MIX_ITERS = 16, 10                    # mixture: real labelled points behind theta_0, EM steps per refit
 MIX_LOOPS = ("closed", "binary verifier", "fine among accepted", "perfect verifier")
@@ -178,8 +185,10 @@ def mixture_claims(mix: dict[tuple[str, str], dict[str, np.ndarray]], bayes: dic
     def gain(name: str, mode: str = "replace", kind: str = "claim") -> Claim:
         v = info[mode, name]
         label = f"noisy binary verifier (flip {NOISE})" if name == "binary verifier" else name
+        c = info[mode, "closed"]
         return Claim(f"Gaussian mixtures ({mode}): the {label} loop gains task information", m(v[T]), ">", m(v[0]),
-                     kind=kind,
+                     kind=kind, control=m(c[T]), control_paired=list(c[T] - c[0]),
+                     control_arm=f"the closed loop ({mode}: no filter), same tasks and theta_0",
                      baseline="theta_0 (the real-data fit), same tasks",
                      metric=f"I(Y; Y_hat) at generation {T} [nats], mean over tasks", paired=list(v[T] - v[0]),
                      note=base, falsifier="the loop's information at the last generation at or below theta_0's, or the "
@@ -250,7 +259,7 @@ def _mean_ci(v: np.ndarray) -> tuple[float, float, float]:
 # 2c. toy causal LM on code, syntax checker as the open signal
 
 LM_LOOPS = ("closed", "syntax checker, binary", "syntax checker, fine among valid", "imitation (one format)",
-            "real lines (control)")
+            "real lines (control)", "random filter, same count (control)")
 TRANSFER_PROMPT = "\n    "                     # E4: a new prompt format (an indented line) the loops never train on
 
 
@@ -261,17 +270,17 @@ def lm_loops(sz: Sizes, seed: int) -> dict[str, list[dict]]:
     model, tok = load_causal_lm(TOY_4L)
     heldout = encode_split(tok, "heldout", max_bytes=200_000)
     real = real_lines()
-    signals = dict(zip(LM_LOOPS, (None, binary_signal, FormRubric(real), None, None)))
+    signals = dict(zip(LM_LOOPS, (None, binary_signal, FormRubric(real), None, None, MatchedRandomFilter(seed))))
     rewrites = {"imitation (one format)": ImitateReference(reference_lines()),
                 "real lines (control)": ImitateReference(real)}
     return {name: syntax_loop(model, tok, sig, sz.lm_rounds, sz.lm_lines, sz.lm_steps, heldout, seed=seed,
                               rewrite=rewrites.get(name),
-                              transfer_prompt=None if name.startswith("real") else TRANSFER_PROMPT)
+                              transfer_prompt=None if name.endswith("(control)") else TRANSFER_PROMPT)
             for name, sig in signals.items()}
 
 
 def lm_claims(lm: dict[str, list[dict]], T: int) -> list[Claim]:
-    cl, bi, fi, im, rl = (lm[k] for k in LM_LOOPS)
+    cl, bi, fi, im, rl, rf = (lm[k] for k in LM_LOOPS)
     vt = lambda h, g: h[g]["valid_transfer"]                                 # noqa: E731
     v = lambda h, g: h[g]["valid"]                                           # noqa: E731
     pair = "Lines of two generations are independent samples of equal size, paired by index (a valid interval " \
@@ -280,10 +289,14 @@ def lm_claims(lm: dict[str, list[dict]], T: int) -> list[Claim]:
         Claim("Toy LM on code: the syntax-checker-filtered (open) loop's line validity rises",
               float(v(bi, T).mean()), ">", float(v(bi, 0).mean()), baseline="generation 0 (the cached toy-4L model)",
               metric=f"fraction of sampled lines that parse, generation {T}", paired=list(v(bi, T) - v(bi, 0)),
-              control=float(v(cl, T).mean()), control_arm="the closed loop (no checker), same start and steps",
-              control_paired=list(v(cl, T) - v(bi, 0)),
+              control=float(v(rf, T).mean()),
+              control_arm="a random filter keeping as many lines as the checker would (blind to validity), same start "
+                          "and steps",
+              control_paired=list(v(rf, T) - v(bi, 0)),
               note=f"{len(v(bi, 0))} lines per generation. {pair} Distinct lines {bi[0]['distinct']:.2f} -> "
-                   f"{bi[T]['distinct']:.2f}; most common at the end: {bi[T]['top']}",
+                   f"{bi[T]['distinct']:.2f}; most common at the end: {bi[T]['top']}. Closed loop (all lines) at {T}: "
+                   f"{v(cl, T).mean():.3f}. Valid and more than a bare name at {T}: checker {bi[T]['nontrivial']:.3f}, "
+                   f"random filter {rf[T]['nontrivial']:.3f}",
               falsifier="validity at the last generation at or below generation 0's, or the interval containing 0"),
         Claim("Toy LM on code: the closed loop's quality falls (held-out code cross-entropy rises)",
               float(cl[T]["nll"].mean()), ">", float(cl[0]["nll"].mean()), baseline="generation 0",
@@ -366,7 +379,9 @@ def modular_loops(sz: Sizes, rng: np.random.Generator) -> tuple[dict[str, list[l
 
 # 4. digits self-training
 
-def digits_loops(sz: Sizes, seed: int, rng: np.random.Generator) -> dict[str, list[dict]]:
+def digits_loops(sz: Sizes, seed: int, rng: np.random.Generator) -> tuple[dict[str, list[dict]], dict]:
+    """History of each digits loop (same seed model, pool and generator stream), and the teacher's own accuracy
+    and that of one fit on the teacher-labelled pool (the open loop's signal used directly)."""
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.svm import SVC
 
@@ -384,12 +399,19 @@ def digits_loops(sz: Sizes, seed: int, rng: np.random.Generator) -> dict[str, li
                "teacher, binary": VerifierFilter(lambda d: ta[d[0]] == d[1]),
                "teacher, graded": RubricWeighting(lambda d: tp[d[0], d[1]]),
                "teacher, fine among accepted": RubricWeighting(lambda d: (ta[d[0]] == d[1]) * tp[d[0], d[1]])}
+    filters["closed, argmax labels"] = None
     out = {}
-    for name, flt in filters.items():
-        loop = SyntheticDataLoop(fit=task.fit, sample=task.sample, filter=flt, n_per_round=N_POOL,
-                                 rounds=sz.digit_rounds, metrics=lambda c: task.metrics(c, X[i_test], y[i_test]))
+    for name in DIGIT_LOOPS:
+        loop = SyntheticDataLoop(fit=task.fit, sample=task.sample_greedy if "argmax" in name else task.sample,
+                                 filter=filters[name], n_per_round=N_POOL, rounds=sz.digit_rounds,
+                                 metrics=lambda c: task.metrics(c, X[i_test], y[i_test]))
         out[name] = loop.run(task.initial(), rng=rng)
-    return out
+    # the open loop's own signal, used directly (fresh-eyes review): the teacher itself, and one fit on the seed
+    # set plus the whole pool labelled by the teacher's argmax
+    once = task.fit((np.arange(N_POOL), ta), np.ones(N_POOL), None)
+    signal = {"teacher_accuracy": float((teacher.predict(X[i_test]) == y[i_test]).mean()),
+              "one_shot": task.metrics(once, X[i_test], y[i_test])}
+    return out, signal
 
 
 def _curve(hist: list[list[dict]], key: str) -> np.ndarray:
@@ -514,7 +536,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
     # 4. digits self-training
     with limit_threads(1):
-        dig = digits_loops(sz, seed, r_dig)
+        dig, dig_signal = digits_loops(sz, seed, r_dig)
     TD = sz.digit_rounds
     dI = {k: np.array([h["information"] for h in v]) for k, v in dig.items()}
     dA = {k: np.array([h["accuracy"] for h in v]) for k, v in dig.items()}
@@ -528,6 +550,17 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         X, yc, _ = simplicity_bias_dataset(sz.sb_train, "slab", "linear", corr=0.5, seed=seed + 2)
         core_only = float(which_component(fit_mlp(X, yc, seed=seed), "slab", "linear", seed=seed + 1)
                           ["follows_core"].mean())
+        sb_lin = {core: r["follows_core" if core == "linear" else "follows_spurious"] for (core, _), r in sb.items()}
+        sb_slab = {core: r["follows_spurious" if core == "linear" else "follows_core"] for (core, _), r in sb.items()}
+        sb_worst = min(sb_lin, key=lambda k: float((sb_lin[k] - sb_slab[k]).mean()))
+        # fresh-eyes review: is it simplicity, or the linear coordinate's far wider margin? shrink it (margin and
+        # noise together) towards the slab's margin and record which label the MLP follows (reported, not a claim)
+        sb_scale = {}
+        for c in SB_LINEAR_SCALES:
+            for core, spur in (("slab", "linear"), ("linear", "slab")):
+                X, yc, _ = simplicity_bias_dataset(sz.sb_train, core, spur, corr=1.0, seed=seed, linear_scale=c)
+                r = which_component(fit_mlp(X, yc, seed=seed), core, spur, seed=seed + 1, linear_scale=c)
+                sb_scale[c, core] = float(r["follows_core" if core == "linear" else "follows_spurious"].mean())
 
     # metrics
     metrics: dict[str, float] = {"chain_var_ratio": float(var_ratio), "chain_categories_regained": float(grew),
@@ -560,12 +593,19 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         metrics[f"sb_{core}_core_follows_core"] = float(r["follows_core"].mean())
         metrics[f"sb_{core}_core_follows_spurious"] = float(r["follows_spurious"].mean())
     metrics["sb_core_only_learnable"] = core_only
+    for (c, core), v in sb_scale.items():
+        metrics[f"sb_linear_x{c:g}_{core}_core_follows_linear"] = v
+    metrics["digits_teacher_accuracy"] = dig_signal["teacher_accuracy"]
+    metrics["digits_one_shot_teacher_labels_accuracy"] = dig_signal["one_shot"]["accuracy"]
+    metrics["digits_one_shot_teacher_labels_info"] = dig_signal["one_shot"]["information"]
 
     def gclaim(start: str, name: str, kind: str = "claim") -> Claim:
         v = info[start, name]
         label = f"noisy binary verifier (flip {NOISE})" if name == "binary verifier" else f"{name} (oracle: knows mu)"
+        c = info[start, "closed"]
         return Claim(f"Gaussian task, {start} start (n0={STARTS[start]}): the {label} loop gains task information",
                      v[T]["info"], ">", v[0]["info"], baseline="generation 0 (the real-data fit), same paths", kind=kind,
+                     control=c[T]["info"], control_arm="the closed loop (no filter), same tasks and m_0",
                      metric=f"I(mu; m_{T}) [nats], plug-in over {sz.paths} paths",
                      note=f"bootstrap 95% at generation {T}: [{v[T]['lo']:.3f}, {v[T]['hi']:.3f}]; at 0: "
                           f"[{v[0]['lo']:.3f}, {v[0]['hi']:.3f}]. {sz.n_per_round} samples per generation.",
@@ -598,7 +638,9 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               baseline="the initial policy", metric=f"pass@1 at generation {T}",
               note="A perfect oracle verifier: near-guaranteed (questions with p0(correct) > 0 converge to 1)."),
         Claim("a+b mod 11: the open (noisy-verifier) loop's task information exceeds the bound every closed loop obeys",
-              float(mi["binary verifier"][T, 0]), ">", float(bound), baseline="I(Y; theta_0) = 0.2 log 11", bar=True,
+              float(mi["binary verifier"][T, 0]), ">", float(bound), bar=True,
+              baseline="I(Y; theta_0) = 0.2 log 11 (each question's answer shifted by its own uniform c_q: a labelled "
+                       "row reveals only its own shift)",
               control=float(mi["closed"][T, 0]), control_arm="the closed loop (no verifier), same initial policies",
               metric=f"I(Y; A_{T}) [nats], binary-verifier loop",
               note="bootstrap 95% over replicates [{:.3f}, {:.3f}]".format(*mi["binary verifier"][T, 1:]),
@@ -616,13 +658,23 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               paired=list(per_q("majority vote") - per_q("binary verifier")),
               note="Majority vote turns every question deterministic after one generation (entropy 0).",
               falsifier="majority vote's pass@1 gain at or above the verifier loop's"),
-        Claim("Digits self-training: the closed loop loses task information (collapse)",
+        Claim("Digits self-training: the label-closed loop (labels sampled at temperature 1) loses task information",
               float(dI["closed"][TD]), "<", float(dI["closed"][0]), baseline="the seed model (30 labelled images)",
               metric=f"I(Y; Y_hat) of test decisions at generation {TD} [nats]",
               note=f"test accuracy {dA['closed'][0]:.3f} -> {dA['closed'][TD]:.3f}; I of the soft predictive joint "
-                   f"{dig['closed'][0]['soft_information']:.3f} -> {dig['closed'][TD]['soft_information']:.3f}.",
+                   f"{dig['closed'][0]['soft_information']:.3f} -> {dig['closed'][TD]['soft_information']:.3f}. "
+                   "Label-closed, not closed in the DPI sense: every round reuses the real seed labels and the real "
+                   "unlabelled pool; only the pool's labels come from the model. The same loop with argmax labels is "
+                   "the next claim.",
               falsifier="the closed loop's decision information at the last generation at or above the start"),
-        Claim("Digits self-training: the closed loop loses task information, read from the soft predictive joint",
+        Claim("Digits self-training: the label-closed loop with argmax pseudo-labels loses task information",
+              float(dI["closed, argmax labels"][TD]), "<", float(dI["closed, argmax labels"][0]),
+              baseline="the seed model (30 labelled images)",
+              metric=f"I(Y; Y_hat) of test decisions at generation {TD} [nats]",
+              note=f"classic pseudo-labelling (greedy labels: the fair use of the model's own labels). Test accuracy "
+                   f"{dA['closed, argmax labels'][0]:.3f} -> {dA['closed, argmax labels'][TD]:.3f}",
+              falsifier="the argmax loop's decision information at the last generation at or above the start"),
+        Claim("Digits self-training: the label-closed loop loses task information, read from the soft predictive joint",
               float(dig["closed"][TD]["soft_information"]), "<", float(dig["closed"][0]["soft_information"]),
               baseline="the seed model (30 labelled images)",
               metric=f"I(Y; Y_hat) of the soft predictive joint at generation {TD} [nats]",
@@ -639,15 +691,23 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               float(dI["teacher, binary"][TD]), ">", float(dI["teacher, binary"][0]),
               baseline="the seed model (30 labelled images)",
               metric=f"I(Y; Y_hat) of test decisions at generation {TD} [nats]",
+              control=float(dI["closed"][TD]),
+              control_arm="the same loop without the teacher's filter (label-closed, sampled labels)",
               note=f"teacher: calibrated RBF SVM on {N_TEACH} other digits (accept when its argmax agrees). Test "
-                   f"accuracy {dA['teacher, binary'][0]:.3f} -> {dA['teacher, binary'][TD]:.3f}",
+                   f"accuracy {dA['teacher, binary'][0]:.3f} -> {dA['teacher, binary'][TD]:.3f}. The argmax "
+                   f"label-closed loop ends at {dI['closed, argmax labels'][TD]:.3f} nats",
               falsifier="decision information at the last generation at or below the start"),
-        Claim("Digits self-training: the open (teacher-verified) loop ends more accurate than the closed loop",
-              float(dA["teacher, binary"][TD]), ">", float(dA["closed"][TD]),
-              baseline="closed loop, same seed model and pool", metric=f"test accuracy at generation {TD}",
-              paired=list(dig["teacher, binary"][TD]["correct"] - dig["closed"][TD]["correct"]),
-              note="paired = per-test-image difference of correctness.",
-              falsifier="the open loop's test accuracy at or below the closed loop's, or the paired interval "
+        Claim("Digits self-training: the open (teacher-verified) loop ends more accurate than the label-closed loops",
+              float(dA["teacher, binary"][TD]), ">",
+              baselines={n: float(dA[n][TD]) for n in ("closed", "closed, argmax labels")},
+              paired={n: list(dig["teacher, binary"][TD]["correct"] - dig[n][TD]["correct"])
+                      for n in ("closed", "closed, argmax labels")},
+              baseline="the stronger of the label-closed loops (sampled or argmax labels), same seed model and pool",
+              metric=f"test accuracy at generation {TD}",
+              note=f"paired = per-test-image difference of correctness. The open loop's own signal used directly: the "
+                   f"teacher {dig_signal['teacher_accuracy']:.3f}; one fit on the teacher-labelled pool "
+                   f"{dig_signal['one_shot']['accuracy']:.3f} (the 8-generation loop does not beat either).",
+              falsifier="the open loop's test accuracy at or below the stronger closed loop's, or the paired interval "
                         "containing 0"),
         Claim("Digits self-training: the coarse teacher signal ends more accurate than a finer one among accepted "
               "labels", float(dA["teacher, binary"][TD]), ">", float(dA["teacher, fine among accepted"][TD]),
@@ -656,20 +716,22 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               paired=list(dig["teacher, binary"][TD]["correct"] - dig["teacher, fine among accepted"][TD]["correct"]),
               note="paired = per-test-image difference of correctness.",
               falsifier="the binary loop's accuracy at or below the fine loop's, or the paired interval containing 0"),
-        Claim("Reward hacking: when a spurious component is simpler than the intended one, learning follows it",
-              float(sb["slab", "linear"]["follows_spurious"].mean()), ">",
-              float(sb["slab", "linear"]["follows_core"].mean()), baseline="agreement with the intended (slab) label",
-              metric="test agreement with the spurious (linear) label, components decorrelated",
-              paired=list(sb["slab", "linear"]["follows_spurious"] - sb["slab", "linear"]["follows_core"]),
-              note=f"MLP (32, 32) on {sz.sb_train} points where both components are fully predictive.",
-              falsifier="predictions agree with the intended slab label at least as often as with the linear one"),
-        Claim("When the intended component is the simpler one, learning follows it",
-              float(sb["linear", "slab"]["follows_core"].mean()), ">",
-              float(sb["linear", "slab"]["follows_spurious"].mean()),
-              baseline="agreement with the spurious (slab) label",
-              metric="test agreement with the intended (linear) label, components decorrelated",
-              paired=list(sb["linear", "slab"]["follows_core"] - sb["linear", "slab"]["follows_spurious"]),
-              falsifier="predictions agree with the spurious slab label at least as often as with the linear one"),
+        Claim("Learning follows the simpler (linear) component whichever of the two is intended (reward hacking when "
+              "it is the spurious one)", float(sb_lin[sb_worst].mean()), ">", float(sb_slab[sb_worst].mean()),
+              baseline="agreement with the slab label, in the assignment where the linear one wins by less",
+              metric="test agreement with the linear label, components decorrelated (the weaker of the two "
+                     "assignments)",
+              paired=list(sb_lin[sb_worst] - sb_slab[sb_worst]),
+              note=f"MLP (32, 32) on {sz.sb_train} points where both components are fully predictive. Agreement with "
+                   f"the linear label: intended = slab {sb_lin['slab'].mean():.3f}, intended = linear "
+                   f"{sb_lin['linear'].mean():.3f}. One measurement, so one claim (fresh-eyes review): the MLP follows "
+                   "the linear coordinate in both assignments. The linear coordinate shrunk (margin and noise) x"
+                   + ", x".join(f"{c:g}: {sb_scale[c, 'slab']:.2f} / {sb_scale[c, 'linear']:.2f}"
+                                for c in SB_LINEAR_SCALES)
+                   + " (intended slab / linear): scale and margin decide it, not only simplicity. Faster learning is "
+                     "not measured.",
+              falsifier="in either assignment, predictions agree with the slab label at least as often as with the "
+                        "linear one"),
         Claim("Simplicity-bias control: the slab component alone is learnable", core_only, ">=", 0.95,
               kind="check", baseline="0.95 (spec)", metric="test accuracy of an MLP trained with the linear "
               "component decorrelated", note="So following the linear component is a choice, not an inability."),
@@ -729,6 +791,16 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                                        "I soft joint": float(dig[n][g]["soft_information"]),
                                        "kept fraction": float(dig[n][g]["kept_fraction"])}
                                       for n in DIGIT_LOOPS for g in range(TD + 1)]
+    tables["digits_self_training"] += [
+        {"loop": "teacher alone (the open loop's signal)", "generation": "-",
+         "test accuracy": dig_signal["teacher_accuracy"]},
+        {"loop": "one fit on the seed set + the teacher-labelled pool", "generation": 1,
+         "test accuracy": dig_signal["one_shot"]["accuracy"],
+         "I(Y;Y_hat) decisions": dig_signal["one_shot"]["information"],
+         "I soft joint": dig_signal["one_shot"]["soft_information"]}]
+    tables["simplicity_linear_scale"] = [
+        {"linear coordinate scale": c, "intended": core, "agreement with the linear label": v}
+        for (c, core), v in [((1.0, k), float(sb_lin[k].mean())) for k in ("slab", "linear")] + list(sb_scale.items())]
     return Outcome(metrics=metrics, claims=claims, tables=tables,
                    figures={"information_per_generation": _figure(info, closed_form, mi, T),
                             "mixture_and_lm_per_generation": _figure_new(mix, mix_bayes,

@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 
-def _component(kind: str, y: np.ndarray, rng: np.random.Generator, margin: float = 1.0) -> np.ndarray:
+def _component(kind: str, y: np.ndarray, rng: np.random.Generator, margin: float = 1.0, scale: float = 1.0
+               ) -> np.ndarray:
     n = len(y)
     if kind == "linear":
-        return ((2 * y - 1) * margin + 0.3 * rng.standard_normal(n))[:, None]
+        return (scale * ((2 * y - 1) * margin + 0.3 * rng.standard_normal(n)))[:, None]
     if kind == "slab":        # three slabs on [-1, 1]: the middle third is class 1
         u = rng.uniform(-1 / 3, 1 / 3, n)
         side = rng.choice([-1.0, 1.0], n) * rng.uniform(1 / 3 + 0.05, 1.0, n)
@@ -28,11 +29,14 @@ def _component(kind: str, y: np.ndarray, rng: np.random.Generator, margin: float
 
 
 def simplicity_bias_dataset(n: int, core: str = "slab", spurious: str = "linear", corr: float = 1.0,
-                            seed: int | None = None, noise_dims: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                            seed: int | None = None, noise_dims: int = 0, linear_scale: float = 1.0
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inputs [core | spurious | noise], the core label y and the label the spurious component encodes.
 
     With ``corr`` = 1 the spurious component encodes y itself (training); with ``corr`` = 0.5 it encodes an
-    independent label (test, decorrelated). Returns ``(X, y_core, y_spurious)``.
+    independent label (test, decorrelated). ``linear_scale`` multiplies the linear coordinate (its margin and noise
+    together, so it stays as predictive): at 1 its margin (about 1) is far wider than the slab's gaps (0.05), at
+    0.03 about equal. Returns ``(X, y_core, y_spurious)``.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -43,14 +47,15 @@ def simplicity_bias_dataset(n: int, core: str = "slab", spurious: str = "linear"
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, n)
     ys = np.where(rng.random(n) < corr, y, 1 - y)
-    X = np.column_stack([_component(core, y, rng), _component(spurious, ys, rng),
+    X = np.column_stack([_component(core, y, rng, scale=linear_scale), _component(spurious, ys, rng, scale=linear_scale),
                          rng.standard_normal((n, noise_dims))])
     return X, y, ys
 
 
-def which_component(model, core: str, spurious: str, n: int = 2000, seed: int = 0) -> dict[str, np.ndarray]:
+def which_component(model, core: str, spurious: str, n: int = 2000, seed: int = 0, linear_scale: float = 1.0
+                    ) -> dict[str, np.ndarray]:
     """Per test point: agreement of ``model.predict`` on decorrelated data with the core / the spurious label."""
-    X, y, ys = simplicity_bias_dataset(n, core, spurious, corr=0.5, seed=seed)
+    X, y, ys = simplicity_bias_dataset(n, core, spurious, corr=0.5, seed=seed, linear_scale=linear_scale)
     p = model.predict(X)
     return {"follows_core": (p == y).astype(float), "follows_spurious": (p == ys).astype(float)}
 

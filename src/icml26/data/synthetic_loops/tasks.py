@@ -118,10 +118,12 @@ class TabularPolicy:
 def task_information(errors: np.ndarray) -> float:
     """I(Y; A) (nats) of the answer channel with offset distribution ``errors`` [A05].
 
-    Under a task prior that shifts every answer by a uniform c (y_q = (a + b + c) mod A) and loop dynamics
-    that commute with such shifts (all filters here do), p(a | y) = errors[(a - y) mod A], so
-    I(Y; A) = log A - H(errors). Pass the offset distribution averaged over replicate runs to marginalise the
-    run's randomness (that is the I(Y; A_t) the data processing inequality bounds).
+    Under a task prior that shifts each question's answer by its own uniform c_q, independently across questions
+    (y_q = (a + b + c_q) mod A), and loop dynamics that commute with such shifts (all filters here do),
+    p(a | y) = errors[(a - y) mod A] for a question drawn at random, so I(Y; A) = log A - H(errors). Pass the
+    offset distribution averaged over replicate runs to marginalise the run's randomness. With independent shifts
+    a labelled row reveals only its own c_q, so a closed loop started from a fraction f of labelled rows obeys
+    I(Y; A_t) <= f log A (under one shared c, a single labelled row would reveal it and the bound would be log A).
     """
     e = np.asarray(errors, dtype=float)
     A = len(e)
@@ -174,10 +176,17 @@ class DigitsSelfTraining:
         return P
 
     def sample(self, clf, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """n pool images and labels sampled from the model's predictive distribution (temperature 1)."""
         idx = rng.permutation(len(self.X_pool))[:n]
         cdf = np.cumsum(self.proba(clf, self.X_pool[idx]), 1)
         lab = (rng.random(len(idx))[:, None] > cdf[:, :-1]).sum(1)
         return idx, lab
+
+    def sample_greedy(self, clf, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """n pool images labelled by the model's argmax (classic pseudo-labelling; still information-closed in
+        the labels)."""
+        idx = rng.permutation(len(self.X_pool))[:n]
+        return idx, self.proba(clf, self.X_pool[idx]).argmax(1)
 
     def metrics(self, clf, X_test: np.ndarray, y_test: np.ndarray) -> dict[str, Any]:
         """Test accuracy, p(correct) per test image, I(Y; Y_hat) of the decisions (argmax; plug-in from the
