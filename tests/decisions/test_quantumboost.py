@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -320,3 +321,35 @@ def test_reproduce_quick_is_well_formed():
     strong = next(c for c in claims if "strong learner" in c.statement)
     assert strong.bar and strong.control == out.metrics["max_first_round_error_over_eps_clean"]
     assert strong.control > strong.measured
+
+
+_X = np.random.default_rng(0).normal(size=(20, 3))
+_Y = np.array([0, 1] * 10)
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize("call, error, fragment", [
+    (lambda: bhk_rounds(0.0, 0.1), ValueError, "gamma must be in (0.0, 1.0)"),     # was a ZeroDivisionError
+    (lambda: bhk_rounds(0.1, 0.0), ValueError, "delta must be in (0.0, 1.0)"),     # was a ZeroDivisionError
+    (lambda: bhk_rounds(0.1, 1.5), ValueError, "delta must be in"),                # returned 1 round
+    (lambda: bhk_rounds(_NAN, 0.1), ValueError, "gamma must be finite"),
+    (lambda: boost(np.full((20, 3), _NAN), _Y), ValueError, "NaN"),
+    (lambda: boost(_X, _Y[:5]), ValueError, "shape"),
+    (lambda: LazyProjectionBoost(gamma=2.0).fit(_X, _Y), ValueError, "gamma"),
+    (lambda: LazyProjectionBoost().predict(_X), ValueError, "not fitted"),
+    (lambda: kl_project_dense(np.array([-1.0, 2.0]), 0.5), ValueError, "negative"),
+    (lambda: kl_project_dense(np.array([_NAN, 2.0]), 0.5), ValueError, "NaN"),
+    (lambda: kl_project_dense(np.array([1.0, 2.0]), 0.0), ValueError, "delta"),
+    (lambda: approx_kl_project_dense(np.array([1.0, 2.0]), 0.5, kappa=-1), ValueError, "kappa"),
+    (lambda: generalized_kl(np.ones(3), np.ones(4)), ValueError, "same shape"),
+    (lambda: generalized_kl(-np.ones(3), np.ones(3)), ValueError, "negative"),
+    (lambda: classical_estimate_queries(0.0, 0.1, 0.1), ValueError, "mu_lo"),
+    (lambda: quantum_estimate_queries(0.5, 0.0, 0.1), ValueError, "kappa"),
+    (lambda: quantum_sample_queries(_NAN), ValueError, "mu"),
+    (lambda: DecisionStump().fit(np.full((20, 3), _NAN), _Y), ValueError, "NaN"),
+    (lambda: DecisionStump().fit(_X, _Y, sample_weight=-np.ones(20)), ValueError, "Negative"),
+    (lambda: DecisionStump().predict(_X), ValueError, "not fitted"),
+])
+def test_public_entry_points_refuse_bad_input(call, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

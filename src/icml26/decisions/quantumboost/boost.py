@@ -30,6 +30,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
+from icml26.harness import validate
+
 from .projection import _approx_log_scale, _check_delta, _exact_log_scale, _measure
 from .queries import QueryCounter
 from .stump import DecisionStump, StumpSearch, binary_targets, stump_votes
@@ -40,7 +42,11 @@ PROJECTIONS = ("lazy", "greedy", "none")
 # helper functions
 
 def bhk_rounds(gamma: float, delta: float) -> int:
-    """T = ceil(4 ln(1/delta) / gamma^2) (the constant 4 is our choice; BHK prove O(log(1/delta)/gamma^2))."""
+    """T = ceil(4 ln(1/delta) / gamma^2) (the constant 4 is our choice; BHK prove O(log(1/delta)/gamma^2)).
+
+    ``gamma`` (the weak learner's advantage) and ``delta`` (the target error) must be in (0, 1)."""
+    gamma = validate.in_range("gamma", gamma, 0.0, 1.0, low_open=True, high_open=True)
+    delta = validate.in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     return max(1, math.ceil(4.0 * math.log(1.0 / delta) / gamma**2))
 
 
