@@ -235,35 +235,83 @@ def test_optimal_stopping_time():
     assert optimal_stopping_time(t, 1 / t)[0] == t[-1]          # monotone: no interior optimum
 
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(N=1), "N"), (dict(N=10, a=-1.0), "a"), (dict(N=10, sigma2=-0.1), "sigma2"), (dict(N=10, b=float("nan")), "b"),
-])
-def test_bad_task(kw, msg):
-    with pytest.raises(ValueError, match=msg):
-        PowerLawTask(**kw)
+_TASK = PowerLawTask(20, 1.5, 2.0, 0.05)
+_LAM, _W2 = _TASK.lam, _TASK.w2
+_PSI, _Y, _WS = draw_problem(_LAM, _W2, 8, 0.05, np.random.default_rng(0))
+_T = np.array([1.0, 10.0])
+_NAN_PSI = _PSI.copy()
+_NAN_PSI[0, 0] = np.nan
+
+# (callable, kwargs, error, message fragment): every public entry point of the package with input it must refuse
+# before any work; without the check each case returns a number (NaN, an empty array, a wrong value) or fails deep
+# inside numpy / scikit-learn
+BAD_INPUTS = [
+    (PowerLawTask, dict(N=1), ValueError, "N"),
+    (PowerLawTask, dict(N=10, a=-1.0), ValueError, "a must be > 0"),
+    (PowerLawTask, dict(N=10, b=float("nan")), ValueError, "b must be finite"),
+    (PowerLawTask, dict(N=10, sigma2=-0.1), ValueError, "sigma2"),
+    (PowerLawTask, dict(N=10.5), TypeError, "N"),
+    (renormalized_ridge, dict(z=np.array([-1.0]), lam=_LAM, P=10), ValueError, "real z"),
+    (renormalized_ridge, dict(z=np.array([0.1]), lam=_LAM, P=10, max_iter=0), ValueError, "max_iter"),
+    (renormalized_ridge, dict(z="0.1", lam=_LAM, P=10), TypeError, "z must be"),
+    (renormalized_ridge, dict(z=np.array([0.1]), lam=-_LAM, P=10), ValueError, "lam"),
+    (renormalized_ridge, dict(z=np.array([0.1]), lam=np.r_[_LAM[:-1], np.nan], P=10), ValueError, "lam has 1 NaN"),
+    (ridge_equivalent, dict(lam=_LAM, w2=_W2, P=10, ridge=0.0), ValueError, "ridge must be > 0"),
+    (ridge_equivalent, dict(lam=_LAM, w2=_W2[:-1], P=10, ridge=0.1), ValueError, "w2 must have shape"),
+    (ridge_equivalent, dict(lam=_LAM, w2=-_W2, P=10, ridge=0.1), ValueError, "w2"),
+    (ridge_equivalent, dict(lam=_LAM, w2=_W2, P=0, ridge=0.1), ValueError, "P"),
+    (dmft_generalization_curve, dict(t=np.array([0.0]), lam=_LAM, w2=_W2, P=10), ValueError, "t must"),
+    (dmft_generalization_curve, dict(t=np.array([np.nan]), lam=_LAM, w2=_W2, P=10), ValueError, "t must"),
+    (dmft_generalization_curve, dict(t=_T, lam=_LAM, w2=_W2[:-1], P=10), ValueError, "w2"),
+    (dmft_generalization_curve, dict(t=_T, lam=_LAM, w2=_W2, P=10, weight_decay=-1.0), ValueError, "weight_decay"),
+    (dmft_generalization_curve, dict(t=_T, lam=_LAM, w2=_W2, P=10, temperature=-1.0), ValueError, "temperature"),
+    (dmft_generalization_curve, dict(t=_T, lam=_LAM, w2=_W2, P=10, n_talbot=2), ValueError, "n_talbot"),
+    (dmft_generalization_curve, dict(t=_T, lam=_LAM, w2=_W2, P=2.5), TypeError, "P"),
+    (gradient_flow_infinite_data, dict(t=np.array([-1.0]), lam=_LAM, w2=_W2), ValueError, "t must"),
+    (gradient_flow_infinite_data, dict(t=_T, lam=_LAM, w2=_W2[:3]), ValueError, "w2"),
+    (optimal_stopping_time, dict(t=np.logspace(0, 1, 5), errors=np.r_[1.0, np.nan, 1, 1, 1]), ValueError, "errors"),
+    (optimal_stopping_time, dict(t=np.logspace(0, 1, 5), errors=np.ones(4)), ValueError, "errors must have shape"),
+    (optimal_stopping_time, dict(t=np.array([1.0, 2.0]), errors=np.ones(2)), ValueError, "at least 3"),
+    (draw_problem, dict(lam=_LAM, w2=_W2, P=5, sigma2=0.05, rng="seed"), TypeError, "rng"),
+    (draw_problem, dict(lam=_LAM, w2=_W2, P=5, sigma2=-1.0, rng=np.random.default_rng(0)), ValueError, "sigma2"),
+    (simulate_run, dict(t=_T, lam=_LAM[:-1], Psi=_PSI, y=_Y, w_star=_WS), ValueError, "Psi must have shape"),
+    (simulate_run, dict(t=_T, lam=_LAM, Psi=_NAN_PSI, y=_Y, w_star=_WS), ValueError, "Psi has 1 NaN"),
+    (simulate_run, dict(t=_T, lam=_LAM, Psi=_PSI, y=_Y[:-1], w_star=_WS), ValueError, "y must have shape"),
+    (simulate_run, dict(t=_T, lam=_LAM, Psi=_PSI, y=_Y, w_star=_WS[:-1]), ValueError, "w_star must have shape"),
+    (simulate_run, dict(t=np.array([-1.0]), lam=_LAM, Psi=_PSI, y=_Y, w_star=_WS), ValueError, "t must"),
+    (simulate_run, dict(t=np.array([np.inf]), lam=_LAM, Psi=_PSI, y=_Y, w_star=_WS, temperature=1e-3),
+     ValueError, "stationary"),
+    (simulate_generalization_curve, dict(t=_T, lam=_LAM, w2=_W2, P=5, n_draws=0), ValueError, "n_draws"),
+    (simulate_generalization_curve, dict(t=_T, lam=_LAM, w2=_W2, P=5, seed=-1), ValueError, "seed"),
+    (simulate_generalization_curve, dict(t=np.array([-2.0]), lam=_LAM, w2=_W2, P=5), ValueError, "t must"),
+    (ridge_weights, dict(Psi=_PSI, y=_Y, ridge=-1.0), ValueError, "ridge"),
+    (ridge_weights, dict(Psi=_PSI, y=_Y[:3], ridge=0.1), ValueError, "y must have shape"),
+    (bayes_limit, dict(lam=_LAM, w2=_W2, P=10, weight_decay=0.0, temperature=1e-3), ValueError, "weight_decay"),
+    (bayes_limit, dict(lam=_LAM, w2=_W2, P=10, weight_decay=1e-3, temperature=-1.0), ValueError, "temperature"),
+    (sample_langevin_error, dict(t=-1.0, lam=_LAM, Psi=_PSI, y=_Y, w_star=_WS, weight_decay=0.0, temperature=1e-3,
+                                 n_samples=4, rng=np.random.default_rng(0)), ValueError, "t must be >= 0"),
+    (sample_langevin_error, dict(t=1.0, lam=_LAM, Psi=_PSI, y=_Y, w_star=_WS, weight_decay=0.0, temperature=1e-3,
+                                 n_samples=0, rng=np.random.default_rng(0)), ValueError, "n_samples"),
+    (sample_langevin_error, dict(t=1.0, lam=_LAM, Psi=_PSI[:, :-1], y=_Y, w_star=_WS, weight_decay=0.0,
+                                 temperature=1e-3, n_samples=4, rng=np.random.default_rng(0)), ValueError, "Psi"),
+    (gp_posterior_error, dict(lam=_LAM, Psi=_PSI, y=_Y, w_star=_WS, weight_decay=0.0, temperature=1e-3),
+     ValueError, "weight_decay"),
+    (gp_posterior_error, dict(lam=_LAM, Psi=_PSI, y=_Y, w_star=_WS, weight_decay=1e-3, temperature=0.0),
+     ValueError, "temperature"),
+]
 
 
-def test_bad_inputs(task):
-    lam, w2 = task
-    t = np.array([1.0])
-    with pytest.raises(ValueError, match="P"):
-        dmft_generalization_curve(t, lam, w2, 0)
-    with pytest.raises(ValueError, match="t must"):
-        dmft_generalization_curve(np.array([0.0]), lam, w2, 10)
-    with pytest.raises(ValueError, match="weight_decay"):
-        dmft_generalization_curve(t, lam, w2, 10, weight_decay=-1.0)
-    with pytest.raises(ValueError, match="lam"):
-        dmft_generalization_curve(t, -lam, w2, 10)
-    with pytest.raises(ValueError, match="w2"):
-        dmft_generalization_curve(t, lam, w2[:-1], 10)
-    with pytest.raises(ValueError, match="n_talbot"):
-        dmft_generalization_curve(t, lam, w2, 10, n_talbot=2)
-    with pytest.raises(ValueError, match="real z"):
-        renormalized_ridge(np.array([-1.0]), lam, 10)
-    with pytest.raises(ValueError, match="ridge"):
-        ridge_equivalent(lam, w2, 10, 0.0)
-    with pytest.raises(ValueError, match="n_draws"):
-        simulate_generalization_curve(t, lam, w2, 10, n_draws=0)
+@pytest.mark.parametrize("fn, kwargs, err, msg", BAD_INPUTS,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(BAD_INPUTS)])
+def test_bad_inputs(fn, kwargs, err, msg):
+    with pytest.raises(err, match=msg):
+        fn(**kwargs)
+
+
+def test_every_public_entry_point_has_a_bad_input_case():
+    import icml26.theory.nngp_dmft as pkg
+
+    assert set(pkg.__all__) == {c[0].__name__ for c in BAD_INPUTS}
 
 
 def test_reproduce_quick_is_well_formed():

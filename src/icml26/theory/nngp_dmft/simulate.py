@@ -14,10 +14,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from .theory import _check_nonneg, _check_P, _check_spectrum
+from icml26.harness import validate as v
+
+from .theory import _check_nonneg, _check_P, _check_spectrum, _check_times
 
 __all__ = ["draw_problem", "simulate_run", "sample_langevin_error", "simulate_generalization_curve",
            "ridge_weights", "gp_posterior_error"]
+
+
+def _check_rng(rng: np.random.Generator | int) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return np.random.default_rng(v.non_negative_int("rng (a seed)", rng))
+    raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)) or an integer seed, "
+                    f"got {v.describe(rng)}")
+
+
+def _check_data(Psi: np.ndarray, y: np.ndarray, w_star: np.ndarray | None = None, lam: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Psi (P >= 1, N) finite, y (P,) finite and w* (N,) finite, with N = len(lam) when given."""
+    N = None if lam is None else len(lam)
+    Psi = np.asarray(v.shape("Psi", v.ndim("Psi", v.finite("Psi", Psi), 2), (None, N)), dtype=float)
+    if Psi.shape[0] == 0 or Psi.shape[1] == 0:
+        raise ValueError(f"Psi must have at least one row (sample) and one column (mode), got shape {Psi.shape}")
+    y = np.asarray(v.shape("y", v.finite("y", y), (Psi.shape[0],)), dtype=float)
+    if w_star is not None:
+        w_star = np.asarray(v.shape("w_star", v.finite("w_star", w_star), (Psi.shape[1],)), dtype=float)
+    return Psi, y, w_star
 
 
 def draw_problem(lam: np.ndarray, w2: np.ndarray, P: int, sigma2: float, rng: np.random.Generator,
@@ -27,6 +51,7 @@ def draw_problem(lam: np.ndarray, w2: np.ndarray, P: int, sigma2: float, rng: np
     lam, w2 = _check_spectrum(lam, w2)
     P = _check_P(P)
     sigma2 = _check_nonneg("sigma2", sigma2)
+    rng = _check_rng(rng)
     w = np.sqrt(w2) * (rng.choice([-1.0, 1.0], size=lam.size) if teacher_signs else 1.0)
     Psi = rng.standard_normal((P, lam.size)) * np.sqrt(lam)
     y = Psi @ w + np.sqrt(sigma2) * rng.standard_normal(P)
@@ -44,9 +69,11 @@ def simulate_run(t: np.ndarray, lam: np.ndarray, Psi: np.ndarray, y: np.ndarray,
     ``per_mode=True`` returns the (nt, N) terms lambda_k Delta_k(t)^2 (plus mode k's thermal term) that sum to it."""
     gamma = _check_nonneg("weight_decay", weight_decay)
     temp = _check_nonneg("temperature", temperature)
-    if temp > 0 and gamma == 0 and np.isinf(np.asarray(t, dtype=float)).any():
+    t = _check_times(t, allow_zero=True, allow_inf=True)
+    lam, _ = _check_spectrum(lam)
+    Psi, y, w_star = _check_data(Psi, y, w_star, lam)
+    if temp > 0 and gamma == 0 and np.isinf(t).any():
         raise ValueError("Langevin without weight decay has no stationary law (t = inf); pass weight_decay > 0")
-    t = np.asarray(t, dtype=float)
     P = Psi.shape[0]
     U, S, Vt = np.linalg.svd(Psi / np.sqrt(P), full_matrices=False)
     mu = S ** 2                                              # nonzero spectrum of Sigma_hat (<= min(P, N))
@@ -84,6 +111,11 @@ def sample_langevin_error(t: float, lam: np.ndarray, Psi: np.ndarray, y: np.ndar
     transition w(t) ~ N(m(t), T (H)^-1 (1 - e^{-2 H t})), H = Sigma_hat + gamma (dense eigendecomposition; for
     testing on small N)."""
     gamma, temp = _check_nonneg("weight_decay", weight_decay), _check_nonneg("temperature", temperature)
+    t = v.non_negative("t", t)
+    lam, _ = _check_spectrum(lam)
+    Psi, y, w_star = _check_data(Psi, y, w_star, lam)
+    n_samples = v.positive_int("n_samples", n_samples)
+    rng = _check_rng(rng)
     P, N = Psi.shape
     mu, V = np.linalg.eigh(Psi.T @ Psi / P + gamma * np.eye(N))
     mu = np.maximum(mu, 0.0)
@@ -102,8 +134,13 @@ def simulate_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray
                                   seed: int = 0) -> np.ndarray:
     """E_g(t) of ``n_draws`` independent data sets (fresh features, labels and teacher signs), shape
     (n_draws, nt); average over axis 0 for the typical curve the DMFT predicts."""
-    if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
-        raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
+    n_draws = v.positive_int("n_draws", n_draws)
+    seed = v.non_negative_int("seed", seed)
+    _check_times(t, allow_zero=True, allow_inf=True)
+    _check_spectrum(lam, w2)
+    _check_P(P)
+    for name, value in (("sigma2", sigma2), ("weight_decay", weight_decay), ("temperature", temperature)):
+        _check_nonneg(name, value)
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(int(n_draws)):
@@ -115,6 +152,8 @@ def simulate_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray
 def ridge_weights(Psi: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
     """argmin_w (1/2P)|Psi w - y|^2 + (ridge/2)|w|^2 = (Sigma_hat + ridge)^-1 Psi^T y / P (the t -> inf limit of
     gradient flow with weight decay ``ridge``), by a P x P solve (kernel form)."""
+    Psi, y, _ = _check_data(Psi, y)
+    ridge = v.positive("ridge", ridge)
     P = Psi.shape[0]
     alpha = np.linalg.solve(Psi @ Psi.T / P + ridge * np.eye(P), y / P)
     return Psi.T @ alpha
@@ -126,6 +165,9 @@ def gp_posterior_error(lam: np.ndarray, Psi: np.ndarray, y: np.ndarray, w_star: 
     linear kernel k(x, x') = (T/gamma) x.x' (prior w ~ N(0, T/gamma)), noise variance P T, no hyper-parameter
     fitting. Test points sqrt(lambda_k) e_k give sum_k lambda_k [(m_k - w*_k)^2 + Var_k] = (m - w*)^T Sigma (m - w*)
     + Tr[Sigma Cov_post]."""
+    weight_decay, temperature = v.positive("weight_decay", weight_decay), v.positive("temperature", temperature)
+    lam, _ = _check_spectrum(lam)
+    Psi, y, w_star = _check_data(Psi, y, w_star, lam)
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import ConstantKernel, DotProduct
     P, N = Psi.shape

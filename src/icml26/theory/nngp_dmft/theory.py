@@ -38,11 +38,11 @@ per time. t -> infinity with gamma > 0 gives the ridge deterministic equivalent 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from icml26.harness import validate as v
 from icml26.testbeds.ntk import power_law_spectrum
 
 __all__ = ["PowerLawTask", "renormalized_ridge", "ridge_equivalent", "bayes_limit", "dmft_generalization_curve",
@@ -62,14 +62,10 @@ class PowerLawTask:
     sigma2: float = 0.05
 
     def __post_init__(self) -> None:
-        if not isinstance(self.N, (int, np.integer)) or isinstance(self.N, bool) or self.N < 2:
-            raise ValueError(f"N (number of eigenmodes) must be an integer >= 2, got {self.N!r}")
-        for name in ("a", "b"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{name} must be a positive finite exponent, got {v!r}")
-        if not isinstance(self.sigma2, (int, float)) or not math.isfinite(self.sigma2) or self.sigma2 < 0:
-            raise ValueError(f"sigma2 (label-noise variance) must be finite and >= 0, got {self.sigma2!r}")
+        v.positive_int("N (number of eigenmodes)", self.N, minimum=2)
+        v.positive("a", self.a)
+        v.positive("b", self.b)
+        v.non_negative("sigma2 (label-noise variance)", self.sigma2)
 
     @property
     def lam(self) -> np.ndarray:
@@ -84,27 +80,33 @@ class PowerLawTask:
 # helper functions
 
 def _check_spectrum(lam: np.ndarray, w2: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    lam = np.asarray(lam, dtype=float)
-    if lam.ndim != 1 or lam.size == 0 or not np.isfinite(lam).all() or (lam <= 0).any():
-        raise ValueError("lam must be a non-empty 1-D array of positive finite eigenvalues")
+    lam = np.asarray(v.non_empty("lam", v.ndim("lam", v.finite("lam", lam), 1)), dtype=float)
+    if (lam <= 0).any():
+        raise ValueError(f"lam must hold positive eigenvalues, got a minimum of {lam.min():g}")
     if w2 is not None:
-        w2 = np.asarray(w2, dtype=float)
-        if w2.shape != lam.shape or not np.isfinite(w2).all() or (w2 < 0).any():
-            raise ValueError(f"w2 (squared teacher weights) must be non-negative and finite with the shape of lam "
-                             f"{lam.shape}, got shape {w2.shape}")
+        w2 = np.asarray(v.shape("w2", v.finite("w2", w2), lam.shape), dtype=float)
+        if (w2 < 0).any():
+            raise ValueError(f"w2 (squared teacher weights) must be >= 0, got a minimum of {w2.min():g}")
     return lam, w2
 
 
 def _check_P(P: int) -> int:
-    if not isinstance(P, (int, np.integer)) or isinstance(P, bool) or P < 1:
-        raise ValueError(f"P (number of samples) must be a positive integer, got {P!r}")
-    return int(P)
+    return v.positive_int("P (number of samples)", P)
 
 
-def _check_nonneg(name: str, v: float) -> float:
-    if not isinstance(v, (int, float, np.floating)) or not math.isfinite(v) or v < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-    return float(v)
+def _check_nonneg(name: str, value: float) -> float:
+    return v.non_negative(name, value)
+
+
+def _check_times(t: np.ndarray, *, allow_zero: bool, allow_inf: bool = False) -> np.ndarray:
+    """A non-empty 1-D array of times: no NaN, > 0 (>= 0 with ``allow_zero``), +inf only with ``allow_inf``."""
+    t = np.asarray(v.non_empty("t", v.ndim("t", t, 1)), dtype=float)
+    bad = np.isnan(t) | (np.isinf(t) if not allow_inf else np.isneginf(t)) | ((t < 0) if allow_zero else (t <= 0))
+    if bad.any():
+        want = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"t must hold times {want}{' (np.inf allowed)' if allow_inf else ', finite'}; "
+                         f"got {int(bad.sum())} bad entries, e.g. {t[bad][0]!r}")
+    return t
 
 
 def renormalized_ridge(z: np.ndarray | complex, lam: np.ndarray, P: int, *, tol: float = 1e-13,
@@ -117,6 +119,10 @@ def renormalized_ridge(z: np.ndarray | complex, lam: np.ndarray, P: int, *, tol:
     """
     lam, _ = _check_spectrum(lam)
     P = _check_P(P)
+    v.positive("tol", tol)
+    max_iter = v.positive_int("max_iter", max_iter)
+    if isinstance(z, (str, bytes)) or not np.issubdtype(np.asarray(z).dtype, np.number):
+        raise TypeError(f"z must be a number or an array of (complex) numbers, got {v.describe(z)}")
     z = np.asarray(z)
     complex_in = np.iscomplexobj(z)
     zc = z.astype(complex).ravel()
@@ -156,9 +162,7 @@ def ridge_equivalent(lam: np.ndarray, w2: np.ndarray, P: int, ridge: float, sigm
     """
     lam, w2 = _check_spectrum(lam, w2)
     P = _check_P(P)
-    ridge, sigma2 = _check_nonneg("ridge", ridge), _check_nonneg("sigma2", sigma2)
-    if ridge <= 0:
-        raise ValueError("ridge must be > 0")
+    ridge, sigma2 = v.positive("ridge", ridge), _check_nonneg("sigma2", sigma2)
     k = float(renormalized_ridge(np.array([ridge]), lam, P)[0]) if self_consistent else float(ridge)
     q = lam / (lam + k)
     df2 = (q * q).sum() / P if self_consistent else 0.0
@@ -216,11 +220,10 @@ def dmft_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray, P:
     P = _check_P(P)
     sigma2, gamma = _check_nonneg("sigma2", sigma2), _check_nonneg("weight_decay", weight_decay)
     temp = _check_nonneg("temperature", temperature)
-    t = np.asarray(t, dtype=float)
-    if t.ndim != 1 or t.size == 0 or not np.isfinite(t).all() or (t <= 0).any():
-        raise ValueError("t must be a non-empty 1-D array of positive finite times (t = 0 gives sum lambda w^2)")
-    if not isinstance(n_talbot, (int, np.integer)) or not 4 <= n_talbot <= 64:
-        raise ValueError(f"n_talbot must be an integer in [4, 64], got {n_talbot!r}")
+    t = _check_times(t, allow_zero=False)                  # t = 0 is sum lambda w^2 (the Talbot rule needs t > 0)
+    n_talbot = v.positive_int("n_talbot", n_talbot, minimum=4)
+    if n_talbot > 64:
+        raise ValueError(f"n_talbot must be an integer in [4, 64], got {n_talbot}")
     M = int(n_talbot)
     s, c = _talbot(M, t)                                   # (nt, 2M-1); node M-1 is theta = 0
     z = s + gamma
@@ -287,6 +290,7 @@ def bayes_limit(lam: np.ndarray, w2: np.ndarray, P: int, weight_decay: float, te
     term through the one-point equivalent). ``self_consistent=False``: kappa = gamma (the control).
     """
     temp = _check_nonneg("temperature", temperature)
+    v.positive("weight_decay", weight_decay)                 # gamma = 0: the posterior prior variance T / gamma is infinite
     e = ridge_equivalent(lam, w2, P, weight_decay, sigma2, self_consistent=self_consistent)
     lam = np.asarray(lam, dtype=float)
     k = float(renormalized_ridge(np.array([float(weight_decay)]), lam, P)[0]) if self_consistent else float(weight_decay)
@@ -296,16 +300,17 @@ def bayes_limit(lam: np.ndarray, w2: np.ndarray, P: int, weight_decay: float, te
 def gradient_flow_infinite_data(t: np.ndarray, lam: np.ndarray, w2: np.ndarray) -> np.ndarray:
     """P -> infinity limit: E_g(t) = sum_k lambda_k w*_k^2 exp(-2 lambda_k t) (population gradient flow)."""
     lam, w2 = _check_spectrum(lam, w2)
-    t = np.asarray(t, dtype=float)
+    t = _check_times(t, allow_zero=True, allow_inf=True)
     return (lam * w2 * np.exp(-2 * np.outer(t, lam))).sum(1)
 
 
 def optimal_stopping_time(t: np.ndarray, errors: np.ndarray) -> tuple[float, float]:
     """(t_opt, E_opt): the minimum of a test-error curve on the grid t, refined by a parabola in log t
     through the grid minimum and its neighbours (an interior minimum only)."""
-    t, e = np.asarray(t, dtype=float), np.asarray(errors, dtype=float)
-    if t.ndim != 1 or e.shape != t.shape or len(t) < 3 or (t <= 0).any() or not np.isfinite(e).all():
-        raise ValueError("t and errors must be 1-D, equal length >= 3, t > 0, errors finite")
+    t = _check_times(t, allow_zero=False)
+    e = np.asarray(v.shape("errors", v.finite("errors", errors), t.shape), dtype=float)
+    if len(t) < 3:
+        raise ValueError(f"t and errors need at least 3 points for a parabola, got {len(t)}")
     i = int(np.argmin(e))
     if i == 0 or i == len(t) - 1:
         return float(t[i]), float(e[i])
