@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from icml26.harness import validate as v
+
 from .allocation import AllocationResult, _check_budget, _result, _spend
 from .pool import TablePool
 
@@ -22,14 +24,15 @@ def optuna_allocation(pool: TablePool, budget: float, *, pruner: str = "sh", eta
 
     The resource is the recorded point index 1..T; min resource = T / eta^(n_rungs - 1), as SH's first rung.
     """
-    import optuna
-
     if not isinstance(pool, TablePool):
         raise TypeError(f"pool must be a TablePool (optuna steps through its recorded points), got {type(pool).__name__}")
     b = _check_budget(pool, budget)
+    v.one_of("pruner", pruner, ("sh", "hyperband"))
+    eta = v.positive_int("eta", eta, minimum=2)
+    n_rungs = v.positive_int("n_rungs", n_rungs)
+    seed = v.non_negative_int("seed", seed)
+    optuna = v.require_package("optuna", "peers", purpose="optuna's pruners")
     n_points = pool.table.n_points
-    if pruner not in ("sh", "hyperband"):
-        raise ValueError(f"unknown pruner {pruner!r}; use 'sh' or 'hyperband'")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     min_r = max(1, int(n_points // eta ** (n_rungs - 1)))
     p = (optuna.pruners.SuccessiveHalvingPruner(min_resource=min_r, reduction_factor=eta)
@@ -65,11 +68,15 @@ def ray_asha_allocation(pool: TablePool, budget: float, *, eta: int = 2, n_rungs
     """Run Ray Tune's ``ASHAScheduler`` (one bracket, ``grace_period`` = T / eta^(n_rungs - 1), ``max_t`` = T)
     over ``pool`` within ``budget``, sequentially: each trial reports its loss at every recorded point until the
     scheduler answers STOP or its curve ends. Needs ``ray[tune]`` importable (Ray plus pyarrow)."""
-    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
-
     if not isinstance(pool, TablePool):
         raise TypeError(f"pool must be a TablePool (the trials step through its recorded points), got {type(pool).__name__}")
     b = _check_budget(pool, budget)
+    eta = v.positive_int("eta", eta, minimum=2)
+    n_rungs = v.positive_int("n_rungs", n_rungs)
+    seed = v.non_negative_int("seed", seed)
+    v.require_package("pyarrow", "ray", purpose="Ray Tune's ASHAScheduler")
+    schedulers = v.require_package("ray.tune.schedulers", "ray", purpose="Ray Tune's ASHAScheduler")
+    ASHAScheduler, TrialScheduler = schedulers.ASHAScheduler, schedulers.TrialScheduler
     n_points = pool.table.n_points
     grace = max(1, int(n_points // eta ** (n_rungs - 1)))
     sched = ASHAScheduler(time_attr="step", metric="loss", mode="min", max_t=n_points, grace_period=grace,

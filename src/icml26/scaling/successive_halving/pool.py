@@ -14,7 +14,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from icml26.testbeds.learning_curves import CurveTable
+from icml26.harness import validate as v
+from icml26.testbeds.learning_curves import CurveTable, SyntheticCurveConfig
+from icml26.testbeds.learning_curves import synthetic_curve_pool as _synthetic_curve_pool
 
 
 @runtime_checkable
@@ -32,13 +34,39 @@ class LearningCurvePool(Protocol):
 
 
 def _check_compute(x: float, name: str = "to_compute") -> float:
+    if isinstance(x, np.generic) and np.issubdtype(type(x), np.number):
+        x = x.item()
     try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number (FLOPs), got {type(x).__name__}") from None
-    if not math.isfinite(v) or v < 0:
+        value = v.finite_number(name, x)
+    except TypeError:
+        raise TypeError(f"{name} must be a number (FLOPs), got {v.describe(x)}") from None
+    except ValueError:
+        raise ValueError(f"{name} must be a finite, non-negative amount of compute (FLOPs), got {x}") from None
+    if value < 0:
         raise ValueError(f"{name} must be a finite, non-negative amount of compute (FLOPs), got {x}")
-    return v
+    return value
+
+
+def synthetic_curve_pool(cfg: SyntheticCurveConfig = SyntheticCurveConfig(), seed: int = 0,
+                         noise: float | None = None) -> CurveTable:
+    """Chinchilla-form synthetic learning curves (the shared testbed's ``synthetic_curve_pool``) with its arguments
+    checked: one curve per (size, learning rate) of ``cfg``, noise drawn from ``seed`` (``noise`` overrides
+    ``cfg.noise``)."""
+    if not isinstance(cfg, SyntheticCurveConfig):
+        raise TypeError(f"cfg must be a SyntheticCurveConfig, got {v.describe(cfg)}")
+    for name in ("E", "A", "B", "a", "b", "tokens", "lr0", "lr_width", "warmup_tokens"):
+        v.positive(f"cfg.{name}", getattr(cfg, name))
+    for name in ("lr_shift", "warmup_bump", "noise"):
+        v.non_negative(f"cfg.{name}", getattr(cfg, name))
+    v.positive_int("cfg.n_points", cfg.n_points)
+    for name in ("sizes", "lrs"):
+        values = v.finite(f"cfg.{name}", v.non_empty(f"cfg.{name}", getattr(cfg, name)))
+        if np.any(np.asarray(values, dtype=float) <= 0):
+            raise ValueError(f"cfg.{name} must be positive, got {getattr(cfg, name)!r}")
+    seed = v.non_negative_int("seed", seed)
+    if noise is not None:
+        noise = v.non_negative("noise", noise)
+    return _synthetic_curve_pool(cfg, seed=seed, noise=noise)
 
 
 class TablePool:
@@ -62,13 +90,17 @@ class TablePool:
         self.log: list[tuple[float, float]] = []
 
     def _k(self, k: int) -> int:
-        if not isinstance(k, (int, np.integer)) or not 0 <= int(k) < self.n_configs:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not 0 <= int(k) < self.n_configs:
             raise ValueError(f"configuration index must be an int in [0, {self.n_configs}), got {k!r}")
         return int(k)
 
     def full_compute(self, k: int) -> float:
         """Compute of configuration k's whole recorded curve."""
         return float(self.table.compute[self._k(k), -1])
+
+    def first_compute(self, k: int) -> float:
+        """Compute of configuration k's first recorded point (the least a rung can train it to and see a loss)."""
+        return float(self.table.compute[self._k(k), 0])
 
     def _last_index(self, k: int, to_compute: float) -> int:
         """Number of points of curve k with compute <= to_compute (relative tolerance 1e-9)."""
@@ -113,4 +145,4 @@ class TablePool:
         return float(self.table.compute[:, -1].sum())
 
 
-__all__ = ["LearningCurvePool", "TablePool"]
+__all__ = ["LearningCurvePool", "TablePool", "synthetic_curve_pool"]

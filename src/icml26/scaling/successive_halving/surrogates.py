@@ -20,11 +20,40 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from icml26.harness import validate as v
+
 ALPHA_BOUNDS = (0.05, 1.5)
 
 
+def _positive_compute(name: str, c) -> np.ndarray:
+    """Compute values (a number or an array) as a float array; finite and > 0."""
+    if isinstance(c, (bool, str, bytes)):
+        raise TypeError(f"{name} must be compute in FLOPs (a number or an array), got {v.describe(c)}")
+    try:
+        arr = np.asarray(c, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be compute in FLOPs (a number or an array), got {v.describe(c)}") from None
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} has NaN or infinite entries; pass finite compute (FLOPs)")
+    if (arr <= 0).any():
+        raise ValueError(f"{name} must be positive compute (FLOPs), got a value {arr.min()}")
+    return arr
+
+
+def _alpha_bounds(alpha_bounds) -> tuple[float, float]:
+    if not isinstance(alpha_bounds, (tuple, list)) or len(alpha_bounds) != 2:
+        raise TypeError(f"alpha_bounds must be (lo, hi), got {v.describe(alpha_bounds)}")
+    lo, hi = v.positive("alpha_bounds lo", alpha_bounds[0]), v.positive("alpha_bounds hi", alpha_bounds[1])
+    if not lo < hi:
+        raise ValueError(f"alpha_bounds must satisfy 0 < lo < hi, got {alpha_bounds}")
+    return lo, hi
+
+
 def _check_curve(c: np.ndarray, L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    c, L = np.asarray(c, dtype=float).ravel(), np.asarray(L, dtype=float).ravel()
+    try:
+        c, L = np.asarray(c, dtype=float).ravel(), np.asarray(L, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise TypeError(f"compute and loss must be arrays of numbers, got {v.describe(c)} and {v.describe(L)}") from None
     if c.shape != L.shape:
         raise ValueError(f"compute and loss must have equal length, got {c.size} and {L.size}")
     if not (np.isfinite(c).all() and np.isfinite(L).all()):
@@ -46,12 +75,19 @@ class PowerLawFit:
     cov: np.ndarray
     rmse_log: float
 
+    def __post_init__(self) -> None:
+        for name in ("E", "A"):
+            v.non_negative(name, getattr(self, name))
+        v.positive("alpha", self.alpha)
+        v.positive("c0", self.c0)
+
     def predict(self, c: np.ndarray | float) -> np.ndarray:
-        return self.E + self.A * (np.asarray(c, dtype=float) / self.c0) ** -self.alpha
+        """L at compute ``c`` (a number or an array, > 0)."""
+        return self.E + self.A * (_positive_compute("c", c) / self.c0) ** -self.alpha
 
     def predict_std(self, c: np.ndarray | float) -> np.ndarray:
         """Delta-method standard deviation of the prediction (NaN when the covariance is unavailable)."""
-        x = np.asarray(c, dtype=float) / self.c0
+        x = _positive_compute("c", c) / self.c0
         g = np.stack(np.broadcast_arrays(np.ones_like(x), x ** -self.alpha, -self.A * x ** -self.alpha * np.log(x)), -1)
         return np.sqrt(np.einsum("...i,ij,...j->...", g, self.cov, g))
 
@@ -83,9 +119,11 @@ def fit_power_law(c: np.ndarray, L: np.ndarray, alpha_bounds: tuple[float, float
     c, L = _check_curve(c, L)
     if c.size < 3:
         raise ValueError(f"a power law needs at least 3 points, got {c.size}")
-    lo, hi = alpha_bounds
-    if not 0 < lo < hi:
-        raise ValueError(f"alpha_bounds must satisfy 0 < lo < hi, got {alpha_bounds}")
+    lo, hi = _alpha_bounds(alpha_bounds)
+    if E_max is not None:
+        E_max = v.non_negative("E_max", E_max)
+    if not isinstance(refine, bool):
+        raise TypeError(f"refine must be True or False, got {v.describe(refine)}")
     c0 = float(c.min())
     x = c / c0
     top = float(L.min()) * (1 - 1e-6) if E_max is None else float(E_max)
@@ -127,9 +165,11 @@ class PowerLawCurveSurrogate:
 
     def __init__(self, *, min_points: int = 3, alpha_bounds: tuple[float, float] = ALPHA_BOUNDS,
                  refine: bool = True) -> None:
-        if min_points < 3:
-            raise ValueError(f"min_points must be >= 3 (three parameters), got {min_points}")
-        self.min_points, self.alpha_bounds, self.refine = int(min_points), alpha_bounds, bool(refine)
+        min_points = v.positive_int("min_points (>= 3: three parameters)", min_points, minimum=3)
+        alpha_bounds = _alpha_bounds(alpha_bounds)
+        if not isinstance(refine, bool):
+            raise TypeError(f"refine must be True or False, got {v.describe(refine)}")
+        self.min_points, self.alpha_bounds, self.refine = min_points, alpha_bounds, refine
 
     def fit(self, c: np.ndarray, L: np.ndarray) -> "PowerLawCurveSurrogate":
         c, L = _check_curve(c, L)
@@ -141,7 +181,8 @@ class PowerLawCurveSurrogate:
 
     def predict(self, c: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
         """``(mean, std)`` of the loss at compute ``c``."""
-        c = np.asarray(c, dtype=float)
+        v.require_fitted(self, "last_")
+        c = _positive_compute("c", c)
         if self.fit_ is None:
             return np.full(c.shape, self.last_), np.full(c.shape, np.nan)
         return self.fit_.predict(c), self.fit_.predict_std(c)
@@ -156,9 +197,9 @@ class GPCurveSurrogate:
     """
 
     def __init__(self, *, max_points: int = 120, restarts: int = 0, random_state: int = 0) -> None:
-        if max_points < 2:
-            raise ValueError(f"max_points must be >= 2, got {max_points}")
-        self.max_points, self.restarts, self.random_state = int(max_points), int(restarts), int(random_state)
+        self.max_points = v.positive_int("max_points", max_points, minimum=2)
+        self.restarts = v.non_negative_int("restarts", restarts)
+        self.random_state = v.non_negative_int("random_state", random_state)
 
     def fit(self, features: np.ndarray, curves: list[tuple[np.ndarray, np.ndarray]]) -> "GPCurveSurrogate":
         """``features`` (K, F); ``curves[k] = (compute, loss)`` observed for configuration k (may be empty)."""
@@ -166,7 +207,9 @@ class GPCurveSurrogate:
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-        features = np.asarray(features, dtype=float)
+        features = np.asarray(v.finite("features", v.ndim("features", features, 2)), dtype=float)
+        if not isinstance(curves, (list, tuple)):
+            raise TypeError(f"curves must be a list of (compute, loss) pairs, got {v.describe(curves)}")
         if features.ndim != 2 or len(curves) != features.shape[0]:
             raise ValueError(f"features must be (K, F) with one row per curve; got {features.shape} for "
                              f"{len(curves)} curves")
@@ -196,12 +239,19 @@ class GPCurveSurrogate:
 
     def predict(self, features: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(mean, std)`` of log L at (features[i], c[i])."""
-        X = np.column_stack([np.asarray(features, dtype=float), np.log(np.asarray(c, dtype=float))])
+        v.require_fitted(self, "gp_")
+        features = np.asarray(v.finite("features", v.ndim("features", features, 2)), dtype=float)
+        if features.shape[1] != len(self.mu_) - 1:
+            raise ValueError(f"features must have {len(self.mu_) - 1} columns (as in fit), got {features.shape[1]}")
+        c = np.atleast_1d(_positive_compute("c", c))
+        v.same_length(features=features, c=c)
+        X = np.column_stack([features, np.log(c)])
         m, s = self.gp_.predict((X - self.mu_) / self.sd_, return_std=True)
         return m, s
 
     def lower_bound(self, features: np.ndarray, c: np.ndarray, kappa: float = 1.0) -> np.ndarray:
         """Optimistic loss exp(mu - kappa sigma) (the ranking score)."""
+        kappa = v.non_negative("kappa", kappa)
         m, s = self.predict(features, c)
         return np.exp(m - kappa * s)
 
@@ -223,6 +273,14 @@ def fit_scaling_law(compute: np.ndarray, loss: np.ndarray) -> ScalingLawFit:
 def loss_compute_frontier(points: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray) -> np.ndarray:
     """F(C) = the lowest loss among all observed points with compute <= C, at each C of ``grid`` (NaN where no
     point has compute <= C). ``points[k] = (compute, loss)`` of curve k."""
+    if not isinstance(points, (list, tuple)):
+        raise TypeError(f"points must be a list of (compute, loss) pairs, got {v.describe(points)}")
+    grid = v.finite("grid", v.ndim("grid", grid, 1))
+    for k, p in enumerate(points):
+        if not isinstance(p, (tuple, list)) or len(p) != 2:
+            raise TypeError(f"points[{k}] must be a (compute, loss) pair, got {v.describe(p)}")
+        if len(p[0]):
+            _check_curve(*p)
     c = np.concatenate([np.asarray(p[0], dtype=float) for p in points] or [np.zeros(0)])
     L = np.concatenate([np.asarray(p[1], dtype=float) for p in points] or [np.zeros(0)])
     if c.size == 0:
