@@ -25,10 +25,12 @@ import copy
 import io
 import tokenize
 from collections import Counter
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
+
+from icml26.harness import validate as chk
 
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 
@@ -79,11 +81,32 @@ def line_score(line: str) -> float:
     return (_tokenizes(s) + _balanced(s)) / 3.0
 
 
+def _lines(name: str, lines: object) -> list[str]:
+    if isinstance(lines, (str, bytes)) or not isinstance(lines, Sequence):
+        raise TypeError(f"{name} must be a sequence of str lines, got {chk.describe(lines)}")
+    bad = [i for i, s in enumerate(lines) if not isinstance(s, str)]
+    if bad:
+        raise TypeError(f"{name} must hold str lines; entry {bad[0]} is {chk.describe(lines[bad[0]])}")
+    return list(lines)
+
+
+def _lm(model: object, tokenizer: object) -> None:
+    if not callable(getattr(model, "generate", None)):
+        raise TypeError(f"model must be a causal LM with .generate (transformers), got {chk.describe(model)}")
+    if not callable(tokenizer):
+        raise TypeError(f"tokenizer must be a callable tokenizer (transformers), got {chk.describe(tokenizer)}")
+
+
 def sample_lines(model, tokenizer, n: int, max_new_tokens: int = 24, seed: int = 0, batch: int = 128,
                  prompt: str = "\n") -> list[str]:
     """n lines sampled (temperature 1, no truncation) after ``prompt``, each cut at its first newline."""
-    if n < 1 or max_new_tokens < 1:
-        raise ValueError(f"need n >= 1 and max_new_tokens >= 1, got {n}, {max_new_tokens}")
+    chk.positive_int("n", n)
+    chk.positive_int("max_new_tokens", max_new_tokens)
+    chk.positive_int("batch", batch)
+    chk.non_negative_int("seed", seed)
+    if not isinstance(prompt, str) or not prompt:
+        raise TypeError(f"prompt must be a non-empty str, got {chk.describe(prompt)}")
+    _lm(model, tokenizer)
     ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
     if ids.shape[1] == 0:
         raise ValueError("the prompt must encode to at least one token")
@@ -107,9 +130,14 @@ def finetune_on_lines(model, tokenizer, lines: Sequence[str], weights: np.ndarra
     Loss: sum_i w_i sum_t CE_it / sum_i w_i T_i over a minibatch drawn uniformly from the lines with w > 0. Returns
     the model itself (unchanged) when no line has weight.
     """
+    lines = _lines("lines", lines)
     w = np.asarray(weights, dtype=float)
-    if len(w) != len(lines) or np.any(w < 0) or not np.all(np.isfinite(w)):
+    if w.ndim != 1 or len(w) != len(lines) or np.any(w < 0) or not np.all(np.isfinite(w)):
         raise ValueError("weights must be finite, non-negative and one per line")
+    steps = chk.non_negative_int("steps", steps)
+    chk.positive("lr", lr)
+    batch = chk.positive_int("batch", batch)
+    chk.non_negative_int("seed", seed)
     keep = np.flatnonzero(w > 0)
     if len(keep) == 0 or steps == 0:
         return model
@@ -169,6 +197,16 @@ def syntax_loop(model, tokenizer, signal: Callable[[list[str]], np.ndarray] | No
         raise ValueError(f"need rounds >= 0, n_lines >= 1, steps >= 0; got {rounds}, {n_lines}, {steps}")
     if signal is not None and rewrite is not None:
         raise ValueError("pass a signal (filter or weights) or a rewrite (imitation), not both")
+    for name, f in (("signal", signal), ("rewrite", rewrite)):
+        if f is not None and not callable(f):
+            raise TypeError(f"{name} must be a callable or None, got {chk.describe(f)}")
+    chk.positive_int("windows", windows)
+    chk.non_negative_int("seed", seed)
+    if not isinstance(heldout, torch.Tensor) or heldout.ndim != 1 or heldout.dtype.is_floating_point:
+        raise TypeError(f"heldout must be a 1-D tensor of token ids, got {chk.describe(heldout)}")
+    if transfer_prompt is not None and (not isinstance(transfer_prompt, str) or not transfer_prompt):
+        raise TypeError(f"transfer_prompt must be a non-empty str or None, got {chk.describe(transfer_prompt)}")
+    _lm(model, tokenizer)
     hist = []
     for t in range(rounds + 1):
         lines = sample_lines(model, tokenizer, n_lines, seed=seed * 1000 + t)
@@ -206,6 +244,11 @@ def statement_kind(line: str) -> str:
 
 def form_entropy(forms: Counter) -> float:
     """Entropy (nats) of the statement kinds of the valid lines (0 when there are none)."""
+    if not isinstance(forms, Mapping):
+        raise TypeError(f"forms must be a Counter of statement kinds, got {chk.describe(forms)}")
+    if any(not isinstance(k, str) for k in forms) or any(not isinstance(c, (int, float)) or c < 0 or c != c
+                                                          for c in forms.values()):
+        raise ValueError("forms must map statement kinds (str) to counts >= 0")
     c = np.array([v for k, v in forms.items() if k], dtype=float)
     if c.sum() == 0:
         return 0.0
@@ -218,6 +261,8 @@ def real_lines(max_bytes: int = 300_000, max_len: int = 60) -> list[str]:
     the training split of the stdlib corpus (the control loop fine-tunes on these instead of its own samples)."""
     from icml26.testbeds.code_corpus import corpus_texts
 
+    chk.positive_int("max_bytes", max_bytes)
+    chk.positive_int("max_len", max_len)
     out = [ln.strip() for t in corpus_texts("train", max_bytes=max_bytes) for ln in t.split("\n")]
     return [ln for ln in out if ln and len(ln) <= max_len and line_is_valid(ln)]
 
@@ -228,6 +273,7 @@ class FormRubric:
     An invalid line always gets 0 (no partial credit outside the acceptable set)."""
 
     def __init__(self, references: Sequence[str]) -> None:
+        references = _lines("references", references)
         kinds = Counter(statement_kind(s) for s in references)
         kinds.pop("", None)
         # bare constants among single real lines are docstring fragments, not statements: they get the weight of
@@ -240,7 +286,7 @@ class FormRubric:
         self.weights["Expr:Constant"] = self.weights.get("Expr:Name", 0.0)
 
     def __call__(self, lines: list[str]) -> np.ndarray:
-        return np.array([self.weights.get(statement_kind(s), 0.0) for s in lines])
+        return np.array([self.weights.get(statement_kind(s), 0.0) for s in _lines("lines", lines)])
 
 
 def reference_lines(max_bytes: int = 300_000, max_len: int = 60) -> list[str]:
@@ -250,6 +296,8 @@ def reference_lines(max_bytes: int = 300_000, max_len: int = 60) -> list[str]:
 
     from icml26.testbeds.code_corpus import corpus_texts
 
+    chk.positive_int("max_bytes", max_bytes)
+    chk.positive_int("max_len", max_len)
     pat = re.compile(r"^[A-Za-z_][A-Za-z_0-9.]* = \S.*$")
     out = [ln.strip() for t in corpus_texts("train", max_bytes=max_bytes) for ln in t.split("\n")]
     return [ln for ln in out if len(ln) <= max_len and pat.match(ln) and line_is_valid(ln)]
@@ -259,11 +307,14 @@ class ImitateReference:
     """Instance-level supervision: every sampled line is replaced by a reference line drawn at random."""
 
     def __init__(self, references: Sequence[str]) -> None:
+        references = _lines("references", references)
         if len(references) == 0:
             raise ValueError("need at least one reference line")
-        self.references = list(references)
+        self.references = references
 
     def __call__(self, lines: list[str], seed: int) -> list[str]:
+        lines = _lines("lines", lines)
+        chk.non_negative_int("seed", seed)
         idx = np.random.default_rng(seed).integers(len(self.references), size=len(lines))
         return [self.references[i] for i in idx]
 
@@ -273,9 +324,11 @@ class MatchedRandomFilter:
     (the count of valid lines, at least one) but chooses them uniformly at random, blind to validity."""
 
     def __init__(self, seed: int = 0) -> None:
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(chk.non_negative_int("seed", seed))
 
     def __call__(self, lines: list[str]) -> np.ndarray:
+        lines = _lines("lines", lines)
+        chk.non_empty("lines", lines)
         k = max(int(binary_signal(lines).sum()), 1)
         w = np.zeros(len(lines))
         w[self.rng.choice(len(lines), min(k, len(lines)), replace=False)] = 1.0

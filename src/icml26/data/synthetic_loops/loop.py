@@ -17,7 +17,21 @@ from typing import Any, Callable
 
 import numpy as np
 
+from icml26.harness import validate as chk
+
 Data = tuple[np.ndarray, ...]
+
+
+def _callable(name: str, f: Any, *, optional: bool = False) -> Any:
+    if (f is None and optional) or callable(f):
+        return f
+    raise TypeError(f"{name} must be a callable{' or None' if optional else ''}, got {chk.describe(f)}")
+
+
+def _data(data: Any) -> Data:
+    if not isinstance(data, tuple) or not data:
+        raise TypeError(f"data must be a non-empty tuple of arrays sharing a sample axis, got {chk.describe(data)}")
+    return data
 
 
 # filters
@@ -31,12 +45,14 @@ class VerifierFilter:
     noisy one can fail (it injects less than one bit of task information per verdict)."""
 
     def __init__(self, verifier: Callable[[Data], np.ndarray], noise: float = 0.0) -> None:
-        if not (isinstance(noise, (int, float)) and 0.0 <= noise < 0.5):
-            raise ValueError(f"noise must be a flip probability in [0, 0.5), got {noise!r}")
-        self.verifier, self.noise = verifier, float(noise)
+        noise = chk.in_range("noise (flip probability)", noise, 0.0, 0.5, high_open=True)
+        self.verifier, self.noise = _callable("verifier", verifier), noise
 
     def __call__(self, data: Data, rng: np.random.Generator) -> tuple[Data, np.ndarray]:
-        v = np.asarray(self.verifier(data), dtype=bool)
+        v = np.asarray(self.verifier(_data(data)))
+        if v.dtype != bool and not np.isin(v, (0, 1)).all():
+            raise ValueError("the verifier must return one boolean (or 0/1) verdict per sample")
+        v = v.astype(bool)
         if self.noise > 0:
             v = v ^ (rng.random(v.shape) < self.noise)
         return data, v.astype(float)
@@ -46,10 +62,10 @@ class RubricWeighting:
     """Graded scores in [0, 1] as sample weights (fine signal)."""
 
     def __init__(self, score: Callable[[Data], np.ndarray]) -> None:
-        self.score = score
+        self.score = _callable("score", score)
 
     def __call__(self, data: Data, rng: np.random.Generator) -> tuple[Data, np.ndarray]:
-        w = np.asarray(self.score(data), dtype=float)
+        w = np.asarray(self.score(_data(data)), dtype=float)
         if np.any((w < 0) | (w > 1)) or not np.all(np.isfinite(w)):
             raise ValueError("rubric scores must be finite and in [0, 1]")
         return data, w
@@ -60,10 +76,10 @@ class AcceptedRubric:
     (e.g. ``accepted_posterior_rubric``); the generator lets the score share a noisy verifier's flips."""
 
     def __init__(self, score: Callable[[Data, np.random.Generator], np.ndarray]) -> None:
-        self.score = score
+        self.score = _callable("score", score)
 
     def __call__(self, data: Data, rng: np.random.Generator) -> tuple[Data, np.ndarray]:
-        w = np.asarray(self.score(data, rng), dtype=float)
+        w = np.asarray(self.score(_data(data), rng), dtype=float)
         if np.any((w < 0) | (w > 1)) or not np.all(np.isfinite(w)):
             raise ValueError("rubric scores must be finite and in [0, 1]")
         return data, w
@@ -73,10 +89,10 @@ class ImitationTarget:
     """Instance-level supervision: replace each sample's output (last array) by the reference output."""
 
     def __init__(self, reference: Callable[[Data], np.ndarray]) -> None:
-        self.reference = reference
+        self.reference = _callable("reference", reference)
 
     def __call__(self, data: Data, rng: np.random.Generator) -> tuple[Data, np.ndarray]:
-        out = np.asarray(self.reference(data))
+        out = np.asarray(self.reference(_data(data)))
         return (*data[:-1], out), np.ones(out.shape, dtype=float)
 
 
@@ -88,7 +104,15 @@ class MajorityVoteFilter:
     """
 
     def __call__(self, data: Data, rng: np.random.Generator) -> tuple[Data, np.ndarray]:
+        data = _data(data)
         g, a = (np.asarray(x) for x in (data[0], data[-1]))
+        chk.same_length(group_ids=g, outputs=a)
+        chk.non_empty("data[0] (group ids)", g)
+        for name, x in (("data[0] (group ids)", g), ("data[-1] (outputs)", a)):
+            if x.dtype.kind not in "iu":
+                raise TypeError(f"{name} must hold integer ids, got dtype {x.dtype}")
+            if x.min() < 0:
+                raise ValueError(f"{name} must hold ids >= 0, got a minimum of {x.min()}")
         ng, na = int(g.max()) + 1, int(a.max()) + 1
         counts = np.zeros((ng, na))
         np.add.at(counts, (g, a), 1.0)
@@ -125,18 +149,24 @@ class SyntheticDataLoop:
     axis: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n_per_round, (int, np.integer)) or self.n_per_round < 1:
-            raise ValueError(f"n_per_round must be a positive int, got {self.n_per_round!r}")
-        if not isinstance(self.rounds, (int, np.integer)) or self.rounds < 0:
-            raise ValueError(f"rounds must be an int >= 0, got {self.rounds!r}")
-        if not 0.0 <= self.mix_real <= 1.0:
-            raise ValueError(f"mix_real must be in [0, 1], got {self.mix_real}")
+        _callable("fit", self.fit)
+        _callable("sample", self.sample)
+        _callable("filter", self.filter, optional=True)
+        _callable("metrics", self.metrics, optional=True)
+        self.n_per_round = chk.positive_int("n_per_round", self.n_per_round)
+        self.rounds = chk.non_negative_int("rounds", self.rounds)
+        self.mix_real = chk.probability("mix_real", self.mix_real)
+        self.axis = chk.non_negative_int("axis", self.axis)
 
     def run(self, model: Any, real: Data | None = None, rng: np.random.Generator | int | None = None
             ) -> list[dict[str, Any]]:
         """History: one dict per generation (0 = the initial model) with the metrics and ``model``."""
         if self.mix_real > 0 and real is None:
             raise ValueError("mix_real > 0 needs real data: pass real=(arrays...)")
+        if real is not None:
+            _data(real)
+        if not (rng is None or isinstance(rng, np.random.Generator)):
+            rng = np.random.default_rng(chk.non_negative_int("rng (a seed)", rng))
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         history = [self._record(0, model, np.nan)]
         pool: list[tuple[Data, np.ndarray]] = []

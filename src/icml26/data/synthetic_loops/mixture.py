@@ -25,7 +25,30 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
+from icml26.harness import validate as chk
+
 LOG2PI = np.log(2 * np.pi)
+
+
+def _model(name: str, m: object) -> "MixtureModel":
+    if not isinstance(m, MixtureModel):
+        raise TypeError(f"{name} must be a MixtureModel, got {chk.describe(m)}")
+    return m
+
+
+def _rng(rng: object) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {chk.describe(rng)}")
+    return rng
+
+
+def _xy(x: np.ndarray, y: np.ndarray, P: int, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """x (P, n) finite floats and y (P, n) integer class labels in [0, C)."""
+    x = np.asarray(chk.finite("x", x), dtype=float)
+    if x.ndim != 2 or x.shape[0] != P or x.shape[1] == 0:
+        raise ValueError(f"x must be (P={P}, n >= 1), got shape {x.shape}")
+    y = np.asarray(chk.shape("y", chk.indices("y (class labels)", y, C), x.shape)).astype(int)
+    return x, y
 
 
 def logsumexp(a: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarray:
@@ -47,7 +70,8 @@ class MixtureModel:
     v: np.ndarray
 
     def __post_init__(self) -> None:
-        self.pi, self.w, self.m, self.v = (np.asarray(a, dtype=float) for a in (self.pi, self.w, self.m, self.v))
+        self.pi, self.w, self.m, self.v = (np.asarray(chk.finite(n, a), dtype=float) for n, a in
+                                           (("pi", self.pi), ("w", self.w), ("m", self.m), ("v", self.v)))
         if self.pi.ndim != 2 or self.w.ndim != 3 or self.w.shape[:2] != self.pi.shape:
             raise ValueError(f"need pi (P, C) and w, m, v (P, C, J); got pi {self.pi.shape}, w {self.w.shape}")
         if not (self.w.shape == self.m.shape == self.v.shape):
@@ -65,7 +89,10 @@ class MixtureModel:
 
     def log_joint(self, x: np.ndarray) -> np.ndarray:
         """log p(x, y) for x (P, n): (P, n, C)."""
-        x = np.asarray(x, dtype=float)[None, :, :, None]                        # (1, P, n, 1)
+        x = np.asarray(chk.finite("x", x), dtype=float)
+        if x.ndim != 2 or x.shape[0] != self.shape[0]:
+            raise ValueError(f"x must be (P={self.shape[0]}, n), got shape {x.shape}")
+        x = x[None, :, :, None]                        # (1, P, n, 1)
         w, m, v = (np.moveaxis(a, -1, 0)[:, :, None, :] for a in (self.w, self.m, self.v))   # (J, P, 1, C)
         with np.errstate(divide="ignore"):
             lw = np.log(w) + np.log(self.pi)[None, :, None, :]
@@ -78,6 +105,8 @@ class MixtureModel:
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """n draws (x, y) per path: two (P, n) arrays (x float, y int)."""
+        n = chk.positive_int("n", n)
+        _rng(rng)
         P, C, J = self.shape
         y = (rng.random((P, n))[..., None] > np.cumsum(self.pi, 1)[:, None, :-1]).sum(-1)
         wy = np.take_along_axis(self.w, y[..., None], 1)                       # (P, n, J)
@@ -98,13 +127,15 @@ def fit_mixture(x: np.ndarray, y: np.ndarray, weight: np.ndarray, init: MixtureM
     (sklearn's ``reg_covar``). A component with no responsibility keeps its mean and variance at weight 0 (a lost
     mode); a class or path with no weight keeps its previous parameters.
     """
+    init = _model("init", init)
     x, y, wt = (np.asarray(a) for a in (x, y, weight))
     if x.shape != y.shape or x.shape != wt.shape or x.ndim != 2 or x.shape[0] != init.shape[0]:
         raise ValueError(f"x, y, weight must all be (P={init.shape[0]}, n); got {x.shape}, {y.shape}, {wt.shape}")
-    if np.any(wt < 0) or not np.all(np.isfinite(wt)):
+    x, y = _xy(x, y, init.shape[0], init.shape[1])
+    wt = np.asarray(chk.finite("weight", wt), dtype=float)
+    if np.any(wt < 0):
         raise ValueError("weights must be finite and non-negative")
-    if iters < 1 or reg_var <= 0:
-        raise ValueError(f"need iters >= 1 and reg_var > 0, got {iters}, {reg_var}")
+    iters, reg_var = chk.positive_int("iters", iters), chk.positive("reg_var", reg_var)
     P, C, J = init.shape
     r = wt[:, None, :] * (y[:, None, :] == np.arange(C)[None, :, None])        # (P, C, n)
     tot = r.sum(-1)                                                              # (P, C)
@@ -132,7 +163,11 @@ def fit_mixture(x: np.ndarray, y: np.ndarray, weight: np.ndarray, init: MixtureM
 def initial_fit(x: np.ndarray, y: np.ndarray, n_classes: int, n_components: int, iters: int = 50,
                 reg_var: float = 1e-2) -> MixtureModel:
     """theta_0 from real labelled data (P, n): EM started at the class mean +- k x the class std (our choice)."""
-    x, y = np.asarray(x, float), np.asarray(y)
+    n_classes = chk.positive_int("n_classes", n_classes)
+    n_components = chk.positive_int("n_components", n_components)
+    iters, reg_var = chk.positive_int("iters", iters), chk.positive("reg_var", reg_var)
+    x = np.asarray(chk.ndim("x", chk.finite("x", x), 2), float)
+    x, y = _xy(x, y, x.shape[0], n_classes)
     P = x.shape[0]
     oh = (y[:, None, :] == np.arange(n_classes)[None, :, None]).astype(float)   # (P, C, n)
     cnt = oh.sum(-1)
@@ -165,6 +200,9 @@ class MixtureGrid:
     cells: int = 800
 
     def __post_init__(self) -> None:
+        _model("truth", self.truth)
+        self.lo, self.hi = chk.finite_number("lo", self.lo), chk.finite_number("hi", self.hi)
+        self.cells = chk.positive_int("cells", self.cells, minimum=2)
         if not (self.hi > self.lo) or self.cells < 2:
             raise ValueError(f"need hi > lo and cells >= 2, got lo={self.lo}, hi={self.hi}, cells={self.cells}")
         t = self.truth
@@ -178,6 +216,10 @@ class MixtureGrid:
 
     def measures(self, model: MixtureModel) -> dict[str, np.ndarray]:
         """Per path: ``information`` I(Y; Y_hat), ``usable`` H(Y) - CE, ``kl`` KL(p* || p_theta), ``accuracy``."""
+        _model("model", model)
+        if model.shape[:2] != self.truth.shape[:2]:
+            raise ValueError(f"model must have the truth's paths and classes {self.truth.shape[:2]}, got "
+                             f"{model.shape[:2]}")
         P = model.shape[0]
         lj = model.log_joint(np.broadcast_to(self.mid, (P, self.cells)))          # (P, K, C)
         dec = lj.argmax(-1)
@@ -201,8 +243,11 @@ def interleaved_task(paths: int, rng: np.random.Generator, sep: float = 2.0, s: 
                      jitter: float = 0.3) -> MixtureModel:
     """Truths of the reproduction (our choice): two classes, each a two-component mixture, components at
     (-1.5, -0.5, 0.5, 1.5) x sep (+ N(0, jitter^2) per path) with alternating classes, std s, equal weights."""
-    if paths < 1 or sep <= 0 or s <= 0 or jitter < 0:
-        raise ValueError("need paths >= 1, sep > 0, s > 0, jitter >= 0")
+    paths = chk.positive_int("paths", paths)
+    _rng(rng)
+    chk.positive("sep", sep)
+    chk.positive("s", s)
+    chk.non_negative("jitter", jitter)
     base = np.array([[-1.5, 0.5], [-0.5, 1.5]]) * sep                           # class 0, class 1
     m = base[None] + jitter * rng.standard_normal((paths, 2, 2))
     return MixtureModel(np.full((paths, 2), 0.5), np.full((paths, 2, 2), 0.5), m, np.full((paths, 2, 2), s * s))
@@ -210,6 +255,8 @@ def interleaved_task(paths: int, rng: np.random.Generator, sep: float = 2.0, s: 
 
 def bayes_verifier(truth: MixtureModel):
     """Binary (coarse) signal: accept (x, y) when y is the Bayes label of x under p*."""
+    _model("truth", truth)
+
     def verify(data: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         x, y = data
         return truth.log_joint(x).argmax(-1) == y
@@ -221,6 +268,8 @@ def accepted_posterior_rubric(truth: MixtureModel, noise: float = 0.0):
     accepted sample, 0 otherwise: no credit to a wrong label). ``noise`` flips the acceptance like
     ``VerifierFilter(noise=...)`` (a flipped-in wrong label gets its own p*(y | x)). Use with ``RubricWeighting``;
     the flips need a generator, so it returns ``score(data, rng)``; see ``AcceptedRubric``."""
+    _model("truth", truth)
+    noise = chk.in_range("noise (flip probability)", noise, 0.0, 0.5, high_open=True)
     verify, post = bayes_verifier(truth), posterior_rubric(truth)
 
     def score(data: tuple[np.ndarray, np.ndarray], rng: np.random.Generator | None = None) -> np.ndarray:
@@ -236,6 +285,8 @@ def accepted_posterior_rubric(truth: MixtureModel, noise: float = 0.0):
 def posterior_rubric(truth: MixtureModel):
     """Graded signal p*(y | x) in [0, 1] (credits wrong labels too: a label against the Bayes decision still
     gets its posterior)."""
+    _model("truth", truth)
+
     def score(data: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         x, y = data
         return np.take_along_axis(truth.posterior(x), np.asarray(y)[..., None], -1)[..., 0]

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from icml26.harness import validate as chk
+
+COMPONENTS = ("linear", "slab", "xor")
+
 
 def _component(kind: str, y: np.ndarray, rng: np.random.Generator, margin: float = 1.0, scale: float = 1.0
                ) -> np.ndarray:
@@ -38,10 +42,14 @@ def simplicity_bias_dataset(n: int, core: str = "slab", spurious: str = "linear"
     together, so it stays as predictive): at 1 its margin (about 1) is far wider than the slab's gaps (0.05), at
     0.03 about equal. Returns ``(X, y_core, y_spurious)``.
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if not 0.0 <= corr <= 1.0:
-        raise ValueError(f"corr must be in [0, 1], got {corr}")
+    n = chk.positive_int("n", n)
+    corr = chk.probability("corr", corr)
+    chk.one_of("core", core, COMPONENTS)
+    chk.one_of("spurious", spurious, COMPONENTS)
+    noise_dims = chk.non_negative_int("noise_dims", noise_dims)
+    linear_scale = chk.positive("linear_scale", linear_scale)
+    if seed is not None:
+        chk.non_negative_int("seed", seed)
     if core == spurious:
         raise ValueError("core and spurious must be different components")
     rng = np.random.default_rng(seed)
@@ -55,6 +63,8 @@ def simplicity_bias_dataset(n: int, core: str = "slab", spurious: str = "linear"
 def which_component(model, core: str, spurious: str, n: int = 2000, seed: int = 0, linear_scale: float = 1.0
                     ) -> dict[str, np.ndarray]:
     """Per test point: agreement of ``model.predict`` on decorrelated data with the core / the spurious label."""
+    if not callable(getattr(model, "predict", None)):
+        raise TypeError(f"model must have a predict(X) method (a fitted classifier), got {chk.describe(model)}")
     X, y, ys = simplicity_bias_dataset(n, core, spurious, corr=0.5, seed=seed, linear_scale=linear_scale)
     p = model.predict(X)
     return {"follows_core": (p == y).astype(float), "follows_spurious": (p == ys).astype(float)}
@@ -64,6 +74,15 @@ def fit_mlp(X: np.ndarray, y: np.ndarray, seed: int = 0, hidden: tuple = (32, 32
     """The learner of the simplicity-bias study: a scikit-learn MLP (Adam), quiet about convergence."""
     import warnings
 
+    X = chk.non_empty("X", chk.ndim("X", chk.finite("X", X), 2))
+    y = chk.ndim("y", chk.finite("y", y), 1)
+    chk.same_length(X=X, y=y)
+    chk.non_negative_int("seed", seed)
+    if not isinstance(hidden, tuple) or not hidden:
+        raise TypeError(f"hidden must be a non-empty tuple of layer widths, got {chk.describe(hidden)}")
+    for h in hidden:
+        chk.positive_int("hidden (a layer width)", h)
+    chk.positive_int("max_iter", max_iter)
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPClassifier
 
