@@ -1,6 +1,7 @@
 """[B19] flat-minima pretraining: SAM, WSD schedules, int4 RTN, Hessian power iteration, forgetting."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -342,3 +343,34 @@ def test_quick_reproduction_is_well_formed():
     # robust at the quick budget: every base learned something and fine-tuning moved it
     assert out.metrics["base_loss_baseline"] < math.log(97) - 1.0
     assert out.metrics["F_mean_baseline"] > 0
+
+
+def _bad_input_cases():
+    import icml26.learning.flat_minima as f
+
+    m, nan = nn.Linear(3, 2), float("nan")
+    batch = (torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))
+    sgd = torch.optim.SGD(m.parameters(), lr=0.1)
+    return [
+        (lambda: f.SAM(m.parameters(), torch.optim.SGD, rho=-1.0, lr=0.1), ValueError, "rho must be"),
+        (lambda: f.SAM(m.parameters(), torch.optim.SGD, lr=0.1).step(), ValueError, "needs a closure"),
+        (lambda: f.wsd_multiplier(10, total_steps=100, warmup_frac=1.5), ValueError, "warmup_frac"),   # was 0.073
+        (lambda: f.wsd_multiplier(0, total_steps=0), ValueError, "total_steps"),          # was a ZeroDivisionError
+        (lambda: f.wsd_multiplier(0, total_steps=100, warmup_frac=0.6, decay_frac=0.6), ValueError, "<= 1"),
+        (lambda: f.wsd_multiplier(-1, total_steps=100), ValueError, "step must be an integer >= 0"),  # was 0.0
+        (lambda: f.wsd_schedule(sgd, total_steps=0), ValueError, "total_steps"),
+        (lambda: f.short_anneal_schedule(sgd, total_steps=10, decay_frac=2.0), ValueError, "decay_frac"),
+        (lambda: f.quantize_rtn(m, bits=0), ValueError, "bits"),
+        (lambda: f.rtn_quantize_tensor(torch.tensor([nan, 1.0]), bits=4), ValueError, "NaN"),   # returned nan
+        (lambda: f.hessian_top_eig(m, F.cross_entropy, batch, iters=0), ValueError, "iters"),
+        (lambda: f.evaluate_loss(m, F.cross_entropy, batch, batch_size=0), ValueError, "batch_size"),
+        (lambda: f.forgetting_report(m, m, F.cross_entropy, (torch.randn(4, 3), torch.tensor([0, 1]))), ValueError,
+         "must match"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_input_cases())))
+def test_public_entry_points_refuse_bad_input(case):
+    call, error, fragment = _bad_input_cases()[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

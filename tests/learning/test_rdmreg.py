@@ -1,6 +1,7 @@
 """[B17] RDMReg / Rectified LpJEPA: RGG sampler and closed forms, sliced W2, losses, trainer, reproduction."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -386,3 +387,39 @@ def test_shared_directions_reach_both_views(monkeypatch):
     assert torch.equal(seen[0][:, 6:], seen[1][:, 6:]) and not torch.allclose(seen[0][:, :6], seen[1][:, :6])
     with pytest.raises(ValueError, match="projections"):
         RectifiedLpJEPALoss(projections="pca")
+
+
+def _bad_input_cases():
+    import icml26.learning.rdmreg as r
+
+    z, nan = torch.randn(8, 4), float("nan")
+    return [
+        (lambda: r.random_directions(0, 4), ValueError, "dim must be an integer >= 1"),       # returned (0, 4)
+        (lambda: r.random_directions(4, 0), ValueError, "num_projections must be an integer >= 1"),
+        (lambda: r.random_directions(4, -1), ValueError, "num_projections"),                  # was a RuntimeError
+        (lambda: r.sliced_wasserstein2(z, torch.randn(8, 5)), ValueError, "same (batch, dim) shape"),
+        (lambda: r.sliced_wasserstein2(z * nan, z), ValueError, "NaN"),                       # returned nan
+        (lambda: r.sliced_wasserstein2(z, z, 0), ValueError, "num_projections"),
+        (lambda: r.projection_directions(z, z, 4, kind="bogus"), ValueError, "unknown projections"),
+        (lambda: r.RectifiedProjector(0, 8, 4), ValueError, "in_dim"),
+        (lambda: r.RectifiedLpJEPALoss(num_projections=0), ValueError, "num_projections"),
+        (lambda: r.RectifiedLpJEPALoss(mu=nan), ValueError, "mu must be finite"),
+        (lambda: r.RectifiedLpJEPALoss()(z * nan, z), ValueError, "NaN"),                      # returned a NaN loss
+        (lambda: r.RDMReg(p=0.0), ValueError, "p must be a finite positive number"),
+        (lambda: r.VICRegLoss()(z, torch.randn(8, 5)), ValueError, "same shape"),
+        (lambda: r.sigma_for_unit_rectified_variance(0.0, 0.0), ValueError, "p must be"),
+        (lambda: r.l0_sparsity(z * nan), ValueError, "NaN"),                                   # returned 0.0
+        (lambda: r.l1_sparsity(torch.zeros(0, 4)), ValueError, "empty"),
+        (lambda: r.default_sigma(-1.0), ValueError, "p must be"),
+        (lambda: r.sample_rgg((4, 4), p=0.0), ValueError, "p must be"),
+        (lambda: r.sample_rgg((4, 4), sigma=-1.0), ValueError, "sigma"),
+        (lambda: r.rgg_expected_l0(1.0, nan), ValueError, "mu must be finite"),
+        (lambda: r.rgg_moments(0.0, 0.0), ValueError, "p must be"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_input_cases())))
+def test_public_entry_points_refuse_bad_input(case):
+    call, error, fragment = _bad_input_cases()[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

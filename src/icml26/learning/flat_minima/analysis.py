@@ -22,6 +22,8 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
+from icml26.harness import validate
+
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 QUANTIZED_MODULES = (nn.Linear, nn.Embedding)
 
@@ -63,6 +65,7 @@ def rtn_quantize_tensor(weight: torch.Tensor, bits: int = 4, per_channel: bool =
     _check_bits(bits)
     if not isinstance(weight, torch.Tensor) or not weight.is_floating_point():
         raise TypeError("weight must be a floating-point tensor")
+    validate.finite("weight", weight)
     qmax = 2 ** (bits - 1) - 1
     w = weight.detach()
     if per_channel and w.ndim >= 2:

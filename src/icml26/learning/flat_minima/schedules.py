@@ -19,10 +19,28 @@ from functools import partial
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from icml26.harness import validate
+
+
+def _check_wsd(total_steps: int, warmup_frac: float, decay_frac: float, min_lr_ratio: float,
+               peak_scale: float) -> None:
+    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
+        raise ValueError(f"total_steps must be a positive int, got {total_steps!r}")
+    for name, v in (("warmup_frac", warmup_frac), ("decay_frac", decay_frac), ("min_lr_ratio", min_lr_ratio)):
+        if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+            raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
+    if warmup_frac + decay_frac > 1.0:
+        raise ValueError(f"warmup_frac + decay_frac must be <= 1 (got {warmup_frac} + {decay_frac}); "
+                         "shorten the warm-up or the decay")
+    if not (isinstance(peak_scale, (int, float)) and math.isfinite(peak_scale) and peak_scale > 0):
+        raise ValueError(f"peak_scale must be a positive finite number, got {peak_scale!r}")
+
 
 def wsd_multiplier(step: int, *, total_steps: int, warmup_frac: float = 0.05, decay_frac: float = 0.2,
                    min_lr_ratio: float = 0.0, peak_scale: float = 1.0) -> float:
     """m(t) above; steps past ``total_steps`` stay at the final value ``peak_scale * min_lr_ratio``."""
+    validate.non_negative_int("step", step)
+    _check_wsd(total_steps, warmup_frac, decay_frac, min_lr_ratio, peak_scale)
     warm = round(warmup_frac * total_steps)
     decay = round(decay_frac * total_steps)
     if step < warm:
@@ -39,16 +57,7 @@ def wsd_schedule(optimizer: Optimizer, total_steps: int, *, warmup_frac: float =
     if not isinstance(optimizer, Optimizer):
         raise TypeError("optimizer must be a torch.optim.Optimizer (e.g. AdamW or SAM), "
                         f"got {type(optimizer).__name__}")
-    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
-        raise ValueError(f"total_steps must be a positive int, got {total_steps!r}")
-    for name, v in (("warmup_frac", warmup_frac), ("decay_frac", decay_frac), ("min_lr_ratio", min_lr_ratio)):
-        if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
-            raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
-    if warmup_frac + decay_frac > 1.0:
-        raise ValueError(f"warmup_frac + decay_frac must be <= 1 (got {warmup_frac} + {decay_frac}); "
-                         "shorten the warm-up or the decay")
-    if not (isinstance(peak_scale, (int, float)) and math.isfinite(peak_scale) and peak_scale > 0):
-        raise ValueError(f"peak_scale must be a positive finite number, got {peak_scale!r}")
+    _check_wsd(total_steps, warmup_frac, decay_frac, min_lr_ratio, peak_scale)
     for i, group in enumerate(optimizer.param_groups):
         lr = float(group.get("lr", 0.0))
         if not lr > 0:

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate
+
 from .rgg import (
     _check_mu,
     _check_p,
@@ -45,6 +47,7 @@ def _check_batch(name: str, z: torch.Tensor) -> None:
         raise ValueError(f"{name} is empty (shape {tuple(z.shape)}); need at least one row and one column")
     if not z.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got {z.dtype}")
+    validate.finite(name, z)  # a NaN batch would give a NaN loss (and an l0 of 0) without a word
 
 
 def _check_positive_int(name: str, v: int) -> int:
@@ -66,6 +69,7 @@ def _check_weight(name: str, v: float) -> float:
 def random_directions(dim: int, num_projections: int, *, generator: torch.Generator | None = None,
                       dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
     """(dim, num_projections) matrix of unit-norm Gaussian directions c_n (drawn on the generator's device)."""
+    dim, num_projections = validate.positive_int("dim", dim), validate.positive_int("num_projections", num_projections)
     gdev = generator.device if generator is not None else torch.device("cpu")
     c = torch.randn(dim, num_projections, generator=generator, device=gdev, dtype=dtype)
     c = c / c.norm(dim=0, keepdim=True).clamp_min(1e-12)
