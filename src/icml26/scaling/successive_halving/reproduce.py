@@ -320,24 +320,30 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             falsifier="SH+GP's extrapolation error above the strongest baseline's, or the paired interval containing 0",
             note=f"exhaustive sweep's own fit: {np.nanmean(extrap['exhaustive']):.3f}"))
     all_used = [u for (m, f), us in used.items() for u in us]
+    metrics["max_used_over_budget"] = float(max(all_used))
     sh_used = [u for m in ("SH", "SH+power-law", "SH+GP", CONTROL, ORACLE) for u in used[m, H]]
     uni_used = [u for f in sz.fractions for u in used["uniform", f]]
     claims += [
-        Claim(statement="no strategy spends more than its budget B", measured=float(max(all_used)), op="<=",
-              reference=1.0, kind="check", metric="max compute used / B over all runs",
-              baseline="the budget"),
+        # bounds as shares of runs that meet them (1 on every seed), not as min / max values, which sit within 1e-4
+        # of their bound so that a t-interval over seeds straddles it; the min / max go into the metrics
+        Claim(statement="no strategy spends more than its budget B",
+              measured=float(np.mean(np.asarray(all_used) <= 1 + 1e-9)), op=">=", reference=1.0, kind="check",
+              metric="share of all runs with compute used <= B", baseline="the budget",
+              note=f"max used / B {max(all_used):.6f}"),
         Claim(statement="uniform allocation spends its budget (leftovers redistributed)",
-              measured=float(min(uni_used)), op=">=", reference=0.99, kind="check",
-              metric="min over runs of uniform's compute used / B", baseline="the budget"),
+              measured=float(np.mean(np.asarray(uni_used) >= 0.99)), op=">=", reference=1.0, kind="check",
+              metric="share of uniform's runs with compute used >= 0.99 B", baseline="the budget",
+              note=f"min used / B {min(uni_used):.4f}"),
         Claim(statement="every SH variant spends its budget (the same leftover rule for every criterion)",
-              measured=float(min(sh_used)), op=">=", reference=0.98, kind="check",
-              metric="min over SH runs (SH-only, surrogates, control, oracle) of compute used / B, headline budget",
-              baseline="the budget, up to one recorded step of one curve"),
+              measured=float(np.mean(np.asarray(sh_used) >= 0.98)), op=">=", reference=1.0, kind="check",
+              metric="share of SH runs (SH-only, surrogates, control, oracle; headline budget) with used >= 0.98 B",
+              baseline="the budget, up to one recorded step of one curve", note=f"min used / B {min(sh_used):.4f}"),
         Claim(statement="SH keeps ceil(n / eta) configurations per rung", measured=float(np.mean(rung_ok)), op=">=",
               reference=1.0, kind="check", metric="share of SH runs whose rung sizes follow ceil(n/eta)"),
-        Claim(statement="compute saved vs the exhaustive sweep at the headline budget", measured=float(min(saved)),
-              op=">=", reference=0.8 - 1e-6, kind="check", metric="min over all strategies' runs of 1 - used / exhaustive",
-              paper="up to 98.7%", note="follows from B = 20% of exhaustive"),
+        Claim(statement="compute saved vs the exhaustive sweep at the headline budget",
+              measured=float(np.mean(np.asarray(saved) >= 0.8 - 1e-9)), op=">=", reference=1.0, kind="check",
+              metric="share of the main strategies' headline runs saving >= 80% of the exhaustive compute",
+              paper="up to 98.7%", note=f"follows from B = 20% of exhaustive; min saved {min(saved):.6f}"),
         Claim(statement="SH-only returns the true best on noise-free non-crossing curves",
               measured=_non_crossing_check(seed), op=">=", reference=1.0, kind="check",
               metric="1 if SH's best equals the pool's best final loss"),
