@@ -3,6 +3,7 @@ cases with known answers, the logit lens through hooks (toy model and a Hugging 
 oscillation counting, the conflict task, SFT steering, validation, and the quick reproduction's structure."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ from torch import nn
 from icml26.harness import Budget, Outcome
 from icml26.interpret.modality_following import (
     INDICES,
+    BalancePoint,
+    ConflictSet,
+    Curve,
     ToyConfig,
     ToyMultimodalClassifier,
     balance_point,
@@ -22,6 +26,7 @@ from icml26.interpret.modality_following import (
     follow_outcomes,
     layerwise_logits,
     layerwise_oscillation,
+    load_toy_model,
     make_texts,
     modality_following_curve,
     modality_probs,
@@ -30,8 +35,10 @@ from icml26.interpret.modality_following import (
     sample_conflicts,
     select_boundary_cases,
     sft_steer,
+    train_toy_model,
     uncertainty,
 )
+from icml26.interpret.modality_following.lens import default_readout
 
 K = 10
 
@@ -84,7 +91,7 @@ def test_uncertainty_rejects_bad_distributions(bad, match):
 
 
 def test_unknown_index_is_rejected():
-    with pytest.raises(ValueError, match="unknown uncertainty index"):
+    with pytest.raises(ValueError, match="index must be one of"):
         uncertainty(np.full((1, 3), 1 / 3), "variance")
 
 
@@ -277,6 +284,56 @@ def test_lens_on_a_hugging_face_model_built_from_a_config():
         layerwise_logits(model, input_ids=ids, layers=[0, -4])
 
 
+def _tiny_llama_config():
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                       num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=32)
+
+
+def test_lens_finds_the_language_model_of_a_multimodal_model():
+    # review: LlavaForConditionalGeneration (transformers 5.x: model.language_model.layers, lm_head) was refused
+    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    torch.manual_seed(0)
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                              image_size=32, patch_size=16)
+    model = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=_tiny_llama_config(),
+                                                      image_token_index=63)).eval()
+    assert len(find_layers(model)) == 3                       # the language model's blocks, not the vision tower's
+    ids = torch.randint(0, 60, (2, 7))
+    lens = layerwise_logits(model, input_ids=ids, position=-1)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[:, -1]
+    assert lens.shape == (3, 2, 64)
+    torch.testing.assert_close(lens[-1], logits, rtol=1e-5, atol=1e-5)
+    assert _hooks(model) == 0
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_lens_reads_the_last_real_token_of_a_padded_batch(side):
+    # review: with right padding, position=-1 read the pad token (max logit difference 0.34)
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    lm = LlamaForCausalLM(_tiny_llama_config()).eval()
+    real = torch.tensor([5, 6, 7, 8])
+    pad = torch.zeros(2, dtype=torch.long)
+    row0 = torch.cat([real, pad]) if side == "right" else torch.cat([pad, real])
+    ids = torch.stack([row0, torch.tensor([5, 6, 7, 8, 9, 10])])
+    mask = (torch.arange(6) < 4) if side == "right" else (torch.arange(6) >= 2)
+    mask = torch.stack([mask.long(), torch.ones(6, dtype=torch.long)])
+    lens = layerwise_logits(lm, input_ids=ids, attention_mask=mask, position=-1)
+    with torch.no_grad():
+        alone = lm(input_ids=real[None]).logits[0, -1]
+        full = lm(input_ids=ids[1:]).logits[0, -1]
+    torch.testing.assert_close(lens[-1, 0], alone, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(lens[-1, 1], full, rtol=1e-4, atol=1e-4)
+    first = layerwise_logits(lm, input_ids=ids, attention_mask=mask, position=0)
+    with torch.no_grad():
+        torch.testing.assert_close(first[-1, 0], lm(input_ids=real[None, :1]).logits[0, 0], rtol=1e-4, atol=1e-4)
+
+
 # conflict task, toy model, temperature, SFT
 
 def test_text_and_image_corruption_extremes():
@@ -338,18 +395,51 @@ def test_quick_reproduction_structure():
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
     assert len(claims) == 9 and len(checks) == 5
-    # the law's bar claims carry the shuffled-outcome control (the outcome decoupled from dU)
+    # review: the law's bar claims carry the fusion-free product-of-experts control (true by construction for it)
     law = [c for c in claims if c.statement.startswith("P(follow text) decreases")]
-    assert len(law) == 3 and all(c.control is not None and "shuffled" in c.control_arm for c in law)
+    assert len(law) == 3 and all(c.control is not None and "product of experts" in c.control_arm for c in law)
     assert all(c.control_verdict != "holds" or c.verdict == "inconclusive" for c in law)
-    assert all(c.bar for c in claims if c.reference == 0.0)           # fixed bars are marked as such
+    # review: the oscillation claim carries the no-layer-dynamics control
+    osc = next(c for c in claims if c.statement.startswith("Concept oscillation"))
+    assert "without layer dynamics" in osc.control_arm and osc.control is not None
+    # review: the text-only-mix claim is compared with the shift from the training seed alone
+    mix = next(c for c in claims if c.statement.startswith("Training that favours"))
+    assert "seed alone" in mix.baseline and mix.reference == pytest.approx(abs(out.metrics["b_star_shift_seed_only"]))
+    # review: SFT claims are measured against the best of easy, random and text-dominant selections
+    sft = [c for c in claims if c.statement.startswith("Boundary-case SFT")]
+    assert len(sft) == 3 and all(set(c.baselines) == {"easy", "random", "text_dominant"} for c in sft)
     for c in out.claims:
         assert math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
     assert all(c.falsifier for c in claims)
     # the checks are true by construction: a failure is a bug
     assert all(c.verdict == "holds" for c in checks)
     assert {"following_curves", "resampled_balance_point", "oscillation", "sft_steering"} <= set(out.figures)
-    assert {"b_star", "b_star_lo", "b_star_hi", "spearman_entropy", "heldout_vision_follow_boundary"} <= set(out.metrics)
+    assert {"b_star", "b_star_lo", "b_star_hi", "spearman_entropy", "heldout_vision_follow_boundary",
+            "case_auc_entropy_poe_control", "osc_near_no_dynamics_control"} <= set(out.metrics)
+
+
+def test_product_of_experts_control_is_the_normalised_product():
+    from icml26.interpret.modality_following.reproduce import _auc, _poe
+
+    g = torch.Generator().manual_seed(0)
+    pv, pt = torch.softmax(torch.randn(5, K, generator=g), -1), torch.softmax(torch.randn(5, K, generator=g), -1)
+    j = _poe(pv, pt)
+    torch.testing.assert_close(j.sum(1), torch.ones(5))
+    torch.testing.assert_close(j, pv * pt / (pv * pt).sum(1, keepdim=True))
+    assert _auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])) == pytest.approx(0.75)
+
+
+def test_no_dynamics_control_keeps_the_final_layer_and_oscillates_at_ties():
+    from icml26.interpret.modality_following.reproduce import _no_dynamics
+
+    g = torch.Generator().manual_seed(0)
+    lens = torch.randn(6, 400, K, generator=g).cumsum(0)
+    lens[-1, :200, 0], lens[-1, :200, 1] = 50.0, 50.0              # an exact tie between labels 0 and 1 at the output
+    lens[-1, 200:, 0], lens[-1, 200:, 1] = 50.0, 0.0               # a clear winner
+    fake = _no_dynamics(lens, seed=1)
+    assert fake.shape == lens.shape
+    osc = layerwise_oscillation(fake, np.zeros(400, int), np.ones(400, int))
+    assert osc[:200].mean() > 1.0 and osc[200:].mean() == 0.0
 
 
 def test_shuffled_control_destroys_the_law():
@@ -373,3 +463,98 @@ def test_monotone_transform_of_the_index_keeps_the_sign_of_the_law():
         parts = np.array_split(np.argsort(du, kind="stable"), 8)
         rho = spearmanr([du[p].mean() for p in parts], [c.follow_text[p].mean() for p in parts]).statistic
         assert np.sign(rho) == np.sign(c.spearman) == -1
+
+
+# argument checks on every public entry point (issue "Reliability"): each case would have returned a number or
+# raised a low-level error without the check
+
+class _MaskedNet(nn.Module):
+    """A model whose forward takes an attention mask (as a Hugging Face model does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.norm, self.head = nn.LayerNorm(4), nn.Linear(4, 3)
+
+    def forward(self, x, attention_mask=None):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x))
+
+
+_TOY = ToyMultimodalClassifier(ToyConfig(n_layers=2)).eval()
+_IMG, _TXT = torch.rand(4, 64), torch.randint(0, 20, (4, 8))
+_UNI = np.full((4, K), 1 / K)
+_DU, _FT = np.linspace(-1, 1, 6), np.array([True, True, True, False, False, False])
+_Y0, _Y1 = np.zeros(4, int), np.ones(4, int)
+_GEN = torch.Generator().manual_seed(0)
+_CURVE = dict(delta_u=np.zeros(3), keep=np.ones(3, bool), follow_text=np.ones(3, bool), follow_vision=np.zeros(3, bool),
+              centers=np.zeros(2), p_text=np.zeros(2), p_vision=np.zeros(2), counts=np.ones(2, int), spearman=0.0)
+
+def _layerwise_logits(model, args=(), **kwargs):
+    return layerwise_logits(model, *args, **kwargs)
+
+
+BAD_INPUTS = [
+    (uncertainty, dict(p=np.zeros((0, 3))), ValueError, "is empty"),
+    (uncertainty, dict(p=[["a", "b"]]), TypeError, "array of numbers"),
+    (relative_uncertainty, dict(p_a=np.full((2, 3), 1 / 3), p_b=np.full((2, 4), 1 / 4)), ValueError, "same classes"),
+    (follow_outcomes, dict(p_joint=_UNI, y_a=np.full(4, 12), y_b=_Y1), ValueError, "indices in [0, 10)"),
+    (modality_following_curve, dict(p_v=_UNI, p_t=_UNI, p_joint=_UNI, y_v=np.full(4, -1), y_t=_Y1, n_bins=2),
+     ValueError, "y_v must hold indices"),
+    (balance_point, dict(delta_u=_DU, follow_a=np.linspace(0.1, 0.9, 6), follow_b=np.zeros(6)), ValueError,
+     "follow_a must hold booleans"),
+    (balance_point, dict(delta_u=_DU, follow_a=_FT, follow_b=~_FT, n_boot=True), TypeError, "n_boot"),
+    (balance_point, dict(delta_u=_DU, follow_a=_FT, follow_b=~_FT, seed=-1), ValueError, "seed must be"),
+    (balance_point, dict(delta_u=_DU, follow_a=_FT, follow_b=~_FT, method="binned", n_bins=1), ValueError, "n_bins"),
+    (select_boundary_cases, dict(delta_u=_DU, b="0.1", eps=0.1), TypeError, "b must be a real number"),
+    (default_readout, dict(model="a model"), TypeError, "nn.Module"),
+    (_layerwise_logits, dict(model=_TOY, args=(_IMG, _TXT), position=1.5), TypeError, "position must be an integer"),
+    (_layerwise_logits, dict(model=_TOY, args=(_IMG, _TXT), position=9), ValueError, "out of range for 5 tokens"),
+    (_layerwise_logits, dict(model=_TOY, args=(_IMG, _TXT), layers=1), TypeError, "sequence of layer indices"),
+    (_layerwise_logits, dict(model=_TOY, args=(_IMG, _TXT), modules=["block"]), TypeError, "nn.Module blocks"),
+    (_layerwise_logits, dict(model=_MaskedNet(), args=(torch.zeros(2, 3, 4),), attention_mask=torch.full((2, 3), 0.5)),
+     ValueError, "0 (padding) and 1"),
+    (_layerwise_logits, dict(model=_MaskedNet(), args=(torch.zeros(2, 3, 4),), attention_mask=torch.tensor([[1, 0, 0], [1] * 3]),
+                            position=-2), ValueError, "needs at least 2 real tokens"),
+    (layerwise_oscillation, dict(layer_preds=np.zeros((5, 3), int), y_a=[0, 1], y_b=2), ValueError, "one per case"),
+    (layerwise_oscillation, dict(layer_preds=np.zeros((5, 3), int), y_a=0.5, y_b=2), TypeError, "integer labels"),
+    (ToyConfig, dict(n_layers=0), ValueError, "n_layers must be an integer >= 1"),
+    (ToyConfig, dict(p_text_only=0.9), ValueError, "p_image_only + p_text_only"),
+    (ToyConfig, dict(lr=float("nan")), ValueError, "lr must be finite"),
+    (ToyMultimodalClassifier, dict(cfg="small"), TypeError, "ToyConfig"),
+    (_TOY, dict(image=_IMG, text=torch.full((4, 8), 25)), ValueError, "token ids must be in [0, 20)"),
+    (_TOY, dict(image=_IMG, text=_TXT, drop_text=torch.zeros(4)), ValueError, "drop_text must be a bool tensor"),
+    (train_toy_model, dict(cfg={"n_layers": 2}), TypeError, "ToyConfig"),
+    (load_toy_model, dict(cfg=None), TypeError, "ToyConfig"),
+    (modality_probs, dict(model=_TOY, image=_IMG, text=_TXT, temperature=0.0), ValueError, "temperature must be > 0"),
+    (modality_probs, dict(model="toy", image=_IMG, text=_TXT), TypeError, "nn.Module"),
+    (fit_temperature, dict(logits=torch.full((4, 10), float("nan")), y=torch.zeros(4, dtype=torch.long)), ValueError,
+     "NaN"),
+    (fit_temperature, dict(logits=torch.zeros(4, 10), y=torch.full((4,), 12)), ValueError, "indices in [0, 10)"),
+    (nearest_boundary_cases, dict(delta_u=_DU, b="0.1", n=3), TypeError, "b must be a real number"),
+    (nearest_boundary_cases, dict(delta_u=_DU, b=0.0, n=True), TypeError, "n must be an integer"),
+    (easy_cases, dict(delta_u=_DU, b=float("inf"), n=2), ValueError, "b must be finite"),
+    (sft_steer, dict(model=_TOY, inputs=(_IMG, _TXT), targets=torch.zeros(4)), TypeError, "integer tensor"),
+    (sft_steer, dict(model=_TOY, inputs=(_IMG, _TXT), targets=torch.zeros(4, dtype=torch.long), lr=float("nan")),
+     ValueError, "lr must be finite"),
+    (sft_steer, dict(model=_TOY, inputs=(_IMG, _TXT), targets=torch.full((4,), 10)), ValueError, "indices in [0, 10)"),
+    (ConflictSet, dict(image=_IMG, text=_TXT, y_v=torch.zeros(3, dtype=torch.long), y_t=torch.ones(4, dtype=torch.long),
+                       v=torch.zeros(4), t=torch.zeros(4)), ValueError, "same length"),
+    (sample_conflicts, dict(n=10, split="train", seed=0, v_beta=(float("nan"), 1.0)), ValueError, "v_beta must be finite"),
+    (sample_conflicts, dict(n=10, split="train", seed=-1), ValueError, "seed must be an integer >= 0"),
+    (corrupt_images, dict(x=torch.rand(3, 64), v=torch.full((3,), 2.0), gen=_GEN), ValueError, "difficulties in [0, 1]"),
+    (corrupt_images, dict(x=torch.rand(3, 64), v=torch.zeros(3), gen=0), TypeError, "gen must be a torch.Generator"),
+    (make_texts, dict(y=torch.tensor([3.0, 4.0]), t=torch.zeros(2), gen=_GEN), TypeError, "must hold integers"),
+    (make_texts, dict(y=torch.tensor([3, 4]), t=torch.zeros(3), gen=_GEN), ValueError, "t must have shape"),
+    (BalancePoint, dict(b=0.0, ci=(0.0, 0.0), slope=1.0, method="spline", n_used=3, boot=np.zeros(0)), ValueError,
+     "method must be one of"),
+    (Curve, dict(**_CURVE, index="variance"), ValueError, "index must be one of"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, error, fragment", BAD_INPUTS,
+                         ids=[f"{i}-{getattr(c[0], '__name__', type(c[0]).__name__)}" for i, c in enumerate(BAD_INPUTS)])
+def test_bad_inputs_raise(fn, kwargs, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        fn(**kwargs)

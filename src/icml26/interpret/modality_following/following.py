@@ -22,19 +22,23 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from .uncertainty import as_probs, relative_uncertainty
+from icml26.harness import validate as check
+
+from .uncertainty import INDICES, as_probs, relative_uncertainty
 
 RIDGE = 1e-4  # tiny L2 on the standardised slope so a separable replicate keeps a finite b* (our choice)
 
 
 # helper functions
 
-def _labels(y: Any, n: int, name: str) -> np.ndarray:
+def _labels(y: Any, n: int, name: str, k: int | None = None) -> np.ndarray:
     arr = np.asarray(y.detach().cpu().numpy() if hasattr(y, "detach") else y)
     if arr.ndim == 0:
         arr = np.full(n, arr)
     if arr.shape != (n,) or not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name} must be {n} integer class labels, got dtype {arr.dtype} and shape {arr.shape}")
+    if k is not None:
+        check.indices(name, arr, k)
     return arr.astype(np.int64)
 
 
@@ -42,9 +46,12 @@ def _vector(x: Any, name: str, dtype: Any = np.float64) -> np.ndarray:
     arr = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional (one value per case), got shape {arr.shape}")
-    arr = arr.astype(dtype)
-    if dtype is np.float64 and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} holds NaN or inf")
+    if dtype is bool:
+        if arr.dtype != bool and not (arr.dtype.kind in "biuf" and np.all((arr == 0) | (arr == 1))):
+            raise ValueError(f"{name} must hold booleans (or 0/1), one per case; got values such as "
+                             f"{arr[:3].tolist()}")
+        return arr.astype(bool)
+    arr = np.asarray(check.finite(name, arr), dtype=dtype)
     return arr
 
 
@@ -106,6 +113,12 @@ class BalancePoint:
     n_used: int
     boot: np.ndarray = field(repr=False)
 
+    def __post_init__(self) -> None:
+        check.one_of("method", self.method, ("logistic", "binned"))
+        if not (isinstance(self.ci, (tuple, list)) and len(self.ci) == 2):
+            raise ValueError(f"ci must be a (low, high) pair, got {check.describe(self.ci)}")
+        self.n_used = check.non_negative_int("n_used", self.n_used)
+
 
 @dataclass
 class Curve:
@@ -126,6 +139,12 @@ class Curve:
     counts: np.ndarray
     spearman: float
     index: str
+
+    def __post_init__(self) -> None:
+        check.one_of("index", self.index, INDICES)
+        check.same_length(delta_u=self.delta_u, keep=self.keep, follow_text=self.follow_text,
+                      follow_vision=self.follow_vision)
+        check.same_length(centers=self.centers, p_text=self.p_text, p_vision=self.p_vision, counts=self.counts)
 
     @property
     def n_total(self) -> int:
@@ -153,7 +172,7 @@ class Curve:
 def follow_outcomes(p_joint: Any, y_a: Any, y_b: Any) -> tuple[np.ndarray, np.ndarray]:
     """(follow_a, follow_b): whether argmax p_joint is y_a, resp. y_b, per case (both False: neither)."""
     p = as_probs(p_joint, "p_joint")
-    ya, yb = _labels(y_a, len(p), "y_a"), _labels(y_b, len(p), "y_b")
+    ya, yb = _labels(y_a, len(p), "y_a", p.shape[1]), _labels(y_b, len(p), "y_b", p.shape[1])
     if np.any(ya == yb):
         raise ValueError("a conflict case needs y_a != y_b; drop the cases where both modalities agree")
     top = p.argmax(axis=1)
@@ -167,12 +186,12 @@ def modality_following_curve(p_v: Any, p_t: Any, p_joint: Any, y_v: Any, y_t: An
     p_v, p_t, p_joint: (n, K) class distributions with the text masked, the image masked, and both present.
     y_v, y_t: (n,) the labels the image and the text support (y_v != y_t). dU = U(p_t) - U(p_v) under ``index``.
     """
+    n_bins = check.positive_int("n_bins", n_bins, minimum=2)
+    check.one_of("index", index, INDICES)
     pv, pt, pj = as_probs(p_v, "p_v"), as_probs(p_t, "p_t"), as_probs(p_joint, "p_joint")
     if not (pv.shape == pt.shape == pj.shape):
         raise ValueError(f"p_v, p_t and p_joint must have the same shape, got {pv.shape}, {pt.shape}, {pj.shape}")
-    if not isinstance(n_bins, int) or n_bins < 2:
-        raise ValueError(f"n_bins must be an integer >= 2, got {n_bins!r}")
-    yv, yt = _labels(y_v, len(pv), "y_v"), _labels(y_t, len(pv), "y_t")
+    yv, yt = _labels(y_v, len(pv), "y_v", pv.shape[1]), _labels(y_t, len(pv), "y_t", pv.shape[1])
     ft, fv = follow_outcomes(pj, yt, yv)
     keep = (pv.argmax(1) == yv) & (pt.argmax(1) == yt)
     du = relative_uncertainty(pt, pv, index)
@@ -199,19 +218,20 @@ def balance_point(delta_u: Any, follow_a: Any, follow_b: Any, method: str = "log
     P_a - P_b (quantile bins, linear interpolation). The interval is a case bootstrap with ``n_boot``
     replicates (percentile interval at ``level``). Swapping a and b (and dU -> -dU) maps b* to -b*.
     """
+    if method not in ("logistic", "binned"):
+        raise ValueError(f"unknown method {method!r}; use 'logistic' or 'binned'")
+    n_boot = check.non_negative_int("n_boot", n_boot)
+    seed = check.non_negative_int("seed", seed)
+    level = check.in_range("level", level, 0.0, 1.0, low_open=True, high_open=True)
+    n_bins = check.positive_int("n_bins", n_bins, minimum=2)
     du = _vector(delta_u, "delta_u")
+    check.non_empty("delta_u", du)
     fa, fb = _vector(follow_a, "follow_a", bool), _vector(follow_b, "follow_b", bool)
     if not (len(du) == len(fa) == len(fb)):
         raise ValueError(f"delta_u, follow_a and follow_b must have one entry per case, got lengths "
                          f"{len(du)}, {len(fa)}, {len(fb)}")
     if np.any(fa & fb):
         raise ValueError("a case cannot follow both modalities; follow_a and follow_b must be exclusive")
-    if method not in ("logistic", "binned"):
-        raise ValueError(f"unknown method {method!r}; use 'logistic' or 'binned'")
-    if not isinstance(n_boot, int) or n_boot < 0:
-        raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
     rng = np.random.default_rng(seed)
     if method == "logistic":
         used = fa | fb
@@ -244,9 +264,9 @@ def balance_point(delta_u: Any, follow_a: Any, follow_b: Any, method: str = "log
 
 def select_boundary_cases(delta_u: Any, b: float, eps: float) -> np.ndarray:
     """Indices of the boundary cases, exactly those with |dU - b| <= eps [B03]."""
+    b = check.finite_number("b", b)
+    eps = check.non_negative("eps", eps)
     du = _vector(delta_u, "delta_u")
-    if not np.isfinite(b) or not np.isfinite(eps) or eps < 0:
-        raise ValueError(f"b must be finite and eps finite and >= 0, got b={b}, eps={eps}")
     return np.flatnonzero(np.abs(du - b) <= eps)
 
 

@@ -11,16 +11,24 @@ modality-supported answers (other labels are skipped), and the number of switche
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from icml26.harness import validate as check
+
 # where common model families keep their blocks, final norm and head
-LAYER_PATHS = ("layers", "model.layers", "model.model.layers", "transformer.h", "gpt_neox.layers",
+# (multimodal models keep the language model's blocks under ``language_model``: transformers 5.x
+# ``LlavaForConditionalGeneration.model.language_model.layers``, older releases ``language_model.model.layers``; they
+# come before the generic paths so that a vision tower's blocks are never read by mistake)
+LAYER_PATHS = ("layers", "model.language_model.layers", "language_model.model.layers", "language_model.layers",
+               "model.layers", "model.model.layers", "transformer.h", "gpt_neox.layers",
                "model.decoder.layers", "encoder.layer", "bert.encoder.layer", "blocks", "h")
-READOUT_PATHS = (("norm", "head"), ("model.norm", "lm_head"), ("model.model.norm", "lm_head"),
+READOUT_PATHS = (("norm", "head"), ("model.language_model.norm", "lm_head"),
+                 ("language_model.model.norm", "language_model.lm_head"), ("language_model.norm", "lm_head"),
+                 ("model.norm", "lm_head"), ("model.model.norm", "lm_head"),
                  ("transformer.ln_f", "lm_head"), ("gpt_neox.final_layer_norm", "embed_out"),
                  ("model.decoder.final_layer_norm", "lm_head"))
 
@@ -55,18 +63,44 @@ def find_layers(model: nn.Module) -> nn.ModuleList:
         if isinstance(layers, nn.ModuleList) and len(layers) > 0:
             return layers
     raise ValueError(f"could not find the layers of {type(model).__name__} (looked for a non-empty ModuleList at "
-                     f"{', '.join(LAYER_PATHS)}); pass layers=[...] with the blocks to read")
+                     f"{', '.join(LAYER_PATHS)}); pass modules=[...] with the blocks to read (and readout=<callable hidden -> "
+                     "logits> if the final norm and head are not found either)")
 
 
 def default_readout(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
     """head(norm(h)) from the model's final norm and output head (``norm``/``head``, ``model.norm``/``lm_head``,
     ``transformer.ln_f``/``lm_head``, ...)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     for norm_path, head_path in READOUT_PATHS:
         norm, head = _get(model, norm_path), _get(model, head_path)
         if isinstance(norm, nn.Module) and isinstance(head, nn.Module):
             return lambda h, norm=norm, head=head: head(norm(h))
     raise ValueError(f"could not find a final norm and output head on {type(model).__name__} (tried "
                      f"{', '.join('/'.join(p) for p in READOUT_PATHS)}); pass readout=<callable hidden -> logits>")
+
+
+def _row_positions(position: int, mask: torch.Tensor | None, batch: int, tokens: int) -> torch.Tensor | int:
+    """The token index to read in each row: ``position`` counted over the real (mask = 1) tokens of each row when
+    an attention mask with padding is given (left or right padding), else ``position`` itself."""
+    if mask is None or bool(mask.bool().all()):
+        if not -tokens <= position < tokens:
+            raise ValueError(f"position {position} is out of range for {tokens} tokens")
+        return position
+    if mask.shape != (batch, tokens):
+        raise ValueError(f"attention_mask has shape {tuple(mask.shape)} but the hooked layers see (batch, tokens) = "
+                         f"({batch}, {tokens}); with padding the lens reads position {position} of the real tokens "
+                         "of each row, so the mask must cover the hidden sequence")
+    real = mask.bool()
+    lengths = real.sum(1)
+    need = position + 1 if position >= 0 else -position
+    if bool((lengths < need).any()):
+        raise ValueError(f"position {position} needs at least {need} real tokens in every row; attention_mask has rows "
+                         f"with {int(lengths.min())}")
+    order = torch.cumsum(real.long(), 1) - 1                           # rank of each real token in its row
+    want = torch.full_like(lengths, position) if position >= 0 else lengths + position
+    hit = real & (order == want[:, None])
+    return hit.float().argmax(1)
 
 
 def layerwise_logits(model: nn.Module, *args: Any, layers: Sequence[int] | None = None,
@@ -78,12 +112,29 @@ def layerwise_logits(model: nn.Module, *args: Any, layers: Sequence[int] | None 
     Runs ``model(*args, **kwargs)`` once under ``torch.no_grad`` with forward hooks on the chosen blocks
     (``layers``: indices into the model's block stack, found by :func:`find_layers`, default all; or ``modules``:
     the blocks themselves), takes the hidden state at token ``position`` (0: CLS; -1: last token of a causal LM)
-    and applies ``readout`` (default: the model's final norm and head). The hooks are removed afterwards, even on
-    error; the model's parameters, mode and outputs are unchanged.
+    and applies ``readout`` (default: the model's final norm and head). With an ``attention_mask`` keyword that
+    marks padding, ``position`` counts over each row's real tokens (-1 is the last real token under left *or*
+    right padding), never a pad token. The hooks are removed afterwards, even on error; the model's parameters,
+    mode and outputs are unchanged.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(position, (int, np.integer)) or isinstance(position, bool):
+        raise TypeError(f"position must be an integer token index (0: CLS, -1: last token), got {position!r}")
+    position = int(position)
+    if readout is not None and not callable(readout):
+        raise TypeError(f"readout must be a callable hidden states -> logits, got {type(readout).__name__}")
+    mask = kwargs.get("attention_mask")
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor) or mask.dim() != 2:
+            raise ValueError(f"attention_mask must be a (batch, tokens) tensor, got {check.describe(mask)}")
+        if bool(((mask != 0) & (mask != 1)).any()):
+            raise ValueError("attention_mask must hold 0 (padding) and 1 (real token) only")
     if modules is None:
         stack = find_layers(model)
         n = len(stack)
+        if layers is not None and (isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable)):
+            raise TypeError(f"layers must be a sequence of layer indices, got {check.describe(layers)}")
         idx = list(range(n)) if layers is None else list(layers)
         for i in idx:
             if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
@@ -94,6 +145,11 @@ def layerwise_logits(model: nn.Module, *args: Any, layers: Sequence[int] | None 
         modules = [stack[i] for i in idx]
     elif layers is not None:
         raise ValueError("pass either layers= (indices) or modules= (the blocks), not both")
+    else:
+        modules = list(modules)
+        bad = [type(m).__name__ for m in modules if not isinstance(m, nn.Module)]
+        if bad:
+            raise TypeError(f"modules must be torch.nn.Module blocks, got {', '.join(bad)}")
     if len(modules) == 0:
         raise ValueError("no layers to read; pass at least one layer")
     readout = readout or default_readout(model)
@@ -105,7 +161,8 @@ def layerwise_logits(model: nn.Module, *args: Any, layers: Sequence[int] | None 
             if h.dim() != 3:
                 raise ValueError(f"layer {i} returned hidden states of shape {tuple(h.shape)}; expected "
                                  "(batch, tokens, width)")
-            captured[i] = h[:, position].detach()
+            at = _row_positions(position, mask, h.shape[0], h.shape[1])
+            captured[i] = (h[:, at] if isinstance(at, int) else h[torch.arange(h.shape[0]), at.to(h.device)]).detach()
         return fn
 
     handles = [m.register_forward_hook(hook(i)) for i, m in enumerate(modules)]
@@ -139,8 +196,15 @@ def layerwise_oscillation(layer_preds: Any, y_a: Any, y_b: Any) -> np.ndarray:
     else:
         raise ValueError(f"layer_preds must have shape (n_layers,), (n_layers, n) or (n_layers, n, K); "
                          f"got {arr.shape}")
-    ya = np.broadcast_to(np.asarray(y_a), arr.shape[1:])
-    yb = np.broadcast_to(np.asarray(y_b), arr.shape[1:])
+    labels = []
+    for name, y in (("y_a", y_a), ("y_b", y_b)):
+        y = np.asarray(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y)
+        if not np.issubdtype(y.dtype, np.integer):
+            raise TypeError(f"{name} must hold integer labels, got dtype {y.dtype}")
+        if y.shape not in ((), (arr.shape[1],)):
+            raise ValueError(f"{name} must be one label or one per case ({arr.shape[1]}), got shape {y.shape}")
+        labels.append(np.broadcast_to(y, arr.shape[1:]))
+    ya, yb = labels
     if np.any(ya == yb):
         raise ValueError("y_a and y_b must differ on every case")
     prev = np.full(arr.shape[1], -1)

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from scipy.optimize import minimize_scalar
 from torch import nn
 
+from icml26.harness import validate as check
 from icml26.testbeds.cache import load_cached
 from icml26.testbeds.digits import digits_tensors
 from icml26.testbeds.progress import BuildProgress
@@ -54,6 +55,19 @@ class ToyConfig:
     p_image_only: float = 0.25
     p_text_only: float = 0.25
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_heads", "n_layers", "d_ff", "steps", "batch"):
+            check.positive_int(name, getattr(self, name))
+        check.non_negative_int("seed", self.seed)
+        check.positive("lr", self.lr)
+        check.probability("p_image_only", self.p_image_only)
+        check.probability("p_text_only", self.p_text_only)
+        if self.p_image_only + self.p_text_only > 1:
+            raise ValueError(f"p_image_only + p_text_only must be <= 1 (the rest are consistent pairs), got "
+                             f"{self.p_image_only} + {self.p_text_only}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
 
 
 # main classes
@@ -89,9 +103,8 @@ class ToyMultimodalClassifier(nn.Module):
 
     def __init__(self, cfg: ToyConfig = ToyConfig()):
         super().__init__()
+        _config(cfg)
         d = cfg.d_model
-        if d % cfg.n_heads:
-            raise ValueError(f"d_model={d} must be divisible by n_heads={cfg.n_heads}")
         self.cfg = cfg
         self.image_mlp = nn.Sequential(nn.Linear(64 // N_IMAGE_TOKENS, d), nn.GELU(), nn.Linear(d, d))
         self.text_emb = nn.Embedding(VOCAB, d)
@@ -105,11 +118,23 @@ class ToyMultimodalClassifier(nn.Module):
 
     def forward(self, image: torch.Tensor, text: torch.Tensor, drop_image: torch.Tensor | None = None,
                 drop_text: torch.Tensor | None = None) -> torch.Tensor:
+        if not isinstance(image, torch.Tensor) or not isinstance(text, torch.Tensor):
+            raise TypeError(f"image and text must be tensors, got {type(image).__name__} and {type(text).__name__}")
         if image.dim() != 2 or image.shape[1] != 64 or text.dim() != 2 or text.shape[1] != TEXT_LEN \
                 or image.shape[0] != text.shape[0]:
             raise ValueError(f"expected image (B, 64) and text (B, {TEXT_LEN}) with the same B, got "
                              f"{tuple(image.shape)} and {tuple(text.shape)}")
+        if text.is_floating_point():
+            raise TypeError(f"text must hold integer token ids, got a {text.dtype} tensor")
         b = image.shape[0]
+        if b and (int(text.min()) < 0 or int(text.max()) >= VOCAB):
+            raise ValueError(f"text token ids must be in [0, {VOCAB}), got values from {int(text.min())} to "
+                             f"{int(text.max())}")
+        for name, drop in (("drop_image", drop_image), ("drop_text", drop_text)):
+            if drop is not None and (not isinstance(drop, torch.Tensor) or drop.dtype != torch.bool
+                                     or drop.shape != (b,)):
+                raise ValueError(f"{name} must be a bool tensor of shape ({b},), got {check.describe(drop)}"
+                                 + (f" of dtype {drop.dtype}" if isinstance(drop, torch.Tensor) else ""))
         img = self.image_mlp(image.view(b, N_IMAGE_TOKENS, -1))
         h = torch.cat([self.cls.expand(b, 1, -1), img, self.text_emb(text).view(b, N_TEXT_TOKENS, -1, img.shape[-1])
                        .mean(2)], dim=1) + self.pos + self.type_emb(self.types)
@@ -140,8 +165,20 @@ def modality_batch(idx: torch.Tensor, X: torch.Tensor, Y: torch.Tensor, cfg: Toy
     return corrupt_images(X[idx], v, gen), make_texts(y, t, gen), drop_image, drop_text, y
 
 
+def _config(cfg: object) -> None:
+    if not isinstance(cfg, ToyConfig):
+        raise TypeError(f"cfg must be a ToyConfig, got {type(cfg).__name__}")
+
+
 def fit_temperature(logits: torch.Tensor, y: torch.Tensor) -> float:
     """T minimising the NLL of softmax(logits / T) (bounded search over log T)."""
+    if not isinstance(logits, torch.Tensor) or not isinstance(y, torch.Tensor):
+        raise TypeError(f"logits and y must be tensors, got {type(logits).__name__} and {type(y).__name__}")
+    check.ndim("logits", logits, 2)
+    check.finite("logits", check.non_empty("logits", logits))
+    check.ndim("y", y, 1)
+    check.same_length(logits=logits, y=y)
+    check.indices("y", y, logits.shape[1])
     lg = logits.double()
     res = minimize_scalar(lambda lt: F.cross_entropy(lg / math.exp(lt), y).item(), bounds=(-3.0, 3.0),
                           method="bounded")
@@ -150,6 +187,7 @@ def fit_temperature(logits: torch.Tensor, y: torch.Tensor) -> float:
 
 def train_toy_model(cfg: ToyConfig) -> tuple[ToyMultimodalClassifier, float]:
     """Train the classifier with modality dropout, then fit its temperature on the validation split."""
+    _config(cfg)
     torch.manual_seed(cfg.seed)
     X, Y = digits_tensors()
     train, val = split_indices("train"), split_indices("val")
@@ -176,6 +214,8 @@ def train_toy_model(cfg: ToyConfig) -> tuple[ToyMultimodalClassifier, float]:
 
 def load_toy_model(cfg: ToyConfig = ToyConfig()) -> tuple[ToyMultimodalClassifier, float]:
     """The trained classifier and its temperature, trained once per config and cached on disk."""
+    _config(cfg)
+
     def build(folder: Path) -> None:
         model, temperature = train_toy_model(cfg)
         torch.save(model.state_dict(), folder / "model.pt")
@@ -194,6 +234,12 @@ def load_toy_model(cfg: ToyConfig = ToyConfig()) -> tuple[ToyMultimodalClassifie
 def modality_probs(model: nn.Module, image: torch.Tensor, text: torch.Tensor, temperature: float = 1.0
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(p_V, p_T, p_joint): softmax(logits / T) with the text masked, with the image masked, and with both."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    temperature = check.positive("temperature", temperature)
+    if not isinstance(image, torch.Tensor) or not isinstance(text, torch.Tensor):
+        raise TypeError(f"image and text must be tensors, got {type(image).__name__} and {type(text).__name__}")
+    check.finite("image", check.non_empty("image", image))
     n = len(image)
     on, off = torch.ones(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool)
     p_v = torch.softmax(model(image, text, drop_image=off, drop_text=on) / temperature, -1)

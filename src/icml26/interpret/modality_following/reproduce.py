@@ -6,20 +6,25 @@ text naming y_t != y_v, each with its own corruption level (``task.py``).
 
 1. Law. dU = U(p_T) - U(p_V) under three indices (normalised entropy, margin, 1 - max prob); P(follow text)
    over 10 equal-count dU bins of the cases that pass the unimodal filter; Spearman rho of bin mean dU vs
-   P(follow text). Claim per index: rho < -0.8 (the spec's bar).
+   P(follow text). Claim per index: rho < -0.8 (the spec's bar). Control (fresh-eyes review): a product of
+   experts p_joint ~ p_V * p_T built from the toy's own unimodal outputs (no learned fusion); if it meets the
+   same bar the law claim is inconclusive. Per-case AUC and logistic slope of both are reported.
 2. Balance point. Logistic b* (P(follow text) = sigma(-a (dU - b*))) with a case-bootstrap 95% interval.
    Resampling the difficulty laws (text-easy / uniform / image-easy Beta laws for v and t) moves the raw
    text-following ratio; b* should move little. Claims: the raw ratio's range over the three sets is >= 0.2
    (the resampling is strong enough to test anything), and b*'s range is <= 1/4 of the range of the sets'
-   median dU (in dU units: b* moves much less than the difficulty distribution does). Two more toys trained
-   with 10% and 40% text-only examples: b* should be higher (text-preferring) for the second.
+   median dU (in dU units: b* moves much less than the difficulty distribution does).
+   Two more toys trained with 10% and 40% text-only examples: b* should be higher (text-preferring) for the
+   40% toy by more than a second 10% toy with another training seed moves it (the seed-only shift).
 3. Oscillation. Logit lens at the CLS token after every fusion layer (forward hooks, removed afterwards);
    switches between y_t and y_v in the layer-wise top-1 sequence. Claim: the mean count over the fifth of
-   kept cases nearest b* exceeds the mean over the fifth farthest from it.
-4. Steering. On a separate pool (train-split images) the n kept cases nearest the pool's b* (boundary) and the
-   n most vision-dominant ones (largest dU - b*, easy) each fine-tune a copy toward y_v (same steps, lr,
-   batch, seed). On the held-out conflicts, boundary SFT should raise vision following more, move b* further
-   toward vision (down), and suppress oscillation near the base b* more than easy SFT.
+   kept cases nearest b* exceeds the mean over the fifth farthest from it. Control: a lens without layer
+   dynamics (every layer = the final logits + iid noise) on the same nearest fifth.
+4. Steering. On a separate pool (train-split images) the n kept cases nearest the pool's b* (boundary), the
+   n most vision-dominant ones (largest dU - b*, easy), the n most text-dominant ones and n random kept cases
+   (3 draws, averaged) each fine-tune a copy toward y_v (same steps, lr, batch, seed). On the held-out
+   conflicts, boundary SFT should raise vision following more, move b* further toward vision (down), and
+   suppress oscillation near the base b* more than the best of the other selections.
 
 Checks (true by construction): swapping the modality roles maps b* to -b*; the filtered counts add up; the
 last lens layer equals the model's own logits; the hooks leave no trace (identical outputs, no hooks left).
@@ -67,6 +72,8 @@ SIZES = {
 
 N_BINS = 10
 SFT_LR, SFT_BATCH = 1e-3, 32
+N_RANDOM = 3            # random SFT selections (equal n), averaged: a baseline of the boundary selection
+SEED_CONTROL = 100      # the control toy of the text-only-mix claim: same 10% mix, training seed + 100
 TEXT_ONLY = (0.1, 0.4)  # text-only fraction of training examples in the two variants (image-only stays 0.25)
 # difficulty laws (Beta parameters of the image difficulty v and the text difficulty t), our choice
 LAWS = {"text-easy": ((3.0, 1.0), (1.0, 3.0)), "uniform": ((1.0, 1.0), (1.0, 1.0)),
@@ -98,6 +105,43 @@ def _oscillation(model: torch.nn.Module, cs: ConflictSet) -> tuple[np.ndarray, n
     osc = layerwise_oscillation(top, y_t, y_v)
     upto = np.stack([layerwise_oscillation(top[: layer + 1], y_t, y_v) for layer in range(len(top))])
     return osc, np.diff(upto, axis=0), lens
+
+
+def _poe(pv: torch.Tensor, pt: torch.Tensor) -> torch.Tensor:
+    """Fusion-free control: p_joint proportional to p_V * p_T (the product of the toy's own unimodal outputs)."""
+    j = pv.double() * pt.double()
+    return (j / j.sum(1, keepdim=True)).to(pv.dtype)
+
+
+def _auc(score: np.ndarray, label: np.ndarray) -> float:
+    """ROC AUC of ``score`` for the binary ``label`` (Mann-Whitney, ties counted half)."""
+    from scipy.stats import rankdata
+
+    pos, n_pos = label.astype(bool), int(label.sum())
+    n_neg = len(label) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    r = rankdata(score)
+    return float((r[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _case_law(cv: Curve) -> tuple[float, float]:
+    """Per-case AUC of -dU for following the text, and the logistic slope, over the kept cases that follow one."""
+    used = cv.keep & (cv.follow_text | cv.follow_vision)
+    auc = _auc(-cv.delta_u[used], cv.follow_text[used])
+    try:
+        slope = balance_point(cv.delta_u[cv.keep], cv.follow_text[cv.keep], cv.follow_vision[cv.keep], n_boot=0).slope
+    except ValueError:
+        slope = float("nan")
+    return auc, slope
+
+
+def _no_dynamics(lens: torch.Tensor, seed: int) -> torch.Tensor:
+    """Control lens without layer dynamics: every layer = the final logits + iid Gaussian noise whose sd is that of
+    the real lens' layer-to-layer logit changes (a near-tie at the output then switches by noise alone)."""
+    sd = float((lens[1:] - lens[:-1]).std())
+    g = torch.Generator().manual_seed(seed)
+    return lens[-1][None].expand_as(lens) + sd * torch.randn(lens.shape, generator=g, dtype=lens.dtype)
 
 
 def _near_far(dist: np.ndarray, frac: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
@@ -222,6 +266,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         vbp = _analyse(vm, vt, cs, sz.n_boot, seed)["bp"]
         variant_b[frac] = vbp.b if vbp else float("nan")
         variant_boot[frac] = vbp.boot if vbp else np.full(sz.n_boot, np.nan)
+    # control: the same 10%-text-only toy trained with another seed (the shift from the training seed alone)
+    cm, ct = load_toy_model(replace(sz.variant, seed=seed + SEED_CONTROL, p_text_only=TEXT_ONLY[0]))
+    cbp = _analyse(cm, ct, cs, 0, seed)["bp"]
+    seed_shift = (cbp.b if cbp else float("nan")) - variant_b[TEXT_ONLY[0]]
     variant_shift = variant_b[TEXT_ONLY[1]] - variant_b[TEXT_ONLY[0]]
     # the two fits bootstrap independently, so replicate differences give a (conservative) interval of the shift
     boot_shift = variant_boot[TEXT_ONLY[1]] - variant_boot[TEXT_ONLY[0]]
@@ -240,6 +288,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     lens_gap = float((lens[-1] - out_before).abs().max())
     du_k = c.delta_u[k]
     near, far = _near_far(np.abs(du_k - bp.b))
+    osc_ctrl = layerwise_oscillation(_no_dynamics(lens, seed + 31), kept.y_t.numpy(), kept.y_v.numpy())
 
     # 4. SFT steering: boundary vs easy cases from a separate pool, evaluated on the held-out conflicts
     pool = sample_conflicts(sz.n_pool, "train", seed=3000 + seed)
@@ -247,18 +296,27 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     pc = pa["curves"]["entropy"]
     pk = np.flatnonzero(pc.keep)
     picks = {"boundary": pk[nearest_boundary_cases(pc.delta_u[pk], pa["b"], sz.n_sft)],
-             "easy": pk[easy_cases(pc.delta_u[pk], pa["b"], sz.n_sft, dominant="b")]}
+             "easy": pk[easy_cases(pc.delta_u[pk], pa["b"], sz.n_sft, dominant="b")],
+             "text_dominant": pk[easy_cases(pc.delta_u[pk], pa["b"], sz.n_sft, dominant="a")]}
+    picks |= {f"random{r}": pk[np.random.default_rng([seed, 77, r]).choice(len(pk), sz.n_sft, replace=False)]
+              for r in range(N_RANDOM)}
     runs = {"base": base}
     vision_follow, osc_near = {}, {}
     for arm, idx in picks.items():
         ti = torch.from_numpy(idx)
         tuned = sft_steer(model, (pool.image[ti], pool.text[ti]), pool.y_v[ti], steps=sz.sft_steps, lr=SFT_LR,
                           batch=SFT_BATCH, seed=seed)
-        runs[arm] = _analyse(tuned, temp, cs, sz.n_boot, seed)
+        runs[arm] = _analyse(tuned, temp, cs, 0, seed)
         vision_follow[arm] = runs[arm]["curves"]["entropy"].follow_vision[k].astype(float)
         osc_near[arm] = _oscillation(tuned, kept)[0][near].astype(float)
+    # the random selections, averaged over N_RANDOM draws (per case; b* shift averaged over draws)
+    rand = [f"random{r}" for r in range(N_RANDOM)]
+    vision_follow["random"] = np.mean([vision_follow[a] for a in rand], axis=0)
+    osc_near["random"] = np.mean([osc_near[a] for a in rand], axis=0)
+    runs["random"] = {"b": float(np.mean([runs[a]["b"] for a in rand]))}
     vision_follow["base"] = c.follow_vision[k].astype(float)
     pool_du = {arm: pc.delta_u[idx] for arm, idx in picks.items()}
+    sft_baselines = ("easy", "random", "text_dominant")
 
     metrics: dict[str, float] = {
         "temperature": temp, "n_conflict": float(len(cs)), "n_kept": float(c.n_kept),
@@ -278,15 +336,41 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     metrics |= {f"{key}_{law}": d[law] for law in LAWS for key, d in
                 (("text_ratio", ratios), ("b_star", bstars), ("median_du", medians))}
     metrics |= {f"switches_layer{layer + 1}_to_{layer + 2}": float(v) for layer, v in enumerate(per_layer_switch.mean(1))}
-    for arm in ("base", "boundary", "easy"):
+    for arm in ("base", "boundary", "easy", "random", "text_dominant"):
         metrics[f"heldout_vision_follow_{arm}"] = float(vision_follow[arm].mean())
         metrics[f"b_star_{arm}_sft" if arm != "base" else "b_star_base"] = runs[arm]["b"]
-    metrics |= {f"osc_near_{arm}_sft": float(v.mean()) for arm, v in osc_near.items()}
+    metrics |= {f"heldout_vision_follow_{a}": float(vision_follow[a].mean()) for a in rand}
+    metrics |= {f"b_star_{a}_sft": runs[a]["b"] for a in rand}
+    metrics |= {f"osc_near_{arm}_sft": float(vals.mean()) for arm, vals in osc_near.items()}
+    metrics |= {"osc_near_no_dynamics_control": float(osc_ctrl[near].mean()),
+                "osc_far_no_dynamics_control": float(osc_ctrl[far].mean()),
+                "b_star_text_only_0.1_seed_control": cbp.b if cbp else float("nan"),
+                "b_star_shift_seed_only": seed_shift}
+
+    # fusion-free control of the law: p_joint proportional to p_V * p_T from the toy's own unimodal outputs
+    pv, pt, _ = base["p"]
+    poe = _poe(pv, pt)
+    poe_curves = {i: modality_following_curve(pv, pt, poe, cs.y_v, cs.y_t, N_BINS, i) for i in INDICES}
+    for i in INDICES:
+        auc, slope = _case_law(curves[i])
+        pauc, pslope = _case_law(poe_curves[i])
+        metrics |= {f"spearman_{i}_poe_control": poe_curves[i].spearman, f"case_auc_{i}": auc,
+                    f"case_auc_{i}_poe_control": pauc, f"logistic_slope_{i}": slope,
+                    f"logistic_slope_{i}_poe_control": pslope}
+    poe_bp = balance_point(poe_curves["entropy"].delta_u[poe_curves["entropy"].keep],
+                           poe_curves["entropy"].follow_text[poe_curves["entropy"].keep],
+                           poe_curves["entropy"].follow_vision[poe_curves["entropy"].keep], n_boot=0)
+    metrics["b_star_poe_control"] = poe_bp.b
 
     tables = {
         "following_curve": [{"index": i, "bin": j, "mean_dU": float(cv.centers[j]), "p_text": float(cv.p_text[j]),
                              "p_vision": float(cv.p_vision[j]), "n": int(cv.counts[j])}
                             for i, cv in curves.items() for j in range(N_BINS)],
+        "law_vs_product_of_experts": [
+            {"index": i, "spearman": curves[i].spearman, "spearman_poe": poe_curves[i].spearman,
+             "case_auc": metrics[f"case_auc_{i}"], "case_auc_poe": metrics[f"case_auc_{i}_poe_control"],
+             "slope": metrics[f"logistic_slope_{i}"], "slope_poe": metrics[f"logistic_slope_{i}_poe_control"]}
+            for i in INDICES],
         "resampled_laws": [{"law": law, "v_beta": str(LAWS[law][0]), "t_beta": str(LAWS[law][1]),
                             "text_ratio": ratios[law], "median_dU": medians[law], "b_star": bstars[law],
                             "b_lo": res[law]["bp"].ci[0] if res[law]["bp"] else float("nan"),
@@ -294,22 +378,31 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                             "n_kept": res[law]["curves"]["entropy"].n_kept} for law in LAWS],
         "sft": [{"arm": arm, "b_star": runs[arm]["b"], "heldout_vision_follow": float(vision_follow[arm].mean()),
                  "osc_near_base_b": float((osc[near] if arm == "base" else osc_near[arm]).mean())}
-                for arm in ("base", "boundary", "easy")],
+                for arm in ("base", "boundary", "easy", "random", "text_dominant", *rand)],
     }
     figures = {"following_curves": _figure_law(curves, bp), "resampled_balance_point": _figure_resample(res),
                "oscillation": _figure_oscillation(du_k, osc, bp.b, per_layer_switch.mean(1)),
-               "sft_steering": _figure_sft(runs)}
+               "sft_steering": _figure_sft({a: runs[a] for a in ("base", "boundary", "easy", "text_dominant",
+                                                                  rand[0])})}
 
     law_note = (f"{len(cs)} held-out conflicts (uniform difficulties), {c.n_kept} pass the unimodal filter; "
                 f"{N_BINS} equal-count bins of dU; temperature {temp:.2f} fitted on the validation split.")
     shuffled = {i: _shuffled_spearman(cv, seed + 17) for i, cv in curves.items()}
-    metrics |= {f"spearman_{i}_shuffled_control": v for i, v in shuffled.items()}
+    metrics |= {f"spearman_{i}_shuffled_control": val for i, val in shuffled.items()}
+    sft_note = (f"{sz.n_sft} examples per arm from a train-split pool, {sz.sft_steps} AdamW steps, lr {SFT_LR}, same "
+                f"seed; baselines: easy (most vision-dominant), random ({N_RANDOM} draws of kept pool cases, "
+                f"averaged) and text-dominant (most text-dominant) selections; base rate "
+                f"{vision_follow['base'].mean():.3f}; paired over the {c.n_kept} kept held-out cases.")
+    shift = {a: runs[a]["b"] - bp.b for a in ("boundary", *sft_baselines)}
     claims = [
         Claim(f"P(follow text) decreases with relative uncertainty ({INDEX_NAMES[i]})", cv.spearman, "<", -0.8,
               baseline="the spec's bar rho < -0.8", metric=f"Spearman rho over {N_BINS} dU bins ({i})",
-              paper="monotone, robust to the index (pilot: 0.79 -> 0.07 over octiles)", note=law_note,
-              control=shuffled[i], control_arm="the same kept cases with the followed modality shuffled across "
-              "cases (the outcome decoupled from dU), same bins",
+              paper="monotone, robust to the index (pilot: 0.79 -> 0.07 over octiles)",
+              note=law_note + f" Per-case AUC of -dU for following the text: {metrics[f'case_auc_{i}']:.3f} "
+                   f"(product of experts {metrics[f'case_auc_{i}_poe_control']:.3f}); shuffled-outcome rho "
+                   f"{shuffled[i]:.3f}.",
+              control=poe_curves[i].spearman, control_arm="a fusion-free product of experts, p_joint proportional "
+              "to p_V * p_T from the toy's own unimodal outputs (no learned fusion), same cases and bins",
               falsifier="rank correlation of bin mean dU and P(follow text) at or above -0.8 (flat or rising)")
         for i, cv in curves.items()]
     claims += [
@@ -325,41 +418,48 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               note="b*: " + ", ".join(f"{law} {bstars[law]:.3f}" for law in LAWS) + "; median dU: "
                    + ", ".join(f"{law} {medians[law]:.3f}" for law in LAWS) + ".",
               falsifier="b* moves by more than a quarter of the shift of the difficulty distribution's median dU"),
-        Claim("Training that favours the text moves the balance point toward the text", shift_lo, ">", 0.0,
-              baseline="no shift", bar=True,
-              control_arm="none run: the control would be a second 10%-text-only toy with another seed (the shift "
-              "from seed alone); it costs one more toy training per seed and was not run at this budget", metric=f"lower end of the 95% bootstrap interval of b*(text-only "
-                                           f"{TEXT_ONLY[1]:g}) - b*(text-only {TEXT_ONLY[0]:g})",
-              note=f"Two more toys ({sz.variant.n_layers} layers, {sz.variant.steps} steps), trained with {TEXT_ONLY[0]:.0%} and "
-                   f"{TEXT_ONLY[1]:.0%} text-only examples (25% image-only), same seed; b* on the same held-out "
-                   f"conflicts: {variant_b[TEXT_ONLY[0]]:.3f} and {variant_b[TEXT_ONLY[1]]:.3f} (shift "
-                   f"{variant_shift:.3f}, interval [{shift_lo:.3f}, {shift_hi:.3f}]).",
-              falsifier="the interval of the shift of b* reaches 0 or below (no detectable move toward the text)"),
+        Claim("Training that favours the text moves the balance point toward the text", variant_shift, ">",
+              abs(seed_shift), baseline=f"|b* shift from the training seed alone| (a second {TEXT_ONLY[0]:.0%}-"
+              f"text-only toy, seed + {SEED_CONTROL})",
+              metric=f"b*(text-only {TEXT_ONLY[1]:g}) - b*(text-only {TEXT_ONLY[0]:g}), same training seed",
+              note=f"Two toys ({sz.variant.n_layers} layers, {sz.variant.steps} steps) trained with "
+                   f"{TEXT_ONLY[0]:.0%} and {TEXT_ONLY[1]:.0%} text-only examples (25% image-only), same seed; b* on "
+                   f"the same held-out conflicts: {variant_b[TEXT_ONLY[0]]:.3f} and {variant_b[TEXT_ONLY[1]]:.3f} "
+                   f"(case-bootstrap interval of the shift [{shift_lo:.3f}, {shift_hi:.3f}], which ignores the "
+                   f"training-seed variance); the {TEXT_ONLY[0]:.0%} toy with seed + {SEED_CONTROL} gives "
+                   f"{metrics['b_star_text_only_0.1_seed_control']:.3f} (seed-only shift {seed_shift:+.3f}).",
+              falsifier="the mix moves b* toward the text by no more than changing the training seed moves it"),
         Claim("Concept oscillation peaks near the balance point", float(osc[near].mean()), ">",
               float(osc[far].mean()), baseline="the fifth of kept cases farthest from b*",
               metric="mean y_t <-> y_v switches over layers, fifth of kept cases nearest b*",
-              note=f"{len(model.layers)} fusion layers (coarse); logit lens at CLS through the final norm and head.",
+              note=f"{len(model.layers)} fusion layers (coarse); logit lens at CLS through the final norm and head. "
+                   f"No-dynamics control: near {osc_ctrl[near].mean():.3f}, far {osc_ctrl[far].mean():.3f}.",
+              control=float(osc_ctrl[near].mean()), control_arm="a lens without layer dynamics: every layer = the "
+              "final logits + iid Gaussian noise with the sd of the real layer-to-layer logit changes (any near-tie "
+              "at the output oscillates), same nearest fifth",
               falsifier="cases nearest b* oscillate no more than the cases farthest from it"),
-        Claim("Boundary-case SFT raises held-out vision following more than easy-case SFT (equal examples)",
-              float(vision_follow["boundary"].mean()), ">", float(vision_follow["easy"].mean()),
-              baseline=f"easy-case SFT, {sz.n_sft} examples, same steps", paired=list(
-                  vision_follow["boundary"] - vision_follow["easy"]),
-              metric="held-out vision-following rate after boundary-case SFT",
-              note=f"{sz.n_sft} examples per arm from a train-split pool, {sz.sft_steps} AdamW steps, lr {SFT_LR}; "
-                   f"base rate {vision_follow['base'].mean():.3f}; paired over the {c.n_kept} kept held-out cases.",
-              falsifier="held-out vision following after boundary SFT not above easy SFT (or the paired interval "
-                        "contains 0)"),
-        Claim("Boundary-case SFT moves the balance point toward vision more than easy-case SFT",
-              runs["boundary"]["b"] - bp.b, "<", runs["easy"]["b"] - bp.b, baseline="shift of b* after easy SFT",
+        Claim("Boundary-case SFT raises held-out vision following more than other selections (equal examples)",
+              float(vision_follow["boundary"].mean()), ">",
+              baselines={a: float(vision_follow[a].mean()) for a in sft_baselines},
+              paired={a: list(vision_follow["boundary"] - vision_follow[a]) for a in sft_baselines},
+              metric="held-out vision-following rate after boundary-case SFT", note=sft_note,
+              paper="boundary cases essential; easy samples fail to generalize",
+              falsifier="held-out vision following after boundary SFT not above the best other selection (or the "
+                        "paired interval contains 0)"),
+        Claim("Boundary-case SFT moves the balance point toward vision more than other selections",
+              shift["boundary"], "<", baselines={a: shift[a] for a in sft_baselines},
               metric="shift of b* after boundary SFT (negative = toward vision)",
-              note="Each fine-tuned model's b* on the held-out conflicts with its own unimodal distributions.",
-              falsifier="b* after boundary SFT not below b* after easy SFT"),
-        Claim("Boundary-case SFT suppresses oscillation near the balance point more than easy-case SFT",
-              float(osc_near["boundary"].mean()), "<", float(osc_near["easy"].mean()),
-              baseline="easy-case SFT", paired=list(osc_near["boundary"] - osc_near["easy"]),
+              note="Each fine-tuned model's b* on the held-out conflicts with its own unimodal distributions; "
+                   "shifts: " + ", ".join(f"{a} {shift[a]:+.3f}" for a in sft_baselines) + ".",
+              falsifier="b* after boundary SFT not below b* after the best other selection"),
+        Claim("Boundary-case SFT suppresses oscillation near the balance point more than other selections",
+              float(osc_near["boundary"].mean()), "<",
+              baselines={a: float(osc_near[a].mean()) for a in sft_baselines},
+              paired={a: list(osc_near["boundary"] - osc_near[a]) for a in sft_baselines},
               metric="mean switches after boundary SFT, fifth of held-out kept cases nearest the base b*",
               note=f"base model on the same cases: {osc[near].mean():.3f}",
-              falsifier="oscillation near b* after boundary SFT not below easy SFT (or paired interval contains 0)"),
+              falsifier="oscillation near b* after boundary SFT not below the best other selection (or paired "
+                        "interval contains 0)"),
         # checks: true by construction
         Claim("Swapping the modality roles maps b* to -b*", abs(swapped.b + bp.b), "<=", 1e-6,
               baseline="exact symmetry", metric="|b*(swapped) + b*|", kind="check",

@@ -17,15 +17,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate as check
+
 from .following import _vector, select_boundary_cases
+
+
+def _count(n: Any, size: int) -> int:
+    n = check.positive_int("n", n)
+    if n > size:
+        raise ValueError(f"n must be at most the number of cases ({size}), got {n}")
+    return n
 
 
 def nearest_boundary_cases(delta_u: Any, b: float, n: int) -> np.ndarray:
     """The ``n`` cases closest to the balance point: :func:`select_boundary_cases` with eps = the n-th smallest
     |dU - b|, ordered by distance (ties beyond ``n`` dropped in index order)."""
+    b = check.finite_number("b", b)
     du = _vector(delta_u, "delta_u")
-    if not isinstance(n, int) or not 1 <= n <= len(du):
-        raise ValueError(f"n must be an integer in 1..{len(du)}, got {n!r}")
+    n = _count(n, len(du))
     dist = np.abs(du - b)
     eps = float(np.sort(dist)[n - 1])
     idx = select_boundary_cases(du, b, eps)
@@ -35,11 +44,10 @@ def nearest_boundary_cases(delta_u: Any, b: float, n: int) -> np.ndarray:
 def easy_cases(delta_u: Any, b: float, n: int, dominant: str = "b") -> np.ndarray:
     """The ``n`` cases farthest from the balance point on one side: ``dominant="b"`` takes the largest dU - b
     (modality a much less certain, so b dominates), ``"a"`` the smallest."""
+    b = check.finite_number("b", b)
+    check.one_of("dominant", dominant, ("a", "b"))
     du = _vector(delta_u, "delta_u")
-    if not isinstance(n, int) or not 1 <= n <= len(du):
-        raise ValueError(f"n must be an integer in 1..{len(du)}, got {n!r}")
-    if dominant not in ("a", "b"):
-        raise ValueError(f"dominant must be 'a' or 'b', got {dominant!r}")
+    n = _count(n, len(du))
     order = np.argsort(du - b, kind="stable")
     return order[::-1][:n] if dominant == "b" else order[:n]
 
@@ -48,12 +56,27 @@ def sft_steer(model: nn.Module, inputs: tuple[torch.Tensor, ...], targets: torch
               lr: float = 1e-3, batch: int = 32, seed: int = 0) -> nn.Module:
     """A fine-tuned copy of ``model``: ``steps`` AdamW steps of cross-entropy(model(*inputs[i]), targets[i]) on
     mini-batches of the given examples; the original model is not modified."""
-    n = len(targets)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    steps, batch = check.positive_int("steps", steps), check.positive_int("batch", batch)
+    lr, seed = check.positive("lr", lr), check.non_negative_int("seed", seed)
+    if not isinstance(inputs, (tuple, list)) or not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
+        raise TypeError(f"inputs must be a non-empty tuple of tensors (the model's positional inputs), got "
+                        f"{check.describe(inputs)}")
+    if not isinstance(targets, torch.Tensor) or targets.dim() != 1 or targets.is_floating_point():
+        raise TypeError(f"targets must be a 1-D integer tensor of class labels, got {check.describe(targets)}"
+                        + (f" of dtype {targets.dtype}" if isinstance(targets, torch.Tensor) else ""))
+    n = len(check.non_empty("targets", targets))
+    if int(targets.min()) < 0:
+        raise ValueError(f"targets must be class labels >= 0, got {int(targets.min())}")
     if any(len(x) != n for x in inputs):
         raise ValueError(f"every input needs one row per target ({n}), got {[len(x) for x in inputs]}")
-    if not isinstance(steps, int) or steps < 1 or lr <= 0 or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"need integer steps >= 1, batch >= 1 and lr > 0, got steps={steps}, batch={batch}, lr={lr}")
+    for i, x in enumerate(inputs):
+        check.finite(f"inputs[{i}]", x)
     tuned = copy.deepcopy(model)
+    with torch.no_grad():
+        n_classes = tuned.eval()(*(x[:1] for x in inputs)).shape[-1]
+    check.indices("targets", targets, n_classes)
     tuned.train()
     opt = torch.optim.AdamW(tuned.parameters(), lr=lr, weight_decay=0.0, foreach=True)
     gen = torch.Generator().manual_seed(seed)

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from icml26.harness import validate as check
+
 INDICES = ("entropy", "margin", "max_prob")
 
 
@@ -26,20 +28,14 @@ INDICES = ("entropy", "margin", "max_prob")
 
 def as_probs(p: Any, name: str = "p") -> np.ndarray:
     """``p`` as a float64 array of shape (n, K) whose rows are probability vectors; clear errors otherwise."""
-    try:
-        import torch
-
-        if isinstance(p, torch.Tensor):
-            p = p.detach().cpu().double().numpy()
-    except ImportError:  # pragma: no cover
-        pass
-    arr = np.asarray(p, dtype=np.float64)
+    if hasattr(p, "detach") and hasattr(p, "cpu"):  # a torch tensor
+        p = p.detach().cpu().double().numpy()
+    arr = np.asarray(check.finite(name, p), dtype=np.float64)
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] < 2:
         raise ValueError(f"{name} must have shape (n_cases, n_classes) with n_classes >= 2, got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} holds NaN or inf; pass softmax probabilities")
+    check.non_empty(name, arr)
     if np.any(arr < -1e-9) or np.any(np.abs(arr.sum(axis=1) - 1.0) > 1e-4):
         raise ValueError(f"the rows of {name} must be probability vectors (non-negative, summing to 1); "
                          "apply softmax to logits first")
@@ -50,8 +46,7 @@ def as_probs(p: Any, name: str = "p") -> np.ndarray:
 
 def uncertainty(p: Any, index: str = "entropy") -> np.ndarray:
     """Per-row uncertainty of class distributions ``p`` (n, K) under ``index`` (see module docstring) [B03]."""
-    if index not in INDICES:
-        raise ValueError(f"unknown uncertainty index {index!r}; choose one of {', '.join(INDICES)}")
+    check.one_of("index", index, INDICES)
     p = as_probs(p)
     k = p.shape[1]
     if index == "entropy":
@@ -69,10 +64,12 @@ def relative_uncertainty(p_a: Any, p_b: Any, index: str = "entropy") -> np.ndarr
     ``p_a``, ``p_b``: (n, K) unimodal class distributions of the same n conflict cases (e.g. a = text with the
     image masked, b = vision with the text masked). Positive dU: modality a is the less certain one.
     """
-    ua, ub = uncertainty(p_a, index), uncertainty(p_b, index)
-    if ua.shape != ub.shape:
-        raise ValueError(f"p_a and p_b must describe the same cases, got {ua.shape[0]} and {ub.shape[0]} rows")
-    return ua - ub
+    check.one_of("index", index, INDICES)
+    pa, pb = as_probs(p_a, "p_a"), as_probs(p_b, "p_b")
+    if pa.shape != pb.shape:
+        raise ValueError(f"p_a and p_b must describe the same cases over the same classes, got shapes {pa.shape} "
+                         f"and {pb.shape}")
+    return uncertainty(pa, index) - uncertainty(pb, index)
 
 
 __all__ = ["INDICES", "uncertainty", "relative_uncertainty", "as_probs"]
