@@ -13,6 +13,7 @@ linear dynamics are solved in closed form (no time stepping):
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from icml26.harness import validate as v
 
@@ -143,9 +144,10 @@ def simulate_generalization_curve(t: np.ndarray, lam: np.ndarray, w2: np.ndarray
         _check_nonneg(name, value)
     rng = np.random.default_rng(seed)
     out = []
-    for _ in range(int(n_draws)):
-        Psi, y, w = draw_problem(lam, w2, P, sigma2, rng)
-        out.append(simulate_run(t, lam, Psi, y, w, weight_decay=weight_decay, temperature=temperature))
+    with threadpool_limits(limits=1):      # one small SVD per draw: BLAS threads only add synchronisation
+        for _ in range(int(n_draws)):
+            Psi, y, w = draw_problem(lam, w2, P, sigma2, rng)
+            out.append(simulate_run(t, lam, Psi, y, w, weight_decay=weight_decay, temperature=temperature))
     return np.array(out)
 
 
