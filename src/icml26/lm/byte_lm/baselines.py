@@ -40,7 +40,7 @@ def _token_logprobs(model, bpe: ByteBPE, ids: list[int]) -> torch.Tensor:
 def _first_byte_marginal(bpe: ByteBPE, lp: torch.Tensor, lo: int = 0, hi: int | None = None, depth: int = 0) -> torch.Tensor:
     """Unnormalised log-mass per next byte of the tokens order[lo:hi] longer than ``depth`` bytes."""
     hi = len(bpe.order) if hi is None else hi
-    idx = torch.from_numpy(bpe.byte_at[lo:hi, depth])
+    idx = torch.from_numpy(bpe.byte_at[lo:hi, depth]).long()
     keep = idx >= 0
     vals = lp[torch.from_numpy(bpe.order[lo:hi])][keep]
     return _scatter_logsumexp(vals, idx[keep], N_OUT)

@@ -28,7 +28,7 @@ import numpy as np
 
 from .pretok import GPT2_PATTERN, Pretokenizer
 
-__all__ = ["ByteBPE", "bytes_to_unicode", "is_valid_pair", "is_canonical", "validity_table"]
+__all__ = ["ByteBPE", "PCState", "bytes_to_unicode", "is_valid_pair", "is_canonical", "validity_table"]
 
 _EOS_NAMES = ("<eos>", "</s>", "<|endoftext|>", "<|end_of_text|>", "<|im_end|>", "<|eot_id|>")
 NO_MERGE = -1          # rank of a single-byte token: present from the start
@@ -72,7 +72,8 @@ class ByteBPE:
         token_bytes: bytes of each token id (``None`` for special/added tokens such as ``<eos>``).
         eos_id: the end-of-sequence token id.
         order: byte-token ids sorted lexicographically by their bytes (tokens sharing a prefix are contiguous).
-        byte_at: ``byte_at[k, d]`` = byte ``d`` of token ``order[k]``, or -1 past its end (shape [n, max_len + 1]).
+        byte_at: ``byte_at[k, d]`` = byte ``d`` of token ``order[k]``, or -1 past its end (shape [n, max_len + 1],
+            int16, a column-major view: ``byte_at[lo:hi, d]`` is contiguous).
         valid: ``valid[a, b]`` for a, b in 0..V-1, plus a start row ``valid[V]`` (tokens allowed first); ``None``
             with a regex pre-tokenizer.
         pretok: the ``Pretokenizer`` (regex, per-pre-token BPE, prefix-canonicity), or ``None``.
@@ -132,9 +133,11 @@ class ByteBPE:
         self.order = np.array(byte_ids, dtype=np.int64)
         self.sorted_bytes = [self.token_bytes[i] for i in byte_ids]
         self.max_len = max(len(b) for b in self.sorted_bytes)
-        self.byte_at = np.full((len(byte_ids), self.max_len + 1), -1, dtype=np.int64)
+        # stored by column (byte position) so that byte_at[lo:hi, d] is contiguous; int16 (-1 = past the end)
+        byte_col = np.full((self.max_len + 1, len(byte_ids)), -1, dtype=np.int16)
         for k, b in enumerate(self.sorted_bytes):
-            self.byte_at[k, : len(b)] = np.frombuffer(b, dtype=np.uint8)
+            byte_col[: len(b), k] = np.frombuffer(b, dtype=np.uint8)
+        self.byte_at = byte_col.T
         self.start_row = self.vocab_size
         self.added = added
         if pattern is None:
@@ -154,9 +157,7 @@ class ByteBPE:
                     pattern[:80])
             self._byte_ids = [i for i, b in enumerate(self.token_bytes) if b is not None]
             self._mask_cache: dict = {}
-            self._mask_cap = max(1000, 2**28 // self.vocab_size)   # masks cached (about 256 MB at most)
-            self._all_known = np.ones(self.vocab_size, dtype=bool)
-            self._all_known.flags.writeable = False
+            self._mask_cap = max(1000, 2**28 // self.vocab_size)   # states cached (masks: about 256 MB at most)
             self._pc = None
             self.valid = None
             self.reachable = np.array([b is not None for b in self.token_bytes])
@@ -242,62 +243,38 @@ class ByteBPE:
         valid[V] = reachable
         return valid
 
-    def pretok_state(self, suffix: tuple) -> list:
-        """Shared prefix-canonicity state of token ids ``suffix`` after a stable cut (regex pre-tokenizers only):
-        ``[allowed [V] bool, known [V] bool, can_end]``, where ``allowed[v]`` (valid once ``known[v]``) says
-        suffix + (v,) is prefix-canonical and ``can_end`` that suffix is canonical. For the GPT-2 and Llama-3
-        patterns the whole mask is computed at once with array operations (``pcmask.py``); for other patterns it
-        is filled lazily token by token (the reference, ``pretok_mask_reference``)."""
+    def pretok_state(self, suffix: tuple) -> "PCState":
+        """Shared prefix-canonicity state of token ids ``suffix`` after a stable cut (regex pre-tokenizers only;
+        cached): ``state.range(lo, hi)`` decides the tokens ``order[lo:hi]``, ``state.full()`` all V, and
+        ``state.can_end`` says ``suffix`` is canonical."""
         st = self._mask_cache.get(suffix)
         if st is None:
             if len(self._mask_cache) >= self._mask_cap:
                 self._mask_cache.clear()
-            data = self.decode(suffix)
-            can_end = self.pretok.canonical(list(suffix), data)
-            if self.pretok._known:
-                allowed = self.pc_masks.mask(suffix, data)
-                allowed.flags.writeable = False
-                st = [allowed, self._all_known, can_end]
-            else:
-                st = [np.zeros(self.vocab_size, dtype=bool), ~self.reachable, can_end]
-            self._mask_cache[suffix] = st
+            st = self._mask_cache[suffix] = PCState(self, suffix)
         return st
 
     @property
     def pc_masks(self):
-        """The array-based prefix-canonicity masks of this tokenizer (built on first use: about a second at
-        V = 64k)."""
+        """The array-based prefix-canonicity masks of this tokenizer (``pcmask.py``; GPT-2 and Llama-3 patterns;
+        built on first use, a second or two at V = 64k)."""
         if self._pc is None:
             from .pcmask import PrefixCanonicalMasks
             from .pretok import PROBES
 
-            self._pc = PrefixCanonicalMasks(self.pretok, self.token_bytes, self.token_id, self.merges,
-                                            self._byte_ids, self.vocab_size, PROBES)
+            self._pc = PrefixCanonicalMasks(self.pretok, self.token_bytes, self.token_id, self.merges, self.order,
+                                            self.vocab_size, PROBES)
         return self._pc
 
     def pretok_allowed(self, suffix: tuple, tokens, stop_at_first: bool = False) -> np.ndarray:
-        """allowed[tokens] for ``suffix`` (computing what is not known yet); with ``stop_at_first`` stop at the first
-        allowed token (the rest may stay False)."""
-        allowed, known, _ = self.pretok_state(suffix)
-        if known is self._all_known:
-            return allowed[tokens]
-        tokens = np.asarray(tokens, dtype=np.int64)
-        todo = tokens[~known[tokens]]
-        if len(todo):
-            ids, data = list(suffix), self.decode(suffix)
-            for v in todo.tolist():
-                allowed[v] = self.pretok.prefix_canonical(ids + [v], data + self.token_bytes[v])
-                known[v] = True
-                if stop_at_first and allowed[v]:
-                    break
-        return allowed[tokens]
+        """allowed[tokens] for ``suffix``: suffix + (v,) is prefix-canonical (``stop_at_first`` is accepted for
+        compatibility; every answer is exact)."""
+        return self.pretok_state(suffix).full()[np.asarray(tokens, dtype=np.int64)]
 
     def pretok_mask(self, suffix: tuple) -> tuple[np.ndarray, bool]:
         """(allowed [V], can_end) for token ids ``suffix`` after a stable cut, all tokens decided."""
-        allowed, known, can_end = self.pretok_state(suffix)
-        if known is not self._all_known:
-            self.pretok_allowed(suffix, self._byte_ids)
-        return allowed, can_end
+        st = self.pretok_state(suffix)
+        return st.full(), st.can_end
 
     def pretok_mask_reference(self, suffix: tuple) -> np.ndarray:
         """allowed [V] for ``suffix`` decided token by token with ``Pretokenizer.prefix_canonical`` (the reference
@@ -323,6 +300,56 @@ class ByteBPE:
         if self.pretok is not None:
             return self.pretok.canonical(ids, self.decode(ids))
         return bool(self.valid[self.start_row, ids[0]] and all(self.valid[a, b] for a, b in zip(ids, ids[1:])))
+
+
+class PCState:
+    """Prefix-canonicity of ``suffix + (v,)`` for the tokens v of a regex pre-tokenizer (token ids ``suffix`` after a
+    stable cut). With the GPT-2 or Llama-3 pattern the per-node work runs once (``PrefixCanonicalMasks.prepare``)
+    and any range of the byte-sorted vocabulary is then decided with array operations; other patterns use the
+    per-token reference (``Pretokenizer.prefix_canonical``), memoised."""
+
+    __slots__ = ("bpe", "suffix", "data", "can_end", "_prep", "_full", "_known")
+
+    def __init__(self, bpe: ByteBPE, suffix: tuple) -> None:
+        self.bpe, self.suffix = bpe, tuple(suffix)
+        self.data = bpe.decode(self.suffix)
+        self.can_end = bpe.pretok.canonical(list(self.suffix), self.data)
+        self._prep = self._full = self._known = None
+
+    def _state(self):
+        if self._prep is None:
+            self._prep = self.bpe.pc_masks.prepare(self.suffix, self.data)
+        return self._prep
+
+    def range(self, lo: int, hi: int) -> np.ndarray:
+        """bool [hi - lo]: the tokens ``order[lo:hi]``."""
+        if self._full is not None:
+            return self._full[self.bpe.order[lo:hi]]
+        if self.bpe.pretok._known:
+            return self.bpe.pc_masks.evaluate(self._state(), lo, hi)
+        return self._reference(self.bpe.order[lo:hi])
+
+    def full(self) -> np.ndarray:
+        """bool [V] (read-only): every token; special tokens False."""
+        if self._full is None:
+            if self.bpe.pretok._known:
+                out = self.bpe.pc_masks.mask(self.suffix, self.data, self._state())
+            else:
+                self._reference(np.asarray(self.bpe._byte_ids, dtype=np.int64))
+                out = self._known[1]
+            out.flags.writeable = False
+            self._full = out
+        return self._full
+
+    def _reference(self, tokens: np.ndarray) -> np.ndarray:
+        if self._known is None:
+            self._known = (~self.bpe.reachable, np.zeros(self.bpe.vocab_size, dtype=bool))
+        known, allowed = self._known
+        ids = list(self.suffix)
+        for v in tokens[~known[tokens]].tolist():
+            allowed[v] = self.bpe.pretok.prefix_canonical(ids + [v], self.data + self.bpe.token_bytes[v])
+            known[v] = True
+        return allowed[tokens]
 
 
 def _check_byte_bpe(spec: dict) -> str | None:

@@ -18,8 +18,8 @@ sum_i log P(s_i | s_<i) + log P(EOS | s) = log p~(encode(s) || EOS): the byte LM
 Every node owns the KV cache of its token sequence; a new node extends its parent's cache by one token (never a
 recomputation of a prefix), and prompts are prefilled once for their fixed trunk.
 
-Batched look-ahead (pairwise tokenizers, ``speculate=k``): while a token v is written after a node u at offset j,
-the bytes create the nodes u || encode(bytes(v)[:m]), m = 1, 2, ... (the prefixes of the token in progress). When a
+Batched look-ahead (``speculate=k``, pairwise and regex tokenizers): while a token v is written after a node u at
+offset j, the bytes create the nodes u || encode(bytes(v)[:m]), m = 1, 2, ... (the prefixes of the token in progress). When a
 new node needs a model call, the call also runs those token paths for the valid tokens v extending s[j:] with the
 largest *reach*,
 
@@ -57,11 +57,27 @@ N_OUT = 257
 # helper functions
 
 def _scatter_logsumexp(vals: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tensor:
-    """out[k] = log sum_{i: idx[i] = k} exp(vals[i])   (-inf for empty groups)."""
-    m = torch.full((n,), -math.inf, dtype=vals.dtype).scatter_reduce(0, idx, vals, "amax")
-    safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    s = torch.zeros(n, dtype=vals.dtype).scatter_add_(0, idx, torch.exp(vals - safe[idx]))
-    return safe + torch.log(s)
+    """out[k] = log sum_{i: idx[i] = k} exp(vals[i])   (-inf for empty groups). Shifted by the overall maximum;
+    groups whose sum falls below 1e-250 of it (where float64 would lose digits) are redone with their own
+    maximum."""
+    out = torch.full((n,), -math.inf, dtype=vals.dtype)
+    if not len(vals):
+        return out
+    top = vals.max()
+    if not torch.isfinite(top):
+        return out
+    s = torch.zeros(n, dtype=vals.dtype).scatter_add_(0, idx, torch.exp(vals - top))
+    out = top + torch.log(s)
+    low = s < 1e-250
+    if bool(low.any()):
+        sel = low[idx] & torch.isfinite(vals)
+        if bool(sel.any()):
+            v, i = vals[sel], idx[sel]
+            m = torch.full((n,), -math.inf, dtype=vals.dtype).scatter_reduce(0, i, v, "amax")
+            safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+            exact = safe + torch.log(torch.zeros(n, dtype=vals.dtype).scatter_add_(0, i, torch.exp(v - safe[i])))
+            out = torch.where(low, exact, out)
+    return out
 
 
 class _BranchKV:
@@ -87,6 +103,24 @@ class _BranchKV:
                             for (k0, v0), (k, v) in zip(_kv_list(self.base), self.new)]
             self.base = self.new = None
         return self._kv
+
+
+class _Logits:
+    """Final hidden states of a batched tree forward and the model's output head. The first ``eager`` rows (the
+    node being made and the likeliest look-ahead nodes) are projected to the vocabulary at once, in one pass over
+    the head's weights; ``row(i)`` projects any other position when (if ever) the bytes reach its node."""
+
+    __slots__ = ("hidden", "head", "first")
+    eager = 4
+
+    def __init__(self, hidden: torch.Tensor, head) -> None:
+        self.hidden, self.head = hidden, head
+        with torch.no_grad():
+            self.first = head(hidden[: self.eager])
+
+    @torch.no_grad()
+    def row(self, i: int) -> torch.Tensor:
+        return self.first[i] if i < len(self.first) else self.head(self.hidden[i:i + 1])[0]
 
 
 def _kv_list(cache) -> list:
@@ -211,7 +245,7 @@ class ByteLevelLM(ByteModel):
             masked, renormalised); the byte LM is the exact byte-level marginal of p~. ``False``: raw token
             probabilities summed over the valid cover and normalised over the 257 outcomes (the reference
             implementation); exact when the raw model puts all its mass on canonical sequences.
-        speculate: tokens per batched tree expansion (pairwise tokenizers): a model call for a new node also runs
+        speculate: tokens per batched tree expansion: a model call for a new node also runs
             the likely nodes of the next bytes in the same forward (see the module docstring); 1 = one call per node.
 
     >>> lm = ByteLevelLM(model, tok)                 # doctest: +SKIP
@@ -227,6 +261,7 @@ class ByteLevelLM(ByteModel):
                              f"got {speculate!r}")
         self.speculate = speculate
         self._spec_checked = False
+        self._lazy_head = False     # speculated rows projected to the vocabulary on use (set by _tree_supported)
         self.model_calls = 0     # forward passes run so far (a counter for cost reports)
         self._enc_memo: dict[bytes, tuple] = {}
         self.renormalize = renormalize
@@ -259,6 +294,11 @@ class ByteLevelLM(ByteModel):
             self.mask = torch.from_numpy(np.where(allowed, 0.0, -math.inf))
         self.order = torch.from_numpy(self.bpe.order)
         self.byte_at = torch.from_numpy(self.bpe.byte_at)
+        # first byte of each token id (EOS -> 256, other special tokens -> 257): the node at |s| groups by it
+        first = np.full(V, N_OUT, dtype=np.int64)
+        first[self.bpe.order] = self.bpe.byte_at[:, 0]
+        first[self.bpe.eos_id] = EOS
+        self.first_group = torch.from_numpy(first)
         # sub_end[k]: end of the positions (in ``order``) of the tokens whose bytes start with those of order[k]
         sb = self.bpe.sorted_bytes
         self.sub_end = np.array([self.bpe.prefix_range(b, k)[1] for k, b in enumerate(sb)], dtype=np.int64)
@@ -299,11 +339,13 @@ class ByteLevelLM(ByteModel):
         return out.logits[0], getattr(out, self._cache_kw)
 
     @torch.no_grad()
-    def _forward_tree(self, tokens: Sequence[int], parents: Sequence[int], cache=None):
+    def _forward_tree(self, tokens: Sequence[int], parents: Sequence[int], cache=None, lazy: bool = False):
         """One forward of a token tree over ``cache`` (or from scratch): token i follows the cached tokens and, if
         ``parents[i] >= 0``, the chain of batch tokens ending at ``parents[i]`` (< i); it attends to exactly those
         and itself, at position id (cached length + its depth). Returns (logits [k, V'], per-layer (keys, values)
-        of the k new columns)."""
+        of the k new columns). With ``lazy`` (and a model whose output head could be split off, see
+        ``_tree_supported``) the logits are a ``_Logits``: the final hidden states, projected to the vocabulary one
+        row at a time when a row is used (at large V the output head is most of a forward's cost)."""
         self.model_calls += 1
         k = len(tokens)
         n = cache.get_seq_length() if cache is not None else 0
@@ -317,14 +359,20 @@ class ByteLevelLM(ByteModel):
             mask[i, n + i] = True
         x = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
         pos = torch.tensor([[n + d for d in depth]], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=x, attention_mask=mask[None, None].to(self.device), position_ids=pos,
-                         use_cache=True, **{self._cache_kw: cache})
-        layers = getattr(out, self._cache_kw).layers
+        kw = dict(input_ids=x, attention_mask=mask[None, None].to(self.device), position_ids=pos, use_cache=True)
+        if lazy and self._lazy_head:
+            out = self.model.base_model(**kw, **{self._base_cache_kw: cache})
+            logits = _Logits(out.last_hidden_state[0], self.model.get_output_embeddings())
+            layers = getattr(out, self._base_cache_kw).layers
+        else:
+            out = self.model(**kw, **{self._cache_kw: cache})
+            logits = out.logits[0]
+            layers = getattr(out, self._cache_kw).layers
         if n:
             new = [(layer.keys[..., n:, :].clone(), layer.values[..., n:, :].clone()) for layer in layers]
         else:
             new = [(layer.keys, layer.values) for layer in layers]
-        return out.logits[0], new
+        return logits, new
 
     def _encode_short(self, data: bytes) -> tuple:
         """Canonical encoding of a short byte string (memoised; look-ahead paths)."""
@@ -345,11 +393,26 @@ class ByteLevelLM(ByteModel):
             logits, _ = self._forward_tree([t0, t1, t2], [-1, -1, 1], _fork(cache))
             refs = [self._forward(p, _fork(cache))[0][-1] for p in ([t0], [t1], [t1, t2])]
             err = max(float((logits[i] - r).abs().max()) for i, r in enumerate(refs))
-            if not err <= 1e-3 * (1.0 + max(float(r.abs().max()) for r in refs)):
+            tol = 1e-3 * (1.0 + max(float(r.abs().max()) for r in refs))
+            if not err <= tol:
                 log.warning("the model ignores the tree attention mask (max logit error %.3g); batched tree "
                             "expansion is switched off (speculate=1)", err)
                 self.speculate = 1
+            else:   # output head split off (base model + output embeddings) gives the same logits?
+                self._lazy_head = self._split_head_ok()
+                if self._lazy_head:
+                    lazy, _ = self._forward_tree([t0, t1, t2], [-1, -1, 1], _fork(cache), True)
+                    self._lazy_head = max(float((lazy.row(i) - logits[i]).abs().max()) for i in range(3)) <= tol
         return self.speculate > 1
+
+    def _split_head_ok(self) -> bool:
+        base = getattr(self.model, "base_model", None)
+        head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
+        if base is None or base is self.model or head is None:
+            return False
+        params = inspect.signature(base.forward).parameters
+        self._base_cache_kw = "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
+        return all(k in params for k in ("input_ids", "attention_mask", "position_ids", self._base_cache_kw))
 
     def stream(self, prompt: bytes | str = b""):
         """A streaming byte-level state after ``prompt`` (prefilled: one forward for the fixed trunk)."""
@@ -458,7 +521,8 @@ class _ModelStream:
         logp, nxt, cache = parent.data
         ahead = parent.spec.pop(token, None) if parent.spec else None
         if ahead is not None:          # computed ahead by an earlier batched call: no model call
-            logits, new, i, children = ahead
+            src, new, i, children = ahead
+            logits = src.row(i) if isinstance(src, _Logits) else src[i]
             cache = _BranchKV(cache, new, i)
             node.spec = children or None
         elif self._can_batch(cache):
@@ -470,7 +534,14 @@ class _ModelStream:
         node.data = (logp + float(nxt[token]), self.lm._next_logprobs(logits[None], mask)[0], cache)
 
     def _can_batch(self, cache) -> bool:
-        return not self.lm.pretok and _is_dynamic(cache) and self.lm._tree_supported()
+        return _is_dynamic(cache) and self.lm._tree_supported()
+
+    def _allowed_ids(self, u, lo: int, hi: int) -> torch.Tensor:
+        """bool [hi - lo]: the tokens ``order[lo:hi]`` may follow node ``u``."""
+        raise NotImplementedError
+
+    def _allowed_first(self, u, token: int) -> bool:
+        raise NotImplementedError
 
     def _paths(self, parent: TreeNode, n: int) -> list[tuple]:
         """Token paths after ``parent`` (offset j) that the next bytes may turn into tree nodes, most likely first:
@@ -482,21 +553,26 @@ class _ModelStream:
         if hi <= lo:
             return []
         ids = lm.order[lo:hi]
-        row = lm.mask[parent.last]
-        logw = parent.data[1][ids] + (0.0 if lm.renormalize else row[ids])
+        ok = self._allowed_ids(parent, lo, hi)
+        logw = parent.data[1][ids]
+        if not lm.renormalize:
+            logw = logw.masked_fill(~ok, -math.inf)
         cs = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(torch.exp(logw), 0)])
         ends = torch.from_numpy(np.minimum(lm.sub_end[lo:hi], hi) - lo)
         reach = cs[ends] - cs[:-1]
-        reach = torch.where(torch.isfinite(row[ids]), reach, torch.full_like(reach, -1.0))
+        reach = torch.where(ok, reach, torch.full_like(reach, -1.0))
         top = torch.topk(reach, min(len(ids), lm.speculate)).indices.tolist()
-        valid, d, paths = lm.bpe.valid[parent.last], n - parent.offset, []
+        d, paths = n - parent.offset, []
         for i in top:
             if not reach[i] > 0:
                 break
             b = lm.bpe.token_bytes[int(ids[i])]
             for m in range(d + 1, len(b) + 1):
-                seq = lm._encode_short(b[:m])
-                if valid[seq[0]]:
+                try:
+                    seq = lm._encode_short(b[:m])
+                except ValueError:     # a regex pre-tokenizer encodes UTF-8 text only
+                    continue
+                if seq and self._allowed_first(parent, seq[0]):
                     paths.append(seq)
         return paths
 
@@ -524,8 +600,8 @@ class _ModelStream:
         if len(toks) == 1:
             logits, c = lm._forward([token], _fork(cache))
             return logits[-1], c
-        logits, new = lm._forward_tree(toks, pars, _fork(cache))
-        entries = [(logits[i], new, i, {}) for i in range(len(toks))]
+        logits, new = lm._forward_tree(toks, pars, _fork(cache), True)
+        entries = [(logits, new, i, {}) for i in range(len(toks))]
         parent.spec = dict(have)
         for path, i in index.items():
             if len(path) == 1:
@@ -534,7 +610,7 @@ class _ModelStream:
             else:
                 entries[index[path[:-1]]][3][path[-1]] = entries[i]
         node.spec = entries[0][3] or None
-        return logits[0], _BranchKV(cache, new, 0)
+        return (logits.row(0) if isinstance(logits, _Logits) else logits[0]), _BranchKV(cache, new, 0)
 
     def _attach_prefill(self) -> None:
         """BOS + trunk and every live node's (short) suffix in one tree-masked forward (suffixes branch off the
@@ -576,21 +652,38 @@ class _ModelStream:
         for u in self.nodes:
             logp, nxt, _ = u.data
             d = n - u.offset
-            lo = u.lo + int(d > 0 and byte_at[u.lo, d] == -1)  # the token equal to s[j:] is the node at |s|
+            lo = u.lo + int(d > 0 and bool(byte_at[u.lo, d] == -1))  # the token equal to s[j:] is the node at |s|
             ids = order[lo:u.hi]
             if d == 0:
                 ids = torch.cat([ids, torch.tensor([eos])])
-            yield u, d, lo, ids, logp + nxt[ids] + self._cover_mask(u, ids)
+            w = logp + nxt[ids]     # renormalised: nxt is -inf wherever the node's mask is
+            yield u, d, lo, ids, w if self.lm.renormalize else w + self._cover_mask(u, ids)
 
     def log_scores(self) -> torch.Tensor:
         """Unnormalised log P(s b) for b = 0..255 and log P(s, end) at index 256 (float64 [257])."""
-        byte_at = self.lm.byte_at
+        lm = self.lm
+        if not lm.renormalize:
+            vals, idx = [], []
+            for u, d, lo, ids, w in self._candidates():
+                vals.append(w)
+                col = lm.byte_at[lo:u.hi, d].long()
+                idx.append(torch.cat([col, torch.tensor([EOS])]) if d == 0 else col)
+            return _scatter_logsumexp(torch.cat(vals), torch.cat(idx), N_OUT)
+        # renormalised: log p~(. | u) is -inf off u's mask, so the node at |s| takes every token id as it is,
+        # grouped by its first byte (EOS -> 256, other special tokens -> a discarded bin 257)
+        n, order, byte_at = len(self.text), lm.order, lm.byte_at
         vals, idx = [], []
-        for u, d, lo, ids, w in self._candidates():
-            vals.append(w)
-            col = byte_at[lo:u.hi, d]
-            idx.append(torch.cat([col, torch.tensor([EOS])]) if d == 0 else col)
-        return _scatter_logsumexp(torch.cat(vals), torch.cat(idx), N_OUT)
+        for u in self.nodes:
+            logp, nxt, _ = u.data
+            d = n - u.offset
+            if d == 0:
+                vals.append(logp + nxt)
+                idx.append(lm.first_group)
+                continue
+            lo = u.lo + int(byte_at[u.lo, d] == -1)   # the token equal to s[j:] is the node at |s|
+            vals.append(logp + nxt[order[lo:u.hi]])
+            idx.append(byte_at[lo:u.hi, d].long())
+        return _scatter_logsumexp(torch.cat(vals), torch.cat(idx), N_OUT + 1)[:N_OUT]
 
     def covering(self) -> tuple[torch.Tensor, list[TreeNode], torch.Tensor, torch.Tensor]:
         """The covering set as candidates (node u, next token v): log-weights log p(u) + log p(v | u) - log P(s),
@@ -632,6 +725,12 @@ class ByteStream(_ModelStream, StreamingBPETree):
     def _cover_mask(self, u, ids: torch.Tensor) -> torch.Tensor:
         return self.lm.mask[u.last][ids]
 
+    def _allowed_ids(self, u, lo: int, hi: int) -> torch.Tensor:
+        return torch.isfinite(self.lm.mask[u.last][self.lm.order[lo:hi]])
+
+    def _allowed_first(self, u, token: int) -> bool:
+        return bool(self.lm.bpe.valid[u.last][token])
+
     def _trunk(self, logits: torch.Tensor) -> tuple[float, torch.Tensor]:
         lm, nf = self.lm, len(self.fixed)
         lp = lm._next_logprobs(logits, lm.mask[[lm.bpe.start_row] + self.fixed])
@@ -655,6 +754,12 @@ class PretokByteStream(_ModelStream, PretokTree):
 
     def _node_mask(self, u) -> torch.Tensor:
         return self.lm._pretok_mask(self.full_mask(u), u.can_end)
+
+    def _allowed_ids(self, u, lo: int, hi: int) -> torch.Tensor:
+        return torch.from_numpy(self.allowed_range(u, lo, hi))
+
+    def _allowed_first(self, u, token: int) -> bool:
+        return bool(self.full_mask(u)[token])
 
     def _cover_mask(self, u, ids: torch.Tensor) -> torch.Tensor:
         eos = self.lm.bpe.eos_id

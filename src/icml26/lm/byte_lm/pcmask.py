@@ -210,15 +210,17 @@ class MergeValidity:
 
 class PrefixCanonicalMasks:
     """All-vocabulary prefix-canonicity masks for a ``pretok.Pretokenizer`` with the GPT-2 or Llama-3 pattern (see
-    the module docstring). ``mask(key, data)`` -> bool [V]; ``fallback(key, data, tokens)`` is the per-token
-    reference used where the arrays do not apply."""
+    the module docstring). ``prepare(key, data)`` does the per-node work (a few regex runs and BPE calls on the
+    node's own text); ``evaluate(state, lo, hi)`` decides the tokens ``order[lo:hi]`` (positions in the byte-sorted
+    vocabulary) with array operations; ``mask(key, data)`` is the whole bool [V] mask."""
 
-    def __init__(self, pretok, token_bytes: list, token_id: dict, merges: list, byte_ids: list, vocab_size: int,
-                 probes: tuple) -> None:
+    def __init__(self, pretok, token_bytes: list, token_id: dict, merges: list, order: np.ndarray,
+                 vocab_size: int, probes: tuple) -> None:
         self.pt = pretok
         self.V = vocab_size
         self.token_bytes, self.token_id = token_bytes, token_id
-        self.byte_ids = byte_ids
+        self.order = np.asarray(order, dtype=np.int64)
+        byte_ids = sorted(int(t) for t in self.order)
         self.plain = pretok._plain_bpe if pretok._ignore_merges else pretok.bpe
         self.ignore_merges = pretok._ignore_merges
         self.valid = MergeValidity(token_bytes, merges, self.plain, byte_ids)
@@ -227,38 +229,51 @@ class PrefixCanonicalMasks:
         cmap = pretok._classes
         # witnesses: bit 0 = no probe character, bit j = PROBES[j - 1]
         self.z_bytes = [b""] + [p.encode() for p in probes]
-        assert len(self.z_bytes) <= 64
+        if len(self.z_bytes) > 64:
+            raise ValueError("at most 63 probe characters (witness bits are a uint64)")
         groups: dict[str, int] = {}
         for j, zb in enumerate(self.z_bytes):
             zc = zb.decode().translate(cmap)
             groups[zc] = groups.get(zc, 0) | (1 << j)
-        # (class kept, class with contraction letters reduced, member bits)
-        self.zgroups = [(zc, reduce_classes(zc), np.uint64(bits)) for zc, bits in groups.items()]
-        # token variants: (token, completion c) for every way the token's bytes complete to UTF-8 text
-        var_tok, var_c, shapes_keep, shapes_red = [], [], [], []
-        regular = [t for t in byte_ids if _is_text(token_bytes[t])]
-        irregular = [(t, c) for t in byte_ids if not _is_text(token_bytes[t]) and token_bytes[t][0] & 0xC0 != 0x80
+        self.zgroups = list(groups.items())
+        red: dict[str, int] = {}
+        for zc, bits in groups.items():       # no apostrophe just before z: contraction letters are plain letters
+            red[reduce_classes(zc)] = red.get(reduce_classes(zc), 0) | bits
+        self.zgroups_red = list(red.items())
+        # variants (token v, completion c): slot k is token order[k] with c = b"" (inert unless its bytes are UTF-8
+        # text); then one variant per completion of each token that ends inside a character, by order position
+        n = len(self.order)
+        irregular = [(k, int(t), c) for k, t in enumerate(self.order)
+                     if not _is_text(token_bytes[t]) and token_bytes[t][0] & 0xC0 != 0x80
                      for c in utf8_completions(token_bytes[t]) or ()]
-        for t, c in [(t, b"") for t in regular] + irregular:
-            cls = (token_bytes[t] + c).decode("utf-8").translate(cmap)
-            shapes_keep.append((compress_runs(reduce_classes(cls, head=2), self.compressible)[0], bool(c)))
-            shapes_red.append((compress_runs(reduce_classes(cls), self.compressible)[0], bool(c)))
-            var_tok.append(t)
-            var_c.append(c)
-        self.var_tok = np.array(var_tok, dtype=np.int64)
-        self.var_c = var_c
-        self.var_irr = np.array([bool(c) for c in var_c])
-        self.n_reg = len(regular)           # variants [0, n_reg): one per token, c = b""
+        self.n_slots = n
+        self.irr_pos = np.array([k for k, _, _ in irregular], dtype=np.int64)
+        self.var_tok = np.concatenate([self.order, np.array([t for _, t, _ in irregular], dtype=np.int64)])
+        self.var_c = [b""] * n + [c for _, _, c in irregular]
+        texts = [token_bytes[t] if _is_text(token_bytes[t]) else None for t in self.order] + \
+            [token_bytes[t] + c for _, t, c in irregular]
         self.shapes, self.gid = {}, {}
-        for name, sh in (("keep", shapes_keep), ("red", shapes_red)):
+        for name, head in (("keep", 2), ("red", 0)):
             index: dict = {}
-            self.gid[name] = np.array([index.setdefault(s, len(index)) for s in sh], dtype=np.int64)
+            gid = []
+            for i, b in enumerate(texts):
+                if b is None:
+                    gid.append(-1)
+                    continue
+                cls = b.decode("utf-8").translate(cmap)
+                shape = (compress_runs(reduce_classes(cls, head=head), self.compressible)[0], i >= n)
+                gid.append(index.setdefault(shape, len(index)))
+            g = np.array(gid, dtype=np.int64)
+            g[g < 0] = len(index)                   # inert slots: the extra, empty group
+            self.gid[name] = g
             self.shapes[name] = list(index)
-        # A-type closed: bpe(B) = [v]
-        self.reach_a = np.array([not c and self.pt.bpe(token_bytes[t]) == (t,) for t, c in zip(var_tok, var_c)])
-        # open bits: bit j set iff valid(v, first(bpe(c + z_j)))
-        n = len(var_tok)
-        self.open_bits = np.zeros(n, dtype=np.uint64)
+        nv = len(self.var_tok)
+        # A, P = B: bpe(B) = [v]
+        self.reach_a = np.zeros(nv, dtype=bool)
+        for k, t in enumerate(self.order.tolist()):
+            self.reach_a[k] = texts[k] is not None and self.pt.bpe(token_bytes[t]) == (t,)
+        # bit j: valid(v, first(bpe(c + z_j)))  (P runs on through the tail c + z_j after B)
+        self.open_bits = np.zeros(nv, dtype=np.uint64)
         first_cache: dict[bytes, int] = {}
 
         def first(tail: bytes) -> int:
@@ -266,26 +281,27 @@ class PrefixCanonicalMasks:
             if f is None:
                 f = first_cache[tail] = int(self.plain(tail)[0])
             return f
-        reg = ~self.var_irr
+        slots = np.array([b is not None for b in texts[:n]])
         for j, zb in enumerate(self.z_bytes):
             if zb:
-                col = self.valid.col(first(zb))
-                self.open_bits[reg] |= col[self.var_tok[reg]].astype(np.uint64) << np.uint64(j)
-        for i in np.flatnonzero(self.var_irr):
-            v, c = int(self.var_tok[i]), var_c[i]
+                col = self.valid.col(first(zb))[self.order]
+                self.open_bits[:n] |= (col & slots).astype(np.uint64) << np.uint64(j)
+        for i in range(n, nv):
+            v, c = int(self.var_tok[i]), self.var_c[i]
             bits = 0
             for j, zb in enumerate(self.z_bytes):
                 if self.valid.col(first(c + zb))[v]:
                     bits |= 1 << j
             self.open_bits[i] = np.uint64(bits)
-        # ignore_merges: vocabulary entries merges do not reach encode as themselves (excluded where P is one)
-        self.unreached = [t for t in byte_ids if not self.valid.reach[t]] if self.ignore_merges else []
-        self.unreached_bytes = sorted(token_bytes[t] for t in self.unreached)
+        # ignore_merges: a pre-token that is a vocabulary entry encodes as that entry; only entries the merges do
+        # not reach can be such a P while the pairs are valid (excluded per node prefix q, ``_exclusions``)
+        self.unreached_bytes = sorted(token_bytes[t] for t in byte_ids if not self.valid.reach[t]) \
+            if self.ignore_merges else []
         self.var_of: dict[int, list[tuple[bytes, int]]] = {}
-        for i, (t, c) in enumerate(zip(var_tok, var_c)):
-            self.var_of.setdefault(t, []).append((c, i))
+        for i in range(nv):
+            self.var_of.setdefault(int(self.var_tok[i]), []).append((self.var_c[i], i))
         self.z_index = {zb: j for j, zb in enumerate(self.z_bytes)}
-        self.excl_a = self._exclusions(b"")[1] if self.unreached else None
+        self.excl_a = self._exclusions(b"")[1] if self.unreached_bytes else None
         # tokens that may follow text ending inside a UTF-8 character (they start with a continuation byte)
         self.cont_tokens = np.array([t for t in byte_ids if token_bytes[t][0] & 0xC0 == 0x80], dtype=np.int64)
         self._lc_cache: dict = {}
@@ -294,8 +310,10 @@ class PrefixCanonicalMasks:
     # pre-tokenisation outcomes per class string of D
 
     def _outcomes(self, lc: str, keep: bool):
-        """For the class string ``lc`` of D: hypothesis id [groups, z groups] (-1: v cannot lie in one pre-token),
-        the hypotheses (p, boundaries before p, P ends right after B(+c)), and the witness bits they stand for."""
+        """For the class string ``lc`` of D (after D's own stable cut): per token shape, the (hypothesis, P ends
+        right after B, witness bits) entries where B lies inside one pre-token P, as arrays [groups + 1, width]
+        (hypothesis -1: none; the last row is the empty group of inert slots), and the hypotheses
+        (p, boundaries before p) in the coordinates of ``lc``."""
         key = (lc, keep)
         hit = self._lc_cache.get(key)
         if hit is not None:
@@ -303,17 +321,15 @@ class PrefixCanonicalMasks:
         self.stats["lc_built"] += 1
         shapes = self.shapes["keep" if keep else "red"]
         a = len(lc)
-        hyp = np.full((len(shapes), len(self.zgroups)), -1, dtype=np.int64)
-        tail_bits = np.zeros(hyp.shape, dtype=np.uint64)
-        closed = np.zeros(hyp.shape, dtype=bool)
         hyps: dict = {}
         seg = self.pt._segment
-        one = np.uint64(1)
-        for g, (bc, irr) in enumerate(shapes):
+        rows = []
+        for bc, irr in shapes:
             b = a + len(bc)
             apos = "'" in (lc + bc)[-2:]
-            for zi, (zc, zred, bits) in enumerate(self.zgroups):
-                ends = seg(lc + bc + (zc if apos else zred))
+            entries: dict = {}            # (hypothesis, closed) -> witness bits
+            for zc, bits in (self.zgroups if apos else self.zgroups_red):
+                ends = seg(lc + bc + zc)
                 p, endb, bad = 0, False, False
                 for e in ends:
                     if a < e < b:
@@ -325,46 +341,60 @@ class PrefixCanonicalMasks:
                         endb = True
                 if bad:
                     continue
-                h = (p, tuple(e for e in ends if 0 < e < p))
-                hyp[g, zi] = hyps.setdefault(h, len(hyps))
+                h = hyps.setdefault((p, tuple(e for e in ends if 0 < e < p)), len(hyps))
                 if endb and not irr:
-                    closed[g, zi] = True          # P = ... + B exactly
+                    entries[(h, True)] = 0                                   # P = ... + B exactly
                 elif endb:
-                    tail_bits[g, zi] = one        # P runs on through the completion c only
+                    entries[(h, False)] = entries.get((h, False), 0) | 1    # P runs on through c only
                 else:
-                    tail_bits[g, zi] = bits       # P runs on through c + z
+                    entries[(h, False)] = entries.get((h, False), 0) | bits  # P runs on through c + z
+            rows.append(entries)
+        rows.append({})
+        width = max([len(e) for e in rows] + [1])
+        hyp = np.full((len(rows), width), -1, dtype=np.int64)
+        tail_bits = np.zeros(hyp.shape, dtype=np.uint64)
+        closed = np.zeros(hyp.shape, dtype=bool)
+        for g, entries in enumerate(rows):
+            for i, ((h, cl), bits) in enumerate(entries.items()):
+                hyp[g, i], closed[g, i], tail_bits[g, i] = h, cl, bits
         if len(self._lc_cache) > 50_000:
             self._lc_cache.clear()
         out = (hyp, tail_bits, closed, list(hyps))
         self._lc_cache[key] = out
         return out
 
-    # the mask
+    # per node
 
-    def mask(self, key: tuple, data: bytes) -> np.ndarray:
-        """bool [V]: PC(key + (v,)) for every token v (special tokens False)."""
+    def prepare(self, key: tuple, data: bytes):
+        """The per-node state ``evaluate`` needs (``key``: token ids after the stable cut, ``data`` their bytes)."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return self._fallback(key, data)
         pt = self.pt
-        cls = reduce_classes(text.translate(pt._classes))
-        lc, pos = compress_runs(cls, self.compressible)
-        keep = "'" in cls[-2:]
+        full = text.translate(pt._classes)
+        # D's own stable cut s (start of its second-to-last pre-token) is a pre-token boundary of every extension,
+        # and the pattern has no look-behind: only the classes after s decide the outcomes (cached per that tail)
+        ends = pt._segment(full)
+        s = ends[-3] if len(ends) >= 3 else 0
+        before = [e for e in ends if e < s]
+        tail = reduce_classes(full[s:])
+        lc, pos = compress_runs(tail, self.compressible)
+        keep = "'" in tail[-2:]
         hyp, tail_bits, closed, hyps = self._outcomes(lc, keep)
-        gid = self.gid["keep" if keep else "red"]
         if len(text) == len(data):
-            c2b = pos
+            c2b = [s + q for q in pos]
         else:
             offs = np.concatenate([[0], np.cumsum([len(ch.encode()) for ch in text])])
-            c2b = [int(offs[q]) for q in pos]
+            before = [int(offs[e]) for e in before]
+            c2b = [int(offs[s + q]) for q in pos]
         cum = np.concatenate([[0], np.cumsum([len(self.token_bytes[t]) for t in key])]).astype(np.int64)
         key = tuple(key)
         a = len(lc)
         ok_a = np.zeros(len(hyps) + 1, dtype=bool)      # index -1 (no hypothesis) stays False
         c_hyps = []
         for h, (p, inner) in enumerate(hyps):
-            cuts = [c2b[e] for e in inner]
+            cuts = before + ([c2b[0]] if p > 0 and c2b[0] > 0 else []) + [c2b[e] for e in inner]
             if p == a:
                 ok_a[h] = self._pieces(data, cuts, len(data)) == key
                 continue
@@ -375,33 +405,60 @@ class PrefixCanonicalMasks:
             rest = key[k:]
             if all(self.valid.pair(x, y) for x, y in zip(rest, rest[1:])):
                 c_hyps.append((h, data[pb:]))
-        allowed_var = np.zeros(len(self.var_tok), dtype=bool)
+        zero = np.uint64(0)
+        parts_a = None
         if ok_a.any():
             sel = ok_a[hyp]
-            a_closed = (sel & closed).any(1)
-            a_tail = np.bitwise_or.reduce(np.where(sel, tail_bits, np.uint64(0)), axis=1)
-            bits = a_tail[gid] & self.open_bits
+            parts_a = ((sel & closed).any(1), np.bitwise_or.reduce(np.where(sel, tail_bits, zero), axis=1))
+        parts_c = []
+        for h, q in c_hyps:
+            sel = hyp == h
+            ex = self._exclusions(q) if self.unreached_bytes else None
+            parts_c.append(((sel & closed).any(1), np.bitwise_or.reduce(np.where(sel, tail_bits, zero), axis=1), ex))
+        row = self.valid.row(key[-1]) if parts_c else None
+        return ("arrays", self.gid["keep" if keep else "red"], parts_a, parts_c, row)
+
+    def evaluate(self, state, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """bool [hi - lo]: PC(key + (order[k],)) for k in lo..hi-1."""
+        hi = self.n_slots if hi is None else hi
+        if state[0] == "full":
+            return state[1][self.order[lo:hi]]
+        _, gid, parts_a, parts_c, row = state
+        out = self._eval(slice(lo, hi), gid, parts_a, parts_c, row)
+        if len(self.irr_pos):
+            i0, i1 = np.searchsorted(self.irr_pos, [lo, hi])
+            if i1 > i0:
+                vi = np.arange(self.n_slots + i0, self.n_slots + i1)
+                got = self._eval(vi, gid, parts_a, parts_c, row)
+                np.logical_or.at(out, self.irr_pos[i0:i1] - lo, got)
+        return out
+
+    def _eval(self, idx, gid, parts_a, parts_c, row) -> np.ndarray:
+        g, ob = gid[idx], self.open_bits[idx]
+        out = np.zeros(len(g), dtype=bool)
+        if parts_a is not None:
+            a_closed, a_tail = parts_a
+            bits = a_tail[g] & ob
             if self.excl_a is not None:
-                bits &= ~self.excl_a
-            allowed_var |= (a_closed[gid] & self.reach_a) | (bits != 0)
-        if c_hyps:
-            row = self.valid.row(key[-1])[self.var_tok]
-            for h, q in c_hyps:
-                sel = hyp == h
-                c_closed = (sel & closed).any(1)
-                c_tail = np.bitwise_or.reduce(np.where(sel, tail_bits, np.uint64(0)), axis=1)
-                bits = c_tail[gid] & self.open_bits
-                cl = c_closed[gid]
-                if self.unreached:
-                    ex_closed, ex_bits = self._exclusions(q)
-                    bits &= ~ex_bits
-                    cl = cl & ~ex_closed
-                allowed_var |= row & (cl | (bits != 0))
+                bits &= ~self.excl_a[idx]
+            out |= (a_closed[g] & self.reach_a[idx]) | (bits != 0)
+        if parts_c:
+            r = row[self.var_tok[idx]]
+            for c_closed, c_tail, ex in parts_c:
+                bits, cl = c_tail[g] & ob, c_closed[g]
+                if ex is not None:
+                    bits &= ~ex[1][idx]
+                    cl = cl & ~ex[0][idx]
+                out |= r & (cl | (bits != 0))
+        return out
+
+    def mask(self, key: tuple, data: bytes, state=None) -> np.ndarray:
+        """bool [V]: PC(key + (v,)) for every token v (special tokens False)."""
+        state = self.prepare(key, data) if state is None else state
+        if state[0] == "full":
+            return state[1]
         out = np.zeros(self.V, dtype=bool)
-        r = self.n_reg
-        out[self.var_tok[:r]] = allowed_var[:r]
-        if r < len(allowed_var):
-            np.logical_or.at(out, self.var_tok[r:], allowed_var[r:])
+        out[self.order] = self.evaluate(state)
         return out
 
     def _pieces(self, data: bytes, cuts: list[int], end: int) -> tuple:
@@ -415,8 +472,8 @@ class PrefixCanonicalMasks:
     def _exclusions(self, q: bytes) -> tuple[np.ndarray, np.ndarray]:
         """ignore_merges: per variant, P = q + B (closed) or q + B + c + z (bit j) is a vocabulary entry that the
         merges do not reach (it encodes as itself, not as ... + v + ...)."""
-        n = len(self.var_tok)
-        ex_closed, ex_bits = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.uint64)
+        nv = len(self.var_tok)
+        ex_closed, ex_bits = np.zeros(nv, dtype=bool), np.zeros(nv, dtype=np.uint64)
         i = bisect.bisect_left(self.unreached_bytes, q)
         while i < len(self.unreached_bytes) and self.unreached_bytes[i].startswith(q):
             rest = self.unreached_bytes[i][len(q):]
@@ -433,7 +490,7 @@ class PrefixCanonicalMasks:
                         ex_bits[vi] |= np.uint64(1 << self.z_index[tail[len(c):]])
         return ex_closed, ex_bits
 
-    def _fallback(self, key: tuple, data: bytes) -> np.ndarray:
+    def _fallback(self, key: tuple, data: bytes):
         """Text ending inside a UTF-8 character: only tokens starting with a continuation byte can follow; the
         reference decides each."""
         self.stats["fallback_nodes"] += 1
@@ -441,4 +498,4 @@ class PrefixCanonicalMasks:
         ids = list(key)
         for v in self.cont_tokens.tolist():
             out[v] = self.pt.prefix_canonical(ids + [v], data + self.token_bytes[v])
-        return out
+        return ("full", out)

@@ -137,9 +137,8 @@ class PretokNode(TreeNode):
 
     @property
     def allowed(self):
-        """bool [V]: ``allowed[v]`` = the sequence extended by v is prefix-canonical (only entries computed so far
-        are meaningful; ``PretokTree.full_mask`` decides all)."""
-        return self._state[0]
+        """bool [V]: ``allowed[v]`` = the sequence extended by v is prefix-canonical."""
+        return self._state.full()
 
 
 @dataclass(eq=False)
@@ -177,13 +176,18 @@ class PretokTree:
         """Attach the prefix-canonicity state of ``node`` (keyed by its tokens after the current stable cut)."""
         node.key = tuple(node.suffix)
         node._state = self.bpe.pretok_state(node.key)
-        node.can_end = node._state[2]
+        node.can_end = node._state.can_end
 
     def allowed(self, node: PretokNode, tokens, stop_at_first: bool = False) -> np.ndarray:
-        return self.bpe.pretok_allowed(node.key, tokens, stop_at_first)
+        """bool per token id in ``tokens``: node's sequence + (v,) is prefix-canonical."""
+        return node._state.full()[np.asarray(tokens, dtype=np.int64)]
+
+    def allowed_range(self, node: PretokNode, lo: int, hi: int) -> np.ndarray:
+        """The same for the tokens ``order[lo:hi]`` of the byte-sorted vocabulary (only that range is decided)."""
+        return node._state.range(lo, hi)
 
     def full_mask(self, node: PretokNode) -> np.ndarray:
-        return self.bpe.pretok_mask(node.key)[0]
+        return node._state.full()
 
     def push(self, byte: int) -> list[int]:
         if not isinstance(byte, (int, np.integer)) or not 0 <= byte < 256:
@@ -200,9 +204,9 @@ class PretokTree:
                 continue
             u.lo, u.hi = lo, hi
             exact = bpe.byte_at[lo, d + 1] == -1
-            if exact and self.allowed(u, bpe.order[lo:lo + 1])[0]:
+            if exact and self.allowed_range(u, lo, lo + 1)[0]:
                 new.append((u, int(bpe.order[lo])))
-            if self.allowed(u, bpe.order[lo + int(exact):hi], stop_at_first=True).any():
+            if hi > lo + int(exact) and self.allowed_range(u, lo + int(exact), hi).any():
                 live.append(u)
         for parent, tok in new:
             node = PretokNode(n, parent.suffix + (tok,), tok, 0, len(bpe.order), depth=parent.depth + 1,
@@ -261,7 +265,7 @@ class PretokTree:
     def tree(self) -> list[dict]:
         bpe = self.bpe
         return [{"offset": u.offset, "tokens": list(u.suffix), "bytes": [bpe.token_bytes[t] for t in u.suffix],
-                 "n_covering": int(self.allowed(u, bpe.order[u.lo:u.hi]).sum()), "can_end": u.can_end}
+                 "n_covering": int(self.allowed_range(u, u.lo, u.hi).sum()), "can_end": u.can_end}
                 for u in self.nodes]
 
     def keys_along(self, u: PretokNode, trunk: bool = True) -> list[tuple]:
