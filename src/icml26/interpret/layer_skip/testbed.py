@@ -112,6 +112,15 @@ class DigitVQA:
     image: torch.Tensor
     train: torch.Tensor
 
+    def __post_init__(self) -> None:
+        for name in ("patches", "input_ids", "answer", "qtype", "image", "train"):
+            if not torch.is_tensor(getattr(self, name)):
+                raise TypeError(f"{name} must be a tensor, got {v.describe(getattr(self, name))}")
+        v.shape("patches", self.patches, (None, N_VISION, PATCH * PATCH))
+        v.shape("input_ids", self.input_ids, (None, N_TEXT))
+        v.same_length(patches=self.patches, input_ids=self.input_ids, answer=self.answer, qtype=self.qtype,
+                      image=self.image, train=self.train)
+
     def __len__(self) -> int:
         return len(self.answer)
 
