@@ -2,6 +2,7 @@
 
 import hashlib
 import math
+import re
 
 import pytest
 import torch
@@ -339,3 +340,52 @@ def test_reproduce_quick_is_well_formed():
     drift = next(c for c in claims if "semantic drift" in c.statement)
     assert drift.bar and drift.control == out.metrics["lvsd_rate_mild_crops"]
     assert all(c.baselines and c.strongest_baseline for c in claims if ">= 2 pp" in c.statement)
+
+
+def _bad_input_cases():
+    import icml26.learning.hald as h
+
+    nan = float("nan")
+    imgs, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    teacher = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 10))
+    crop = h.RandomResizedCrop(16, (0.15, 0.7))
+    st = h.StoredSoftLabels.build(teacher, imgs, n_crops=2, crop_fn=crop)
+    sgd = torch.optim.SGD(teacher.parameters(), 0.1)
+    return [
+        (lambda: h.StoredSoftLabels.build(teacher, imgs, n_crops=0, crop_fn=crop), ValueError, "n_crops"),
+        (lambda: h.StoredSoftLabels.build(teacher, imgs * nan, n_crops=1, crop_fn=crop), ValueError, "NaN"),  # silent
+        (lambda: h.StoredSoftLabels.build(teacher, imgs, n_crops=1, crop_fn=crop, temperature=0.0), ValueError,
+         "temperature"),
+        (lambda: h.StoredSoftLabels.build(teacher, imgs[0], n_crops=1, crop_fn=crop), ValueError, "(N, C, H, W)"),
+        (lambda: h.SoftLabelPool(st, batch_size=0), ValueError, "batch_size"),
+        (lambda: h.RandomResizedCrop(0), ValueError, "size"),
+        (lambda: h.RandomResizedCrop(16, (0.7, 0.1)), ValueError, "scale"),
+        (lambda: h.apply_crops(imgs, torch.zeros(8, 3)), ValueError, "boxes"),
+        (lambda: h.lvsd_rate(teacher, imgs, y[:3], torch.zeros(8, 4)), ValueError, "labels must have shape"),
+        (lambda: h.kd_loss(torch.randn(4, 10), torch.rand(4, 9), 1.0), ValueError, "same (batch, classes)"),
+        (lambda: h.kd_loss(torch.randn(4, 10), torch.rand(4, 10).softmax(1), 0.0), ValueError, "temperature"),
+        (lambda: h.kd_loss(torch.randn(4, 10) * nan, torch.rand(4, 10).softmax(1), 1.0), ValueError, "NaN"),  # nan
+        (lambda: h.smooth_one_hot(torch.tensor([12]), 10, 0.8), ValueError, "indices in [0, 10)"),  # RuntimeError
+        (lambda: h.smooth_one_hot(torch.tensor([1]), 10, 1.5), ValueError, "smoothing"),
+        (lambda: h.smooth_one_hot(torch.tensor([1.5]), 10, 0.1), TypeError, "integers"),          # was truncated
+        (lambda: h.matched_smoothing(0), ValueError, "num_classes"),
+        (lambda: h.cutmix(imgs, y, 10, alpha=-1.0), ValueError, "alpha"),
+        (lambda: h.cutmix(imgs, y + 20, 10), ValueError, "indices in [0, 10)"),                     # RuntimeError
+        (lambda: h.soft_cross_entropy(torch.randn(4, 10), torch.rand(4, 9)), ValueError, "same (batch, classes)"),
+        (lambda: h.soft_cross_entropy(torch.randn(4, 10) * nan, torch.rand(4, 10)), ValueError, "NaN"),     # nan
+        (lambda: h.hald_schedule("S9"), ValueError, "unknown setting"),
+        (lambda: h.hald_schedule("S6", soft_epochs=-1), ValueError, "soft_epochs"),
+        (lambda: h.HALDTrainer(teacher, sgd, h.hald_schedule("S6", 1, 1), st, y[:3]), ValueError, "labels"),
+        (lambda: h.HALDTrainer(teacher, sgd, h.hald_schedule("S6", 1, 1), st, y + 20), ValueError, "labels"),
+        (lambda: h.HALDTrainer(teacher, sgd, h.hald_schedule("S6", 1, 1), st, y, batch_size=0), ValueError,
+         "batch_size"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(25))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 25
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate
+
 __all__ = ["RandomResizedCrop", "apply_crops", "StoredSoftLabels", "SoftLabelPool", "lvsd_rate"]
 
 
@@ -38,6 +40,7 @@ def _check_images(images: torch.Tensor) -> None:
         raise ValueError("images is empty; need at least one image")
     if not images.is_floating_point():
         raise TypeError(f"images must be floating point, got {images.dtype}")
+    validate.finite("images", images)
 
 
 def _check_labels(labels: torch.Tensor, n: int, num_classes: int | None = None) -> None:

@@ -15,6 +15,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from icml26.harness import validate
+
 __all__ = ["kd_loss", "smooth_one_hot", "matched_smoothing", "cutmix", "soft_cross_entropy"]
 
 
@@ -25,6 +27,8 @@ def kd_loss(student_logits: torch.Tensor, soft_labels: torch.Tensor, temperature
                          f"{tuple(soft_labels.shape)} must have the same (batch, classes) shape")
     if not (math.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be a finite positive number, got {temperature}")
+    validate.finite("student_logits", student_logits)
+    validate.finite("soft_labels", soft_labels)
     return F.kl_div(F.log_softmax(student_logits / temperature, dim=1), soft_labels, reduction="batchmean")
 
 
@@ -32,6 +36,8 @@ def smooth_one_hot(y: torch.Tensor, num_classes: int, smoothing: float) -> torch
     """(1 - eps) onehot + eps / C: on value 1 - eps + eps/C, off value eps/C (timm convention)."""
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
+    num_classes = validate.positive_int("num_classes", num_classes)
+    validate.indices("y", y, num_classes)  # class labels; a float 1.5 or a 12 of 10 is refused, not truncated
     off = smoothing / num_classes
     return torch.full((y.shape[0], num_classes), off).scatter_(1, y.long()[:, None], 1.0 - smoothing + off)
 
@@ -86,4 +92,9 @@ def _beta(alpha: float, generator: torch.Generator | None) -> float:
 
 def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """mean_b - sum_c t_bc log softmax(logits)_bc."""
+    if logits.shape != targets.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} must have the same "
+                         "(batch, classes) shape")
+    validate.finite("logits", logits)
+    validate.finite("targets", targets)
     return -(targets * F.log_softmax(logits, dim=1)).sum(1).mean()
