@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from icml26.harness import validate as check
+
 RELEASED_WEIGHTS = (3.056, 1.539, 1.350, 2.844, 1.039, 2.632)
 RELEASED_CENTERS = ("200200", "200100", "100200", "200010", "100100", "201010", "200001", "201201", "000001",
                     "220001", "100001", "200201")
@@ -34,11 +36,16 @@ def validate_motion_code(code: str) -> str:
     return code.strip()
 
 
+def _weights(weights: tuple[float, ...]) -> tuple[float, ...]:
+    if isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__") or len(weights) != 6:
+        raise ValueError(f"weights must be 6 finite non-negative numbers, got {check.describe(weights)}")
+    return tuple(check.non_negative("weights", w) for w in weights)
+
+
 def motion_code_distance(a: str, b: str, weights: tuple[float, ...] = RELEASED_WEIGHTS) -> float:
     """Weighted motion-code distance [B05] (see the module docstring)."""
     a, b = validate_motion_code(a), validate_motion_code(b)
-    if len(weights) != 6 or any(not np.isfinite(w) or w < 0 for w in weights):
-        raise ValueError(f"weights must be 6 finite non-negative numbers, got {weights}")
+    weights = _weights(weights)
     d = 0.0
     for i, (x, y, w) in enumerate(zip(a, b, weights)):
         if x == y:
@@ -50,6 +57,11 @@ def motion_code_distance(a: str, b: str, weights: tuple[float, ...] = RELEASED_W
 def assign_motion_cluster(code: str, centers: tuple[str, ...] = RELEASED_CENTERS,
                           weights: tuple[float, ...] = RELEASED_WEIGHTS) -> int:
     """Index of the nearest centre (first one on ties)."""
+    code = validate_motion_code(code)
+    if isinstance(centers, str):
+        raise TypeError(f"centers must be a sequence of motion codes, got the string {centers!r}")
+    check.non_empty("centers", centers)
+    weights = _weights(weights)
     d = [motion_code_distance(code, c, weights) for c in centers]
     return int(np.argmin(d))
 
@@ -60,6 +72,11 @@ class Skill:
     motion_code: str
     verbnet_class: str
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.verb, str) or not self.verb:
+            raise TypeError(f"verb must be a non-empty string, got {check.describe(self.verb)}")
+        validate_motion_code(self.motion_code)
+
 
 class SkillHierarchy:
     """verb -> (motion code, VerbNet class), with token triples [cluster, VerbNet id, verb id] [B05].
@@ -68,8 +85,17 @@ class SkillHierarchy:
     """
 
     def __init__(self, skills: dict[str, tuple[str, str]], centers: tuple[str, ...] = RELEASED_CENTERS):
+        if not isinstance(skills, dict):
+            raise TypeError(f"skills must be a dict {{verb: (motion_code, verbnet_class)}}, got {type(skills).__name__}")
         if not skills:
             raise ValueError("SkillHierarchy needs at least one verb: {verb: (motion_code, verbnet_class)}")
+        for verb, value in skills.items():
+            if not isinstance(value, (tuple, list)) or len(value) != 2:
+                raise TypeError(f"skills[{verb!r}] must be a pair (motion_code, verbnet_class), got "
+                                f"{check.describe(value)}")
+        if isinstance(centers, str):
+            raise TypeError(f"centers must be a sequence of motion codes, got the string {centers!r}")
+        check.non_empty("centers", centers)
         self.centers = tuple(validate_motion_code(c) for c in centers)
         self.skills = {v: Skill(v, validate_motion_code(mc), str(vn)) for v, (mc, vn) in skills.items()}
         self.verbs = list(self.skills)
@@ -94,5 +120,8 @@ class SkillHierarchy:
     def similarity(self, verbs: list[str] | None = None) -> np.ndarray:
         """Skill similarity S_ij = (same cluster + same VerbNet class + [i = j]) / 3 (our choice)."""
         verbs = self.verbs if verbs is None else verbs
+        if isinstance(verbs, str):
+            raise TypeError(f"verbs must be a list of verb names, got the string {verbs!r}")
+        check.non_empty("verbs", verbs)
         tok = np.array([self.tokens(v) for v in verbs])
         return (tok[:, None, :] == tok[None, :, :]).mean(-1)

@@ -27,6 +27,8 @@ import math
 import torch
 from torch import nn
 
+from icml26.harness import validate as check
+
 ROUTINGS = ("skill", "state")
 
 
@@ -35,6 +37,7 @@ class GatedFFN(nn.Module):
 
     def __init__(self, dim: int, hidden: int, *, approximate: str = "tanh"):
         super().__init__()
+        dim, hidden = check.positive_int("dim", dim), check.positive_int("hidden", hidden)
         if approximate not in ("tanh", "none"):
             raise ValueError(f"approximate must be 'tanh' or 'none', got {approximate!r}")
         self.approximate = approximate
@@ -69,6 +72,13 @@ class SkillConditionedMoE(nn.Module):
                  shared_expert: bool = True, balance_coef: float = 0.01, num_heads: int = 4,
                  routing: str = "skill", approximate: str = "tanh"):
         super().__init__()
+        dim, hidden, skill_dim = (check.positive_int(k, x) for k, x in
+                                  (("dim", dim), ("hidden", hidden), ("skill_dim", skill_dim)))
+        num_experts, top_k = check.positive_int("num_experts", num_experts), check.positive_int("top_k", top_k)
+        num_heads = check.positive_int("num_heads", num_heads)
+        balance_coef = check.non_negative("balance_coef", balance_coef)
+        if not isinstance(shared_expert, bool):
+            raise TypeError(f"shared_expert must be True or False, got {shared_expert!r}")
         if not 1 <= top_k <= num_experts:
             raise ValueError(f"need 1 <= top_k <= num_experts, got top_k={top_k}, num_experts={num_experts}")
         if routing not in ROUTINGS:
@@ -76,7 +86,7 @@ class SkillConditionedMoE(nn.Module):
         if routing == "skill" and skill_dim % num_heads:
             raise ValueError(f"skill_dim ({skill_dim}) must be divisible by num_heads ({num_heads})")
         self.E, self.k, self.coef, self.heads, self.routing = num_experts, top_k, balance_coef, num_heads, routing
-        self.skill_dim = skill_dim
+        self.skill_dim, self.dim = skill_dim, dim
         if routing == "skill":
             self.query = nn.Linear(dim, skill_dim) if dim != skill_dim else None   # official: skipped when D = S
             self.q, self.k_proj, self.v = (nn.Linear(skill_dim, skill_dim) for _ in range(3))
@@ -118,8 +128,17 @@ class SkillConditionedMoE(nn.Module):
 
     def forward(self, x: torch.Tensor, skill_emb: torch.Tensor | None = None,
                 skill_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
-        if x.dim() != 3:
-            raise ValueError(f"x must be (B, T, D), got {tuple(x.shape)}")
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a tensor (B, T, D={self.dim}), got {type(x).__name__}")
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must be (B, T, D={self.dim}), got {tuple(x.shape)}")
+        check.finite("x", x)
+        if skill_emb is not None:
+            if not isinstance(skill_emb, torch.Tensor):
+                raise TypeError(f"skill_emb must be a tensor (B, L, S), got {type(skill_emb).__name__}")
+            check.finite("skill_emb", skill_emb)
+        if skill_mask is not None and (not isinstance(skill_mask, torch.Tensor) or skill_mask.is_floating_point()):
+            raise TypeError(f"skill_mask must be a bool tensor (B, L), got {check.describe(skill_mask)}")
         p = self.route(x, skill_emb, skill_mask)
         top = torch.topk(p, self.k, -1).indices
         mask = torch.zeros_like(p).scatter_(-1, top, 1.0)
@@ -137,8 +156,14 @@ def routing_similarity(gates: torch.Tensor, skill_ids: torch.Tensor, n_skills: i
 
     gates (N, E) expert probabilities (or top-k masks) per token; skill_ids (N,) in [0, n_skills).
     """
+    if not isinstance(gates, torch.Tensor) or not isinstance(skill_ids, torch.Tensor):
+        raise TypeError(f"gates and skill_ids must be tensors, got {type(gates).__name__} and "
+                        f"{type(skill_ids).__name__}")
+    n_skills = check.positive_int("n_skills", n_skills)
     if gates.dim() != 2 or skill_ids.shape != gates.shape[:1]:
         raise ValueError(f"gates must be (N, E) and skill_ids (N,), got {tuple(gates.shape)}, {tuple(skill_ids.shape)}")
+    check.finite("gates", check.non_empty("gates", gates))
+    check.indices("skill_ids", skill_ids, n_skills)
     g = torch.zeros(n_skills, gates.shape[1], dtype=gates.dtype).index_add_(0, skill_ids, gates)
     g = g / torch.bincount(skill_ids, minlength=n_skills).clamp_min(1)[:, None]
     g = nn.functional.normalize(g, dim=-1)

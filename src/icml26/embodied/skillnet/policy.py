@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from icml26.harness import validate as check
+
 from .moe import GatedFFN, SkillConditionedMoE, SkillEmbedder, routing_similarity
 
 ARMS = ("skillnet", "state_moe", "dense", "dense_verb")
@@ -35,9 +37,11 @@ class SkillNetPolicy(nn.Module):
                  skill_dim: int = 16, num_experts: int = 4, chunk: int = 4, act_dim: int = 3, blocks: int = 2,
                  n_skill_tokens: int = 3):
         super().__init__()
-        if n_skill_tokens < 1:
-            raise ValueError(f"n_skill_tokens must be >= 1, got {n_skill_tokens}")
-        self.n_skill = n_skill_tokens
+        for name, x in (("obs_dim", obs_dim), ("n_tokens", n_tokens), ("dim", dim), ("hidden", hidden),
+                        ("skill_dim", skill_dim), ("num_experts", num_experts), ("chunk", chunk), ("act_dim", act_dim),
+                        ("blocks", blocks), ("n_skill_tokens", n_skill_tokens)):
+            check.positive_int(name, x)
+        self.n_skill, self.obs_dim, self.n_tokens = n_skill_tokens, obs_dim, n_tokens
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; use one of {ARMS}")
         self.arm, self.chunk, self.act_dim = arm, chunk, act_dim
@@ -63,6 +67,7 @@ class SkillNetPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list]:
         """obs (B, obs_dim), tokens (B, L) long -> (actions (B, chunk, act_dim), balance loss, router probs)."""
+        _inputs(self, obs, tokens)
         e = self.emb(tokens)
         c = e[:, self.n_skill - 1:] if self.arm == "dense_verb" else e          # [verb, object] only
         h = (self.inp(obs) + self.cond(c.mean(1)))[:, None]
@@ -77,8 +82,22 @@ class SkillNetPolicy(nn.Module):
         return self.head(self.out_norm(h[:, 0])).view(-1, self.chunk, self.act_dim), bal, probs
 
 
+def _inputs(policy: "SkillNetPolicy", obs: torch.Tensor, tokens: torch.Tensor) -> None:
+    if not isinstance(obs, torch.Tensor) or not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"obs and tokens must be tensors, got {type(obs).__name__} and {type(tokens).__name__}")
+    check.shape("obs", obs, (None, policy.obs_dim))
+    check.finite("obs", obs)
+    if tokens.dim() != 2 or tokens.shape[0] != obs.shape[0] or tokens.shape[1] < policy.n_skill:
+        raise ValueError(f"tokens must be ({obs.shape[0]}, L >= {policy.n_skill}) token ids "
+                         f"[motion cluster, VerbNet class, verb, ...], got shape {tuple(tokens.shape)}")
+    check.indices("tokens", tokens, policy.n_tokens)
+
+
 def similarity_loss(probs: torch.Tensor, skill_ids: torch.Tensor, similarity: torch.Tensor) -> torch.Tensor:
     """L_sim = mean over skill pairs i != j present in the batch of (cos(g_i, g_j) - S_ij)^2 (spec's option)."""
+    if not isinstance(similarity, torch.Tensor) or similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1]:
+        raise ValueError(f"similarity must be a square (n_skills, n_skills) tensor, got {check.describe(similarity)}")
+    check.finite("similarity", similarity)
     n = similarity.shape[0]
     R = routing_similarity(probs, skill_ids, n)
     seen = torch.bincount(skill_ids, minlength=n) > 0
@@ -94,15 +113,28 @@ def train_bc(policy: SkillNetPolicy, obs: torch.Tensor, tokens: torch.Tensor, ac
 
     ``cosine``: learning rate decays as lr * (1 + cos(pi t / steps)) / 2 (our choice; it sharpens the
     final precision of the regressed actions)."""
+    if not isinstance(policy, SkillNetPolicy):
+        raise TypeError(f"policy must be a SkillNetPolicy, got {type(policy).__name__}")
+    steps, batch, lr = check.positive_int("steps", steps), check.positive_int("batch", batch), check.positive("lr", lr)
+    sim_coef = check.non_negative("sim_coef", sim_coef)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if not isinstance(actions, torch.Tensor):
+        raise TypeError(f"actions must be a tensor (N, chunk, act_dim), got {type(actions).__name__}")
     if not (len(obs) == len(tokens) == len(actions)) or len(obs) == 0:
         raise ValueError("obs, tokens and actions need the same, nonzero length")
-    if steps < 1 or batch < 1 or not lr > 0:
-        raise ValueError(f"steps and batch must be >= 1 and lr > 0, got steps={steps}, batch={batch}, lr={lr}")
+    _inputs(policy, obs, tokens)
+    check.shape("actions", actions, (None, policy.chunk, policy.act_dim))
+    check.finite("actions", actions)
     if sim_coef:
         if skill_ids is None or similarity is None or skill_ids.shape != (len(obs),):
             raise ValueError("sim_coef > 0 needs skill_ids (N,) and the similarity matrix S (n_skills, n_skills)")
         if policy.arm == "dense" or policy.arm == "dense_verb":
             raise ValueError("L_sim needs an MoE arm (router probabilities)")
+        if not isinstance(similarity, torch.Tensor) or similarity.dim() != 2 or \
+                similarity.shape[0] != similarity.shape[1]:
+            raise ValueError(f"similarity must be a square (n_skills, n_skills) tensor, got {check.describe(similarity)}")
+        check.indices("skill_ids", skill_ids, similarity.shape[0])
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if cosine else None
     losses = []

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from icml26.harness import validate as check
+
 STEP, ROT, CONTACT, POS_TOL, ANG_TOL = 0.1, 0.3, 0.08, 0.05, 0.15
 OBJECTS = ("block", "ball", "cup")
 # verb -> (offset (dx, dy, dtheta), motion code, VerbNet class); codes and classes are our choice
@@ -39,7 +41,21 @@ class TableTop:
 
     n_objects: int = len(OBJECTS)
 
+    def __post_init__(self) -> None:
+        self.n_objects = check.positive_int("n_objects", self.n_objects)
+        if self.n_objects > 4:
+            raise ValueError(f"n_objects must be in 1..4 (the table has 4 start places), got {self.n_objects}")
+
+    def _require_reset(self) -> None:
+        if not hasattr(self, "eff"):
+            raise ValueError("this TableTop has no episode yet: call .reset(verbs, objects, rng) first")
+
     def reset(self, verbs: list[str], objects: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if isinstance(verbs, str) or not isinstance(verbs, (list, tuple)):
+            raise TypeError(f"verbs must be a list of verb names (one per environment), got {check.describe(verbs)}")
+        check.non_empty("verbs", verbs)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
         unknown = sorted(set(verbs) - set(VERBS))
         if unknown:
             raise ValueError(f"unknown verbs {unknown}; known verbs: {', '.join(VERBS)}")
@@ -60,6 +76,7 @@ class TableTop:
         return self.observe()
 
     def observe(self) -> np.ndarray:
+        self._require_reset()
         n = len(self.eff)
         rel = self.obj[..., :2] - self.eff[:, None]                 # object relative to the effector
         disp = self.obj - self.start                                 # displacement from the start pose
@@ -68,6 +85,7 @@ class TableTop:
                               -1).astype(np.float32)
 
     def step(self, action: np.ndarray) -> np.ndarray:
+        self._require_reset()
         a = np.asarray(action, dtype=np.float64)
         if a.shape != (len(self.eff), 3) or not np.isfinite(a).all():
             raise ValueError(f"action must be finite with shape ({len(self.eff)}, 3)")
@@ -82,6 +100,7 @@ class TableTop:
         return self.observe()
 
     def success(self) -> np.ndarray:
+        self._require_reset()
         n = np.arange(len(self.eff))
         tgt = self.obj[n, self.target]
         ok = (np.linalg.norm(tgt[:, :2] - self.goal[:, :2], axis=-1) < POS_TOL) & \
@@ -92,6 +111,7 @@ class TableTop:
 
     def expert(self) -> np.ndarray:
         """Scripted expert action (n, 3): reach the target object, then carry and turn it to its goal."""
+        self._require_reset()
         n = np.arange(len(self.eff))
         tgt = self.obj[n, self.target]
         reach = tgt[:, :2] - self.eff
@@ -104,6 +124,7 @@ class TableTop:
 def rollout_expert(verbs: list[str], objects: np.ndarray, horizon: int, rng: np.random.Generator
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Expert demonstrations: observations (n, horizon, obs), actions (n, horizon, 3), success (n,)."""
+    horizon = check.positive_int("horizon", horizon)
     env = TableTop()
     o = env.reset(verbs, objects, rng)
     obs, act = [], []
