@@ -170,8 +170,8 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
     Testbed("vlm-8L", "artefact", "icml26.interpret.layer_skip.testbed:VLM_8L",
             "8-block vision-language transformer (d=64, 1200 steps) on digit-patch VQA [A14]", 180.0,
             loader="icml26.interpret.layer_skip.testbed:load_tiny_vlm", cache_kind="tiny_vlm"),
-    Testbed("vlm-3L-d32", "artefact", "icml26.interpret.layer_skip.testbed:VLM_QUICK",
-            "3-block vision-language transformer (d=32, 250 steps), the quick-budget VLM [A14]", 10.0,
+    Testbed("vlm-4L-d32", "artefact", "icml26.interpret.layer_skip.testbed:VLM_QUICK",
+            "4-block vision-language transformer (d=32, 800 steps), the quick-budget VLM [A14]", 40.0,
             loader="icml26.interpret.layer_skip.testbed:load_tiny_vlm", cache_kind="tiny_vlm"),
     Testbed("b11-regex-lm", "artefact", "icml26.lm.byte_lm.tokenizers_regex:GPT2_REGEX_LM",
             "2-layer Llama (d=128, 250 steps) with a GPT-2-regex BPE-512 tokenizer on stdlib code [B11]", 60.0,
@@ -193,7 +193,7 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
     "A05": {"standard": ("toy-4L",), "full": ("toy-4L",)},  # quick runs no LM loop
     "A07": {"quick": ("ahn-copy-2L",), "standard": ("ahn-copy-4L",), "full": ("ahn-copy-4L",)},
     "A09": {"quick": ("moe-2L",), "standard": ("moe-4L",), "full": ("moe-4L",)},
-    "A14": {"quick": ("vlm-3L-d32",), "standard": ("vlm-6L", "vlm-8L"), "full": ("vlm-6L", "vlm-8L")},
+    "A14": {"quick": ("vlm-4L-d32",), "standard": ("vlm-6L", "vlm-8L"), "full": ("vlm-6L", "vlm-8L")},
     "A16": {"standard": ("lm-curves", "digits-curves")},  # quick is synthetic only; full's larger pools build in-job
     "A18": {"standard": ("mixture-runs",)},  # quick is synthetic only; full's larger design builds in-job
     "A15": {b: ("dlm-t1c-strong",) for b in _BOTH},  # the "t1c-trained" setting (standard, full)
