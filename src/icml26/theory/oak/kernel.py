@@ -12,7 +12,7 @@ K_A(x, x') = grad f(x)^T sign(grad f(x')), which describes Adam's sign-like earl
 
 Kernel prediction of fine-tuning (discrete, same learning rate and step count as the network):
 
-    mu_k = beta1 mu_{k-1} + (1 - beta1) r_k,   f_{k+1} = f_k - (lr / n) K mu_k / (1 - beta1^k),   r = dl/df
+    mu_k = beta1 mu_{k-1} + (1 - beta1) r_k,   f_{k+1} = f_k - (lr / n) K mu_k / (1 - beta1^(k+1)),   r = dl/df   (k = 0, 1, ...)
 
 (beta1 = 0: kernel gradient descent; beta1 > 0 carries Adam's bias-corrected first moment into function space,
 which is exact for a model linear in theta with frozen P). Kernel-regime error on held-out points:
@@ -149,7 +149,7 @@ def kernel_finetune_predict(K_train: torch.Tensor, K_test_train: torch.Tensor, f
                             loss: Literal["mse", "ce"] = "mse", beta1: float = 0.0,
                             checkpoints: Sequence[int] | None = None
                             ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-    """Discrete kernel dynamics f_{k+1} = f_k - (lr/n) K mu_k / (1 - beta1^k) on train and test points.
+    """Discrete kernel dynamics f_{k+1} = f_k - (lr/n) K mu_k / (1 - beta1^(k+1)) (k = 0, 1, ...) on train and test points.
 
     Loss convention: L = n^-1 sum_j l(f_j, y_j) with l = |f_j - y_j|^2 / 2 (``"mse"``) or the softmax / logistic
     cross-entropy (``"ce"``), so r_j = dl/df_j and one gradient step on theta moves f_i by
