@@ -10,7 +10,7 @@ from .allocation import STRATEGIES, allocate_compute
 from .baselines import DataMixingLaw, RegMixBaseline
 from .benchmark import LossToBenchmark
 from .law import CAMELLaw, check_mixtures, minimize_on_simplex
-from .synthetic import TRUTHS, PowerMixtureLaw, SyntheticMixtureLaw
+from .synthetic import SKEWED_WEIGHTS, TRUTHS, PowerMixtureLaw, SyntheticMixtureLaw
 
 __all__ = ["CAMELLaw", "DataMixingLaw", "RegMixBaseline", "LossToBenchmark", "allocate_compute", "STRATEGIES",
-           "SyntheticMixtureLaw", "PowerMixtureLaw", "TRUTHS", "check_mixtures", "minimize_on_simplex"]
+           "SyntheticMixtureLaw", "PowerMixtureLaw", "TRUTHS", "SKEWED_WEIGHTS", "check_mixtures", "minimize_on_simplex"]

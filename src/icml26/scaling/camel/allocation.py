@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from icml26.harness import validate as v
+
 STRATEGIES = ("greedy_variance", "smallest", "uniform_count", "uniform_compute")
 
 
@@ -38,20 +40,30 @@ def allocate_compute(sizes: np.ndarray, costs: np.ndarray, budget: float, *, str
     for a design with those counts per size (e.g. :meth:`CAMELLaw.prediction_variance`); ``pilot`` the starting
     counts (default one run per size), which the greedy steps extend.
     """
-    sizes, costs = np.asarray(sizes, dtype=float), np.asarray(costs, dtype=float)
-    if sizes.shape != costs.shape or sizes.ndim != 1 or len(sizes) < 1:
-        raise ValueError("sizes and costs must be 1-D arrays of equal length")
-    if not (np.isfinite(costs).all() and (costs > 0).all()):
-        raise ValueError("costs must be positive and finite")
-    if not np.isfinite(budget) or budget < 0:
-        raise ValueError(f"budget must be non-negative compute, got {budget}")
+    sizes = np.asarray(v.ndim("sizes", v.finite("sizes", sizes), 1), dtype=float)
+    costs = np.asarray(v.ndim("costs", v.finite("costs", costs), 1), dtype=float)
+    v.non_empty("sizes", sizes)
+    if sizes.shape != costs.shape:
+        raise ValueError(f"sizes and costs must be 1-D arrays of equal length, got {sizes.shape} and {costs.shape}")
+    if not (sizes > 0).all():
+        raise ValueError(f"sizes must be positive model sizes, got a minimum of {sizes.min():.6g}")
+    if not (costs > 0).all():
+        raise ValueError(f"costs must be positive, got a minimum of {costs.min():.6g}")
+    budget = v.non_negative("budget", budget)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; use one of {STRATEGIES}")
     if strategy != "greedy_variance":
         return _counts_fixed(costs, budget, strategy)
-    if variance is None:
-        raise ValueError("greedy_variance needs variance(counts) -> float")
-    n = np.ones(len(sizes), dtype=int) if pilot is None else np.asarray(pilot, dtype=int).copy()
+    if variance is None or not callable(variance):
+        raise TypeError(f"greedy_variance needs variance(counts) -> float, a callable; got {v.describe(variance)}")
+    if pilot is None:
+        n = np.ones(len(sizes), dtype=int)
+    else:
+        pilot = np.asarray(v.finite("pilot", pilot))
+        if pilot.shape != sizes.shape or (pilot < 0).any() or (pilot != np.round(pilot)).any():
+            raise ValueError(f"pilot must be one non-negative integer count per size ({len(sizes)}), got "
+                             f"{v.describe(pilot)}")
+        n = pilot.astype(int).copy()
     if (n * costs).sum() > budget:
         return _counts_fixed(costs, budget, "smallest")
     left = budget - (n * costs).sum()

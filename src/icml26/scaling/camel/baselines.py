@@ -16,7 +16,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import least_squares
 
-from .law import check_mixtures, check_sizes, minimize_on_simplex
+from icml26.harness import validate as v
+
+from .law import check_fit_inputs, check_mixtures, minimize_on_simplex, sizes_for
 
 
 def _fit_size_law(R: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -32,36 +34,47 @@ def _fit_size_law(R: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 class DataMixingLaw:
-    """Size-agnostic data mixing law, one fit per size (see module docstring)."""
+    """Size-agnostic data mixing law, one fit per size (see module docstring). The inputs are checked as
+    :meth:`CAMELLaw.fit` checks them (mixtures on the simplex, one positive size per run, positive losses with one
+    row per run, domain weights a probability vector)."""
+
+    def __init__(self) -> None:
+        self.laws_ = None
 
     def fit(self, N: np.ndarray, R: np.ndarray, L: np.ndarray, domain_weights: np.ndarray | None = None
             ) -> "DataMixingLaw":
-        R = check_mixtures(R)
-        L = np.asarray(L, dtype=float)
-        L = L[:, None] if L.ndim == 1 else L
-        N = check_sizes(N, R.shape[0])
+        N, R, L, self.weights_ = check_fit_inputs(N, R, L, domain_weights)
         self.sizes_ = np.unique(N)
         D = L.shape[1]
-        self.weights_ = np.full(D, 1.0 / D) if domain_weights is None else np.asarray(domain_weights, dtype=float)
-        self.laws_ = {}
+        laws = {}
         for n in self.sizes_:
             m = N == n
             if m.sum() <= R.shape[1] + 1:
                 raise ValueError(f"size {n:g} has {m.sum()} runs; a per-size law needs more than {R.shape[1] + 1}")
-            self.laws_[n] = np.stack([_fit_size_law(R[m], L[m, i]) for i in range(D)])
-        self.n_sources_ = R.shape[1]
+            laws[float(n)] = np.stack([_fit_size_law(R[m], L[m, i]) for i in range(D)])
+        self.laws_, self.n_sources_ = laws, R.shape[1]
         return self
 
     def _at_size(self, n: float, R: np.ndarray) -> np.ndarray:
         P = self.laws_[n]
         return P[:, 0][None, :] + np.exp(R @ P[:, 1:].T)
 
-    def predict(self, N: float, R: np.ndarray) -> np.ndarray:
-        """Per-domain losses (M, D) at one size N: per mixture and domain, E + A N^-alpha through the sizes."""
-        R = check_mixtures(R)
+    def predict(self, N: float | np.ndarray, R: np.ndarray) -> np.ndarray:
+        """Per-domain losses (M, D) at sizes ``N`` (a scalar or one per mixture, as :meth:`CAMELLaw.predict`): at a
+        fitted size its law; elsewhere, per mixture and domain, E + A N^-alpha through the fitted sizes."""
+        v.require_fitted(self, "laws_")
+        R = check_mixtures(R, "R", n_sources=self.n_sources_)
+        N = sizes_for(N, R.shape[0])
+        out = np.empty((R.shape[0], len(self.weights_)))
+        for n in np.unique(N):
+            rows = N == n
+            out[rows] = self._predict_one(float(n), R[rows])
+        return out
+
+    def _predict_one(self, N: float, R: np.ndarray) -> np.ndarray:
+        if N in self.laws_:
+            return self._at_size(N, R)
         per = np.stack([self._at_size(n, R) for n in self.sizes_])           # (S, M, D)
-        if float(N) in self.laws_:
-            return self._at_size(float(N), R)
         x = np.log(self.sizes_ / self.sizes_[0])
         out = np.empty(per.shape[1:])
         for m in range(per.shape[1]):
@@ -69,11 +82,15 @@ class DataMixingLaw:
                 out[m, d] = _extrapolate(x, per[:, m, d], float(np.log(N / self.sizes_[0])))
         return out
 
-    def predict_target(self, N: float, R: np.ndarray) -> np.ndarray:
+    def predict_target(self, N: float | np.ndarray, R: np.ndarray) -> np.ndarray:
+        """Target loss sum_i w_i L_i (M,)."""
         return self.predict(N, R) @ self.weights_
 
     def optimal_mixture(self, N_target: float, n_grid: int = 2000, n_starts: int = 5) -> np.ndarray:
-        n = self.sizes_[-1]
+        """The optimum of the largest fitted size's law (the usual transfer; ``N_target`` is checked, not used)."""
+        v.require_fitted(self, "laws_")
+        v.positive("N_target", N_target)
+        n = float(self.sizes_[-1])
         return minimize_on_simplex(lambda R: self._at_size(n, R) @ self.weights_, self.n_sources_, n_grid, n_starts)
 
 
@@ -111,35 +128,37 @@ class RegMixBaseline:
 
     def __init__(self, regressor: str = "lightgbm", n_candidates: int = 100_000, top_k: int = 128,
                  prior: np.ndarray | None = None, valid_frac: float = 0.2, random_state: int = 0) -> None:
-        if regressor not in ("lightgbm", "linear"):
-            raise ValueError(f"regressor must be 'lightgbm' or 'linear', got {regressor!r}")
-        if n_candidates < 1 or not 1 <= top_k <= n_candidates:
-            raise ValueError(f"need n_candidates >= 1 and 1 <= top_k <= n_candidates, got {n_candidates}, {top_k}")
-        if not 0.0 <= valid_frac < 0.5:
-            raise ValueError(f"valid_frac must be in [0, 0.5), got {valid_frac}")
+        v.one_of("regressor", regressor, ("lightgbm", "linear"))
+        n_candidates, top_k = v.positive_int("n_candidates", n_candidates), v.positive_int("top_k", top_k)
+        if top_k > n_candidates:
+            raise ValueError(f"need 1 <= top_k <= n_candidates, got top_k = {top_k} > n_candidates = {n_candidates}")
+        valid_frac = v.in_range("valid_frac", valid_frac, 0.0, 0.5, high_open=True)
+        if prior is not None:
+            prior = np.asarray(v.finite("prior", prior), dtype=float)
+            if prior.ndim != 1 or not (prior > 0).all():
+                raise ValueError(f"prior must be a 1-D array of positive Dirichlet parameters, got {v.describe(prior)}")
         self.regressor, self.n_candidates, self.top_k = regressor, n_candidates, top_k
-        self.prior, self.valid_frac, self.random_state = prior, valid_frac, random_state
+        self.prior, self.valid_frac = prior, valid_frac
+        self.random_state = v.non_negative_int("random_state", random_state)
+        self.models_ = None
 
     def fit(self, N: np.ndarray, R: np.ndarray, L: np.ndarray, domain_weights: np.ndarray | None = None
             ) -> "RegMixBaseline":
-        R = check_mixtures(R)
-        L = np.asarray(L, dtype=float)
-        L = L[:, None] if L.ndim == 1 else L
-        N = check_sizes(N, R.shape[0])
-        if L.shape[0] != R.shape[0] or not np.isfinite(L).all():
-            raise ValueError(f"L must be (n, D) finite losses with n = {R.shape[0]} runs, got {L.shape}")
-        D = L.shape[1]
-        self.weights_ = np.full(D, 1.0 / D) if domain_weights is None else np.asarray(domain_weights, dtype=float)
-        if self.weights_.shape != (D,):
-            raise ValueError(f"domain_weights must have {D} entries, got {self.weights_.shape}")
+        N, R, L, self.weights_ = check_fit_inputs(N, R, L, domain_weights)
+        if self.prior is not None and self.prior.shape != (R.shape[1],):
+            raise ValueError(f"prior must have one Dirichlet parameter per source ({R.shape[1]}), got shape "
+                             f"{self.prior.shape}")
+        if self.regressor == "lightgbm":
+            v.require_package("lightgbm", "test", purpose="RegMixBaseline(regressor='lightgbm'); or pass "
+                              "regressor='linear'")
         X = np.column_stack([R, np.log(N)])
-        self.n_sources_ = R.shape[1]
-        self.models_: list = []
-        for i in range(D):
+        models: list = []
+        for i in range(L.shape[1]):
             if self.weights_[i] == 0:
-                self.models_.append(None)          # a domain that does not enter the target is not fitted
+                models.append(None)          # a domain that does not enter the target is not fitted
                 continue
-            self.models_.append(self._fit_one(X, L[:, i]))
+            models.append(self._fit_one(X, L[:, i]))
+        self.models_, self.n_sources_ = models, R.shape[1]
         return self
 
     def _fit_one(self, X: np.ndarray, y: np.ndarray):
@@ -147,11 +166,7 @@ class RegMixBaseline:
             from sklearn.linear_model import LinearRegression
 
             return LinearRegression().fit(X, y)
-        try:
-            import lightgbm as lgb
-        except ImportError as e:  # pragma: no cover - lightgbm is in the test extra
-            raise ImportError("RegMixBaseline(regressor='lightgbm') needs lightgbm: pip install lightgbm "
-                              "(or pass regressor='linear')") from e
+        import lightgbm as lgb
         n = len(y)
         params = {"boosting_type": "gbdt", "objective": "regression", "learning_rate": 1e-2, "seed": 42,
                   "verbosity": -1, "min_data_in_leaf": max(2, int(round(20 * n / 512))), "min_data_in_bin": 1,
@@ -168,22 +183,26 @@ class RegMixBaseline:
                          num_boost_round=1000)
 
     def predict(self, N: float | np.ndarray, R: np.ndarray) -> np.ndarray:
-        """Per-domain losses (M, D); domains with weight 0 (not fitted) are NaN."""
-        R = check_mixtures(R)
-        logn = np.broadcast_to(np.log(np.atleast_1d(np.asarray(N, dtype=float))), (R.shape[0],))
+        """Per-domain losses (M, D) at sizes ``N`` (a scalar or one per mixture); domains with weight 0 (not fitted)
+        are NaN."""
+        v.require_fitted(self, "models_")
+        R = check_mixtures(R, "R", n_sources=self.n_sources_)
+        logn = np.log(sizes_for(N, R.shape[0]))
         X = np.column_stack([R, logn])
         return np.column_stack([np.full(len(X), np.nan) if m is None else m.predict(X) for m in self.models_])
 
-    def predict_target(self, N: float, R: np.ndarray) -> np.ndarray:
+    def predict_target(self, N: float | np.ndarray, R: np.ndarray) -> np.ndarray:
+        """Target loss over the domains with weight > 0 (M,)."""
         P = self.predict(N, R)
         on = self.weights_ > 0
         return P[:, on] @ self.weights_[on]
 
     def optimal_mixture(self, N_target: float) -> np.ndarray:
+        """RegMix's simulation: the mean of the ``top_k`` best of ``n_candidates`` Dirichlet draws at ``N_target``."""
+        v.require_fitted(self, "models_")
+        N_target = v.positive("N_target", N_target)
         J = self.n_sources_
-        prior = np.full(J, 1.0 / J) if self.prior is None else np.asarray(self.prior, dtype=float)
-        if prior.shape != (J,) or not (prior > 0).all():
-            raise ValueError(f"prior must be {J} positive Dirichlet parameters, got {self.prior!r}")
+        prior = np.full(J, 1.0 / J) if self.prior is None else self.prior
         cand = np.random.default_rng(self.random_state).dirichlet(prior, self.n_candidates)
         pred = self.predict_target(N_target, cand)
         top = cand[np.argsort(pred, kind="stable")[: self.top_k]].mean(0)

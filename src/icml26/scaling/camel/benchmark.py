@@ -12,6 +12,8 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.special import expit
 
+from icml26.harness import validate as v
+
 
 class LossToBenchmark:
     """Sigmoidal map from validation loss to benchmark accuracy.
@@ -21,9 +23,8 @@ class LossToBenchmark:
     """
 
     def __init__(self, *, chance: float | None = 0.0) -> None:
-        if chance is not None and not 0.0 <= chance < 1.0:
-            raise ValueError(f"chance must be in [0, 1) or None, got {chance}")
-        self.chance = chance
+        self.chance = None if chance is None else v.in_range("chance", chance, 0.0, 1.0, high_open=True)
+        self.params_ = None
 
     def _f(self, p: np.ndarray, L: np.ndarray) -> np.ndarray:
         a = self.chance if self.chance is not None else p[3]
@@ -31,11 +32,14 @@ class LossToBenchmark:
         return a + (b - a) * expit(-k * (L - L0))
 
     def fit(self, L: np.ndarray, acc: np.ndarray) -> "LossToBenchmark":
-        L, acc = np.asarray(L, dtype=float).ravel(), np.asarray(acc, dtype=float).ravel()
+        """Fit (b, k, L0) (and a when ``chance=None``) on small-model pairs: ``L`` losses, ``acc`` accuracies in
+        [0, 1], at least 4 pairs."""
+        L = np.asarray(v.finite("L", L), dtype=float).ravel()
+        acc = np.asarray(v.finite("acc", acc), dtype=float).ravel()
         if L.shape != acc.shape or L.size < 4:
             raise ValueError(f"need >= 4 (loss, accuracy) pairs of equal length, got {L.size} and {acc.size}")
-        if not (np.isfinite(L).all() and np.isfinite(acc).all()) or (acc < 0).any() or (acc > 1).any():
-            raise ValueError("losses must be finite and accuracies in [0, 1]")
+        if (acc < 0).any() or (acc > 1).any():
+            raise ValueError(f"acc must hold accuracies in [0, 1], got values from {acc.min():.6g} to {acc.max():.6g}")
         lo_a = 0.0 if self.chance is None else self.chance
         p0 = [min(1.0, max(acc.max() * 1.2, lo_a + 1e-3)), 2.0 / max(L.std(), 1e-3), float(np.median(L))]
         lo, hi = [lo_a, 1e-3, L.min() - 10 * L.std() - 1], [1.0, 1e3, L.max() + 10 * L.std() + 1]
@@ -55,6 +59,9 @@ class LossToBenchmark:
         return self
 
     def predict(self, L: np.ndarray | float) -> np.ndarray:
+        """Predicted accuracy at losses ``L`` (same shape)."""
+        v.require_fitted(self, "params_")
+        L = v.finite_number("L", L) if np.ndim(L) == 0 and not hasattr(L, "shape") else v.finite("L", L)
         return self._f(self.params_, np.asarray(L, dtype=float))
 
 

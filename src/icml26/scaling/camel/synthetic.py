@@ -16,16 +16,23 @@ Two ground-truth families, so that CAMEL is tested both where it is the true mod
   with N (r*_3 about 0.22 at 1M, 0.39 at 8M, 0.43 at 8e7).
 
 Both add log-normal noise ``noise`` to each loss and expose ``losses``, ``predict``, ``predict_target`` and
-``optimal_mixture``.
+``optimal_mixture``. ``TRUTHS`` also holds ``"camel-skewed"``: the CAMEL truth with unequal target weights
+(:data:`SKEWED_WEIGHTS`), whose optimum at N* = 8e7, (0.725, 0, 0.275), lies far from the centroid (regret 0.075)
+and from every vertex (>= 0.029), and whose true 8M optimum carried to N* costs 0.0037 (the uniform-weight truth's
+optimum at N*, (0.276, 0.355, 0.370), is close to the centroid, regret 0.0007, so a law-free centroid is a strong
+choice there). The weights were chosen by these properties of the truth before any law was fitted to it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from .law import CAMELLaw, check_mixtures, check_sizes, minimize_on_simplex
+from icml26.harness import validate as v
+
+from .law import CAMELLaw, check_mixtures, minimize_on_simplex, sizes_for
 
 
 def _default_params() -> np.ndarray:
@@ -45,18 +52,39 @@ class _Truth:
     def predict(self, N: np.ndarray | float, R: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _check_common(self) -> None:
+        self.N0 = v.positive("N0", self.N0)
+        self.noise = v.non_negative("noise", self.noise)
+        self.weights = np.asarray(v.probability_vector("weights", self.weights), dtype=float)
+        if self.weights.shape != (3,):
+            raise ValueError(f"weights must be 3 target weights (one per validation domain), got shape "
+                             f"{self.weights.shape}")
+
     def predict_target(self, N: np.ndarray | float, R: np.ndarray) -> np.ndarray:
         """True target loss sum_i w_i L_i (M,)."""
         return self.predict(N, R) @ np.asarray(self.weights, dtype=float)
 
     def optimal_mixture(self, N_target: float) -> np.ndarray:
         """The true argmin over the simplex of the target loss at ``N_target``."""
+        N_target = v.positive("N_target", N_target)
         return minimize_on_simplex(lambda R: self.predict_target(N_target, R), 3)
 
-    def losses(self, N: np.ndarray, R: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Per-domain losses (n, D) of runs (N, R); noisy (log-normal, sd ``noise``) when ``rng`` is given."""
-        R, N = check_mixtures(R), check_sizes(N)
+    def losses(self, N: np.ndarray, R: np.ndarray, rng: np.random.Generator | None = None,
+               z: np.ndarray | None = None) -> np.ndarray:
+        """Per-domain losses (n, D) of runs (N, R); noisy (log-normal, sd ``noise``) when ``rng`` is given, or with
+        the given standard-normal draws ``z`` (n, D) (common random numbers across designs)."""
+        R = check_mixtures(R, "R", n_sources=3)
+        N = sizes_for(N, R.shape[0])
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)) or None, got {v.describe(rng)}")
         L = self.predict(N, R)
+        if z is not None:
+            if rng is not None:
+                raise ValueError("pass rng or z (the noise draws), not both")
+            z = np.asarray(v.finite("z", z), dtype=float)
+            if z.shape != L.shape:
+                raise ValueError(f"z must hold one standard-normal draw per loss, shape {L.shape}, got {z.shape}")
+            return L * np.exp(self.noise * z)
         return L if rng is None else L * np.exp(self.noise * rng.standard_normal(L.shape))
 
 
@@ -70,6 +98,13 @@ class SyntheticMixtureLaw(_Truth):
     noise: float = 0.005
     family: str = "camel"
 
+    def __post_init__(self) -> None:
+        self._check_common()
+        self.params = np.asarray(v.finite("params", self.params), dtype=float)
+        if self.params.shape != (3, 9):
+            raise ValueError(f"params must be a (3, 9) array, rows (E, A, alpha, t_1..t_3, s_1..s_3) per domain, got "
+                             f"shape {self.params.shape}")
+
     def law(self) -> CAMELLaw:
         law = CAMELLaw()
         law.params_, law.N0_, law.weights_, law.n_sources_ = np.asarray(self.params, dtype=float), self.N0, \
@@ -78,9 +113,11 @@ class SyntheticMixtureLaw(_Truth):
         return law
 
     def predict(self, N: np.ndarray | float, R: np.ndarray) -> np.ndarray:
+        """True per-domain losses (M, D) at sizes ``N`` (scalar or (M,)) and mixtures ``R`` (M, 3)."""
         return self.law().predict(N, R)
 
     def optimal_mixture(self, N_target: float) -> np.ndarray:
+        """The true argmin over the simplex of the target loss at ``N_target``."""
         return self.law().optimal_mixture(N_target)
 
 
@@ -104,17 +141,33 @@ class PowerMixtureLaw(_Truth):
     noise: float = 0.005
     family: str = "power"
 
+    def __post_init__(self) -> None:
+        self._check_common()
+        for name, shape in (("E", (3,)), ("A", (3,)), ("alpha", (3,)), ("a", (3, 3)), ("B", (3,)), ("c", (3, 3)),
+                            ("beta", (3,))):
+            value = np.asarray(v.finite(name, getattr(self, name)), dtype=float)
+            if value.shape != shape:
+                raise ValueError(f"{name} must have shape {shape}, got {value.shape}")
+            setattr(self, name, value)
+        if (self.c < 0).any():
+            raise ValueError("c must be non-negative (the effective data of a domain is eps + sum_j c_ij r_j)")
+        self.eps = v.positive("eps", self.eps)
+
     def predict(self, N: np.ndarray | float, R: np.ndarray) -> np.ndarray:
-        R = check_mixtures(R)
-        N = np.broadcast_to(check_sizes(np.atleast_1d(N)), (R.shape[0],)) if np.size(N) in (1, R.shape[0]) else None
-        if N is None:
-            raise ValueError("N must be a scalar or one size per mixture")
+        """True per-domain losses (M, D) at sizes ``N`` (scalar or (M,)) and mixtures ``R`` (M, 3)."""
+        R = check_mixtures(R, "R", n_sources=3)
+        N = sizes_for(N, R.shape[0])
         logn = np.log(N / self.N0)[:, None]
         expo = self.alpha[None, :] + R @ np.asarray(self.a, dtype=float).T
         return (self.E[None, :] + self.A[None, :] * np.exp(-expo * logn)
                 + self.B[None, :] * (self.eps + R @ np.asarray(self.c, dtype=float).T) ** (-self.beta[None, :]))
 
 
-TRUTHS = {"camel": SyntheticMixtureLaw, "power": PowerMixtureLaw}
+#: target weights of the ``"camel-skewed"`` truth (see the module docstring for how they were chosen)
+SKEWED_WEIGHTS = (0.6, 0.1, 0.3)
 
-__all__ = ["SyntheticMixtureLaw", "PowerMixtureLaw", "TRUTHS"]
+TRUTHS = {"camel": SyntheticMixtureLaw,
+          "camel-skewed": partial(SyntheticMixtureLaw, weights=np.array(SKEWED_WEIGHTS), family="camel-skewed"),
+          "power": PowerMixtureLaw}
+
+__all__ = ["SyntheticMixtureLaw", "PowerMixtureLaw", "TRUTHS", "SKEWED_WEIGHTS"]
