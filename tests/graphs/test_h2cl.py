@@ -9,10 +9,12 @@ import torch
 
 from icml26.graphs.h2cl import (
     H2CL,
+    HGNN,
     H2CLEncoder,
     HeteroAwareViewGenerator,
     HHConv,
     Hypergraph,
+    HypergraphData,
     add_structural_noise,
     coordinate_descent_sweep,
     digits_knn_hypergraph,
@@ -20,9 +22,11 @@ from icml26.graphs.h2cl import (
     edge_mean,
     heterogeneity,
     hypergraph_sbm,
+    incidence_weights,
     info_nce,
     node_update,
     train_h2cl,
+    train_hgnn,
     weighted_heterogeneity,
 )
 from icml26.harness import Budget, Outcome
@@ -264,3 +268,101 @@ def test_reproduce_quick_is_well_formed():
             assert c.falsifier
     assert math.isfinite(out.metrics["epoch_cost_ratio_h2cl_over_hgnn"])
     assert {"accuracy", "ablations_sbm_noise0.4", "weights"} <= set(out.tables)
+    # fresh-eyes review: paired instances are measured_i - reference_i (not measured_i against 0) ...
+    for c in claims:
+        if c.paired is not None:
+            assert np.mean(c.paired) == pytest.approx(c.measured - c.reference, abs=1e-9), c.statement
+    # ... the robustness and clean claims carry the untrained encoder as control ...
+    acc = [c for c in claims if "robust" in c.statement or "Clean" in c.statement]
+    assert len(acc) == 3 and all(c.control is not None and "untrained" in c.control_arm for c in acc)
+    # ... and are measured against the strongest other arm, not plain HCL alone
+    for tb in ("sbm", "digits"):
+        gaps = [v for k, v in out.metrics.items() if k.startswith(f"{tb}_robust_gap_vs_") and "strongest" not in k]
+        assert len(gaps) >= 2 and out.metrics[f"{tb}_robust_gap_vs_strongest"] == pytest.approx(min(gaps))
+
+
+# argument checks on every public name (harness.validate)
+
+def _bad_cases():
+    x, hg, _ = _small()
+    x32 = x.float()
+    w = torch.ones(hg.nnz)
+    g = torch.zeros(hg.num_edges, x.shape[1])
+    h = heterogeneity(x32, hg)
+    data = hypergraph_sbm(num_nodes=48, num_edges=20, seed=0)
+    model = H2CL(x.shape[1], hid=4)
+    nan_x = x32.clone()
+    nan_x[0, 0] = float("nan")
+    inc = hg.incidence
+    return [
+        (Hypergraph, dict(incidence=inc.float(), num_nodes=12, num_edges=6), TypeError, "integer"),
+        (Hypergraph, dict(incidence=inc, num_nodes=3, num_edges=6), ValueError, "node ids"),
+        (HypergraphData, dict(x=x32, y=torch.zeros(5, dtype=torch.long), hg=hg,
+                              noisy=torch.zeros(hg.nnz, dtype=torch.bool)), ValueError, "y must be"),
+        (HypergraphData, dict(x=x32, y=torch.zeros(12, dtype=torch.long), hg=hg, noisy=torch.zeros(3)),
+         ValueError, "noisy"),
+        (hypergraph_sbm, dict(num_nodes=0), ValueError, "num_nodes"),
+        (hypergraph_sbm, dict(num_edges=2.5), TypeError, "num_edges"),
+        (hypergraph_sbm, dict(feature_snr=float("nan")), ValueError, "feature_snr"),
+        (digits_knn_hypergraph, dict(k=0), ValueError, "k must"),
+        (digits_knn_hypergraph, dict(k=8, num_nodes=5), ValueError, "num_nodes"),
+        (add_structural_noise, dict(data=hg, frac=0.2), TypeError, "HypergraphData"),
+        (add_structural_noise, dict(data=data, frac=float("nan")), ValueError, "frac"),
+        (heterogeneity, dict(x=nan_x, hg=hg), ValueError, "NaN"),
+        (weighted_heterogeneity, dict(h=h, w=torch.ones(3)), ValueError, "same shape"),
+        (weighted_heterogeneity, dict(h=h, w=-torch.ones(hg.nnz)), ValueError, "non-negative"),
+        (weighted_heterogeneity, dict(h=torch.ones(0), w=torch.ones(0)), ValueError, "h"),
+        (dirichlet_energy, dict(f=x32, g=g[:2], hg=hg, w=w, x=x32), ValueError, "g must have shape"),
+        (dirichlet_energy, dict(f=x32, g=g, hg=hg, w=torch.ones(2), x=x32), ValueError, "w must have shape"),
+        (edge_mean, dict(f=x32[:3], hg=hg), ValueError, "f must have shape"),
+        (edge_mean, dict(f=x32, hg=hg, w=torch.full((hg.nnz,), float("nan"))), ValueError, "w has"),
+        (node_update, dict(x=x32, g=g, hg=hg, w=w, lam=0.0), ValueError, "lam"),
+        (coordinate_descent_sweep, dict(f=x32, x=x32, hg=hg, w=-w), ValueError, "non-negative"),
+        (coordinate_descent_sweep, dict(f=x32, x=x32, hg=hg, w=w, lam=float("inf")), ValueError, "lam"),
+        (HeteroAwareViewGenerator, dict(p_mean=1.5), ValueError, "p_mean"),
+        (HeteroAwareViewGenerator().drop_probabilities, dict(h=torch.full((4,), float("nan"))), ValueError, "h has"),
+        (HeteroAwareViewGenerator(), dict(x=x32, hg=hg, h=torch.ones(3)), ValueError, "h must have shape"),
+        (HHConv, dict(in_dim=0, out_dim=4), ValueError, "in_dim"),
+        (HHConv, dict(in_dim=5, out_dim=4, lam=-1.0), ValueError, "lam"),
+        (HHConv(5, 4), dict(f=x32[:, :3], hg=hg), ValueError, "feature columns"),
+        (H2CLEncoder, dict(in_dim=5, hid=4, layers=0), ValueError, "layers"),
+        (H2CL, dict(in_dim=5, hid=4, tau=0.0), ValueError, "tau"),
+        (H2CL, dict(in_dim=5, hid=4, p_views=(0.2,)), ValueError, "p_views"),
+        (model.loss, dict(x=x32, hg=hg, h=torch.ones(2)), ValueError, "h must have shape"),
+        (model.embed, dict(x=nan_x, hg=hg), ValueError, "NaN"),
+        (info_nce, dict(z1=torch.ones(1, 3), z2=torch.ones(1, 3)), ValueError, "at least 2 rows"),
+        (info_nce, dict(z1=torch.full((4, 3), float("nan")), z2=torch.ones(4, 3)), ValueError, "z1 has"),
+        (train_h2cl, dict(model=model, x=x32, hg=hg, lr=-1.0), ValueError, "lr"),
+        (train_h2cl, dict(model=model, x=x32[:, :3], hg=hg), ValueError, "feature columns"),
+        (train_h2cl, dict(model=torch.nn.Linear(5, 4), x=x32, hg=hg), TypeError, "H2CL"),
+        (HGNN, dict(in_dim=5, hid=4, num_classes=1), ValueError, "num_classes"),
+        (HGNN, dict(in_dim=5, hid=4, num_classes=3, dropout=1.0), ValueError, "dropout"),
+        (train_hgnn, dict(x=x32, y=torch.zeros(12), hg=hg, train_idx=torch.arange(3)), TypeError, "integer"),
+        (train_hgnn, dict(x=x32, y=torch.zeros(12, dtype=torch.long), hg=hg, train_idx=torch.tensor([0, 99])),
+         ValueError, "train_idx"),
+        (train_hgnn, dict(x=x32, y=torch.zeros(12, dtype=torch.long), hg=hg, train_idx=torch.arange(3),
+                          epochs=0), ValueError, "epochs"),
+        (incidence_weights, dict(model=torch.nn.Linear(5, 4), x=x32, hg=hg), TypeError, "H2CL"),
+    ]
+
+
+@pytest.mark.parametrize("i", range(len(_bad_cases())))
+def test_bad_inputs_are_refused(i):
+    fn, kwargs, err, msg = _bad_cases()[i]
+    with pytest.raises(err, match=msg):
+        fn(**kwargs)
+
+
+def _public_name(fn) -> str:
+    if isinstance(fn, type):
+        return fn.__name__
+    if hasattr(fn, "__self__"):            # bound method: its class
+        return type(fn.__self__).__name__
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def test_every_public_name_has_a_bad_input_case():
+    import icml26.graphs.h2cl as pkg
+
+    covered = {_public_name(fn) for fn, *_ in _bad_cases()}
+    assert set(pkg.__all__) <= covered, set(pkg.__all__) - covered

@@ -13,6 +13,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+from icml26.harness import validate as chk
+
 log = logging.getLogger(__name__)
 
 
@@ -138,16 +140,16 @@ class Hypergraph:
         return cls(torch.stack([v, e]).long(), int(H.shape[0]), int(H.shape[1]))
 
 
-def check_features(x: torch.Tensor, hg: Hypergraph) -> torch.Tensor:
+def check_features(x: torch.Tensor, hg: Hypergraph, name: str = "x") -> torch.Tensor:
     """Validate node features against a hypergraph; returns float32 features."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor [num_nodes, dim], got {type(x).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor [num_nodes, dim], got {type(x).__name__}")
     if not isinstance(hg, Hypergraph):
         raise TypeError(f"hg must be a Hypergraph, got {type(hg).__name__}")
     if x.dim() != 2 or x.shape[0] != hg.num_nodes:
-        raise ValueError(f"x must have shape [num_nodes={hg.num_nodes}, dim], got {tuple(x.shape)}")
+        raise ValueError(f"{name} must have shape [num_nodes={hg.num_nodes}, dim], got {tuple(x.shape)}")
     if not bool(torch.isfinite(x).all()):
-        raise ValueError("x contains NaN or inf; clean or impute the features first")
+        raise ValueError(f"{name} contains NaN or inf; clean or impute the features first")
     return x.float()
 
 
@@ -162,6 +164,16 @@ class HypergraphData:
     hg: Hypergraph
     noisy: torch.Tensor   # bool [nnz]: incidence was injected as structural noise
 
+    def __post_init__(self) -> None:
+        check_features(self.x, self.hg)
+        if not isinstance(self.y, torch.Tensor) or self.y.dim() != 1 or self.y.shape[0] != self.hg.num_nodes:
+            raise ValueError(f"y must be a 1-D tensor of {self.hg.num_nodes} labels, got {chk.describe(self.y)}")
+        chk.indices("y", self.y, int(self.y.max()) + 1 if self.y.numel() else 1)
+        if (not isinstance(self.noisy, torch.Tensor) or self.noisy.dtype != torch.bool
+                or tuple(self.noisy.shape) != (self.hg.nnz,)):
+            raise ValueError(f"noisy must be a bool tensor of shape ({self.hg.nnz},) (one flag per incidence), got "
+                             f"{chk.describe(self.noisy)}")
+
 
 def hypergraph_sbm(num_nodes: int = 600, num_classes: int = 4, num_edges: int = 300, edge_size: int = 6,
                    homophily: float = 1.0, dim: int = 32, feature_snr: float = 0.6,
@@ -173,8 +185,12 @@ def hypergraph_sbm(num_nodes: int = 600, num_classes: int = 4, num_edges: int = 
     ``feature_snr`` (in noise standard deviations), so a feature-only probe is imperfect and the hypergraph carries
     the rest of the signal.
     """
-    if not 0.0 <= homophily <= 1.0:
-        raise ValueError(f"homophily must be in [0, 1], got {homophily}")
+    num_nodes, num_edges, dim = (chk.positive_int("num_nodes", num_nodes), chk.positive_int("num_edges", num_edges),
+                                 chk.positive_int("dim", dim))
+    num_classes, edge_size = chk.positive_int("num_classes", num_classes), chk.positive_int("edge_size", edge_size)
+    homophily = chk.in_range("homophily", homophily, 0.0, 1.0)
+    feature_snr = chk.non_negative("feature_snr", feature_snr)
+    seed = chk.non_negative_int("seed", seed)
     if edge_size < 2 or num_classes < 2 or num_nodes < num_classes * edge_size:
         raise ValueError("need edge_size >= 2, num_classes >= 2 and num_nodes >= num_classes * edge_size")
     rng = np.random.default_rng(seed)
@@ -211,8 +227,10 @@ def digits_knn_hypergraph(k: int = 8, num_nodes: int | None = None, seed: int = 
     from sklearn.datasets import load_digits
     from sklearn.neighbors import NearestNeighbors
 
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    k = chk.positive_int("k", k)
+    seed = chk.non_negative_int("seed", seed)
+    if num_nodes is not None:
+        num_nodes = chk.positive_int("num_nodes", num_nodes, minimum=k + 1)
     X, y = load_digits(return_X_y=True)
     if num_nodes is not None and num_nodes < len(y):
         idx = np.sort(np.random.default_rng(seed).choice(len(y), num_nodes, replace=False))
@@ -234,8 +252,10 @@ def add_structural_noise(data: HypergraphData, frac: float, seed: int = 0) -> Hy
     The "class" of a hyperedge is the majority label of its members. Replaced incidences are flagged in
     ``noisy``; the hyperedge keeps its size (a replacement already in the hyperedge is redrawn).
     """
-    if not 0.0 <= frac < 1.0:
-        raise ValueError(f"frac must be in [0, 1), got {frac}")
+    if not isinstance(data, HypergraphData):
+        raise TypeError(f"data must be a HypergraphData, got {type(data).__name__}")
+    frac = chk.in_range("frac", frac, 0.0, 1.0, high_open=True)
+    seed = chk.non_negative_int("seed", seed)
     rng = np.random.default_rng(seed)
     y = data.y.numpy()
     inc, noisy0 = data.hg.incidence.numpy(), data.noisy.numpy()

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate as chk
+
 from .heterogeneity import edge_mean, heterogeneity, node_update
 from .hypergraph import Hypergraph, check_features
 
@@ -37,11 +39,14 @@ class HeteroAwareViewGenerator:
 
     def __post_init__(self) -> None:
         for name in ("p_mean", "p_cap", "feat_drop"):
-            p = getattr(self, name)
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {p}")
+            setattr(self, name, chk.in_range(name, getattr(self, name), 0.0, 1.0, high_open=True))
 
     def drop_probabilities(self, h: torch.Tensor) -> torch.Tensor:
+        if not isinstance(h, torch.Tensor):
+            raise TypeError(f"h must be a torch.Tensor (heterogeneity per incidence), got {type(h).__name__}")
+        chk.ndim("h", h, 1)
+        chk.non_empty("h", h)
+        chk.finite("h", h)
         if self.uniform:
             return torch.full_like(h, min(self.p_mean, self.p_cap))
         h_min, h_mean = h.min(), h.mean()
@@ -51,6 +56,9 @@ class HeteroAwareViewGenerator:
 
     def __call__(self, x: torch.Tensor, hg: Hypergraph, h: torch.Tensor,
                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, Hypergraph]:
+        check_features(x, hg)
+        if h.shape != (hg.nnz,):
+            raise ValueError(f"h must have shape ({hg.nnz},) (one value per incidence), got {tuple(h.shape)}")
         p = self.drop_probabilities(h)
         keep = torch.rand(p.shape, generator=generator) >= p
         cols = (torch.rand(x.shape[1], generator=generator) >= self.feat_drop).to(x.dtype)
@@ -68,6 +76,8 @@ class HHConv(nn.Module):
 
     def __init__(self, in_dim: int, out_dim: int, *, beta: float = 1.0, lam: float = 1.0, reweight: bool = True,
                  act: bool = True) -> None:
+        in_dim, out_dim = chk.positive_int("in_dim", in_dim), chk.positive_int("out_dim", out_dim)
+        beta, lam = chk.finite_number("beta", beta), chk.positive("lam", lam)
         super().__init__()
         self.W0 = nn.Linear(in_dim, out_dim)
         self.W1 = nn.Linear(in_dim, out_dim, bias=False)
@@ -76,6 +86,9 @@ class HHConv(nn.Module):
 
     def forward(self, f: torch.Tensor, hg: Hypergraph) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Returns (node features [N, out], hyperedge features [E, out], node->edge weights a_ve [nnz])."""
+        f = check_features(f, hg, "f")
+        if f.shape[1] != self.W0.in_features:
+            raise ValueError(f"f must have {self.W0.in_features} feature columns (in_dim), got {f.shape[1]}")
         v, e = hg.incidence
         u, s = self.W1(f), self.W0(f)
         if self.reweight:
@@ -96,8 +109,8 @@ class H2CLEncoder(nn.Module):
     def __init__(self, in_dim: int, hid: int = 128, layers: int = 2, *, beta: float = 1.0, lam: float = 1.0,
                  reweight: bool = True) -> None:
         super().__init__()
-        if layers < 1 or hid < 1 or in_dim < 1:
-            raise ValueError(f"need in_dim, hid, layers >= 1; got {in_dim}, {hid}, {layers}")
+        in_dim, hid, layers = (chk.positive_int("in_dim", in_dim), chk.positive_int("hid", hid),
+                               chk.positive_int("layers", layers))
         dims = [in_dim] + [hid] * layers
         self.convs = nn.ModuleList(HHConv(dims[i], dims[i + 1], beta=beta, lam=lam, reweight=reweight,
                                           act=i < layers - 1) for i in range(layers))
@@ -116,10 +129,16 @@ def info_nce(z1: torch.Tensor, z2: torch.Tensor, tau: float = 0.5) -> torch.Tens
     """Symmetric GRACE loss (Zhu et al. 2020): for anchor i in view 1, positive z2_i, negatives every other
     node in both views:  l_i = -log( e^{s(1i,2i)/tau} / (e^{s(1i,2i)/tau} + sum_{k!=i} e^{s(1i,1k)/tau}
     + sum_{k!=i} e^{s(1i,2k)/tau}) ), s = cosine; loss = mean over i and both directions."""
+    for name, z in (("z1", z1), ("z2", z2)):
+        if not isinstance(z, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor [N, d], got {type(z).__name__}")
     if z1.shape != z2.shape or z1.dim() != 2:
         raise ValueError(f"z1 and z2 must be [N, d] of equal shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
-    if tau <= 0:
-        raise ValueError(f"tau must be > 0, got {tau}")
+    if z1.shape[0] < 2:
+        raise ValueError(f"z1 and z2 need at least 2 rows (a positive and a negative), got {z1.shape[0]}")
+    chk.finite("z1", z1)
+    chk.finite("z2", z2)
+    tau = chk.positive("tau", tau)
     z1, z2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
 
     def half(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -129,6 +148,13 @@ def info_nce(z1: torch.Tensor, z2: torch.Tensor, tau: float = 0.5) -> torch.Tens
         return -torch.log(pos / (refl.sum(1) - refl.diagonal() + btw.sum(1)))
 
     return 0.5 * (half(z1, z2) + half(z2, z1)).mean()
+
+
+def _check_h(h: torch.Tensor, hg: Hypergraph) -> torch.Tensor:
+    if not isinstance(h, torch.Tensor):
+        raise TypeError(f"h must be a torch.Tensor (heterogeneity per incidence), got {type(h).__name__}")
+    chk.shape("h", h, (hg.nnz,))
+    return chk.finite("h", h)
 
 
 class H2CL(nn.Module):
@@ -141,6 +167,10 @@ class H2CL(nn.Module):
     def __init__(self, in_dim: int, hid: int = 128, layers: int = 2, *, beta: float = 1.0, lam: float = 1.0,
                  reweight: bool = True, uniform_views: bool = False, p_views: tuple[float, float] = (0.2, 0.4),
                  feat_drop: tuple[float, float] = (0.2, 0.3), p_cap: float = 0.7, tau: float = 0.5) -> None:
+        for name, pair in (("p_views", p_views), ("feat_drop", feat_drop)):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise ValueError(f"{name} must be a pair (one value per view), got {pair!r}")
+        tau = chk.positive("tau", tau)
         super().__init__()
         self.encoder = H2CLEncoder(in_dim, hid, layers, beta=beta, lam=lam, reweight=reweight)
         self.proj = nn.Sequential(nn.Linear(hid, hid), nn.ELU(), nn.Linear(hid, hid))
@@ -152,8 +182,7 @@ class H2CL(nn.Module):
              generator: torch.Generator | None = None) -> torch.Tensor:
         """Contrastive loss of two generated views; ``h`` (heterogeneity per incidence) is computed if None."""
         x = check_features(x, hg)
-        if h is None:
-            h = heterogeneity(x, hg)
+        h = heterogeneity(x, hg) if h is None else _check_h(h, hg)
         zs = []
         for view in self.views:
             xv, hv = view(x, hg, h, generator)
@@ -170,10 +199,16 @@ def train_h2cl(model: H2CL, x: torch.Tensor, hg: Hypergraph, *, epochs: int = 10
                weight_decay: float = 1e-5, seed: int = 0, h: torch.Tensor | None = None) -> list[float]:
     """Full-batch Adam training of the contrastive loss; returns the loss per epoch. ``h`` overrides the
     heterogeneity that guides the views (e.g. a shuffled control)."""
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    if not isinstance(model, H2CL):
+        raise TypeError(f"model must be an H2CL, got {type(model).__name__}")
+    epochs = chk.positive_int("epochs", epochs)
+    lr, weight_decay = chk.positive("lr", lr), chk.non_negative("weight_decay", weight_decay)
+    seed = chk.non_negative_int("seed", seed)
     x = check_features(x, hg)
-    h = heterogeneity(x, hg) if h is None else h
+    if x.shape[1] != model.encoder.convs[0].W0.in_features:
+        raise ValueError(f"x has {x.shape[1]} feature columns, the model expects "
+                         f"{model.encoder.convs[0].W0.in_features} (in_dim)")
+    h = heterogeneity(x, hg) if h is None else _check_h(h, hg)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     losses = []
@@ -194,6 +229,9 @@ class HGNN(nn.Module):
     """Supervised HGNN (Feng et al. 2019) via torch_geometric's ``HypergraphConv`` (2 layers)."""
 
     def __init__(self, in_dim: int, hid: int, num_classes: int, dropout: float = 0.5) -> None:
+        in_dim, hid = chk.positive_int("in_dim", in_dim), chk.positive_int("hid", hid)
+        num_classes = chk.positive_int("num_classes", num_classes, minimum=2)
+        dropout = chk.in_range("dropout", dropout, 0.0, 1.0, high_open=True)
         super().__init__()
         from torch_geometric.nn import HypergraphConv
 
@@ -201,6 +239,7 @@ class HGNN(nn.Module):
         self.dropout = dropout
 
     def forward(self, x: torch.Tensor, hg: Hypergraph) -> torch.Tensor:
+        x = check_features(x, hg)
         idx = hg.incidence
         z = F.elu(self.c1(x, idx, num_edges=hg.num_edges))
         z = F.dropout(z, self.dropout, self.training)
@@ -210,6 +249,19 @@ class HGNN(nn.Module):
 def train_hgnn(x: torch.Tensor, y: torch.Tensor, hg: Hypergraph, train_idx: torch.Tensor, *, hid: int = 64,
                epochs: int = 200, lr: float = 1e-2, weight_decay: float = 5e-4, seed: int = 0) -> HGNN:
     """Train ``HGNN`` with cross-entropy on the labelled nodes ``train_idx``."""
+    x = check_features(x, hg)
+    if not isinstance(y, torch.Tensor) or y.shape != (hg.num_nodes,):
+        raise ValueError(f"y must be a tensor of {hg.num_nodes} class labels, got {chk.describe(y)}")
+    if y.is_floating_point():
+        raise TypeError(f"y must hold integer class labels, got a {y.dtype} tensor")
+    if int(y.min()) < 0:
+        raise ValueError(f"y must hold class labels >= 0, got min {int(y.min())}")
+    if not isinstance(train_idx, torch.Tensor):
+        raise TypeError(f"train_idx must be a torch.Tensor of node ids, got {type(train_idx).__name__}")
+    chk.non_empty("train_idx", train_idx)
+    chk.indices("train_idx", train_idx, hg.num_nodes)
+    hid, epochs = chk.positive_int("hid", hid), chk.positive_int("epochs", epochs)
+    lr, weight_decay = chk.positive("lr", lr), chk.non_negative("weight_decay", weight_decay)
     torch.manual_seed(seed)
     model = HGNN(x.shape[1], hid, int(y.max()) + 1)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -224,6 +276,8 @@ def train_hgnn(x: torch.Tensor, y: torch.Tensor, hg: Hypergraph, train_idx: torc
 
 def incidence_weights(model: H2CL, x: torch.Tensor, hg: Hypergraph) -> list[torch.Tensor]:
     """The encoder's node->hyperedge weights a_ve at each layer on the full (un-augmented) hypergraph."""
+    if not isinstance(model, H2CL):
+        raise TypeError(f"model must be an H2CL, got {type(model).__name__}")
     with torch.no_grad():
         return [w.detach() for w in model.encoder(check_features(x, hg), hg)[2]]
 
