@@ -9,12 +9,20 @@ Gumbel-top-K (Yellott 1977; Kool et al. 2019): adding i.i.d. Gumbel(0, 1) noise 
 largest gives a draw of sigma from exactly this law, i.e. K draws without replacement from softmax(s).
 
 KL-regularised PL ranking loss (our reconstruction of AutoTool's Phase II; the PL generalisation of DPO): with
-K candidate tools c_1..c_K at a decision state h, returns R_k, sigma the ranking by R (ties broken at random) and
+K candidate tools c_1..c_K at a decision state h, returns R_k, sigma the ranking by R and
 u_k = beta [log pi_theta(c_k|h) - log pi_ref(c_k|h)],
 
     L = - sum_{j=1..K-1} [ u_sigma(j) - log sum_{l >= j} exp u_sigma(l) ]  = - log P(sigma | u).
 
 At K = 2 this is DPO's sigmoid loss -log sigmoid(beta [(log pi_w - log ref_w) - (log pi_l - log ref_l)]).
+
+Ties (``ties="group"``, the default): candidates with equal returns are not ranked against each other; each
+candidate competes only with the strictly worse ones,
+
+    L = - sum_k [ u_k - log( exp u_k + sum_{l: R_l < R_k} exp u_l ) ],
+
+which equals the PL loss above when all returns differ and is exactly 0 (no gradient) when they all tie. Breaking
+ties at random instead (``ties="random"``) injects zero-mean ranking noise into every tied row.
 """
 
 from __future__ import annotations
@@ -120,7 +128,16 @@ def rank_by_returns(returns: Tensor, ties: str = "random", generator: torch.Gene
     return perm.gather(-1, order)
 
 
-def kl_pl_loss(logp: Tensor, logp_ref: Tensor, rewards: Tensor, *, beta: float = 0.1, ties: str = "random",
+def _grouped_pl_nll(u: Tensor, rewards: Tensor) -> Tensor:
+    """-sum_k [u_k - log(exp u_k + sum_{l: R_l < R_k} exp u_l)] per row: PL with no terms between tied candidates."""
+    worse = rewards[..., None, :] < rewards[..., :, None]                  # [B, K, K]: l strictly worse than k
+    eye = torch.eye(u.shape[-1], dtype=torch.bool, device=u.device)
+    pool = u[..., None, :].expand(*u.shape, u.shape[-1]).masked_fill(~(worse | eye), float("-inf"))
+    terms = u - torch.logsumexp(pool, dim=-1)                             # 0 where no candidate is worse
+    return -terms.sum(-1)
+
+
+def kl_pl_loss(logp: Tensor, logp_ref: Tensor, rewards: Tensor, *, beta: float = 0.1, ties: str = "group",
                generator: torch.Generator | None = None, reduction: str = "mean") -> Tensor:
     """KL-regularised Plackett–Luce ranking loss [B18] (our reconstruction; PL-DPO).
 
@@ -129,7 +146,8 @@ def kl_pl_loss(logp: Tensor, logp_ref: Tensor, rewards: Tensor, *, beta: float =
         logp_ref: ``[B, K]`` the same under the frozen reference policy.
         rewards: ``[B, K]`` returns of the candidates; the ranking sorts them best first.
         beta: KL strength; u_k = beta (logp_k - logp_ref_k).
-        ties: how equal returns are ordered (``"random"`` or ``"first"``).
+        ties: ``"group"`` (default): no loss terms between candidates with equal returns (an all-tied row gives
+            loss 0); ``"random"`` / ``"first"``: order equal returns at random / in the candidates' order.
         reduction: ``"mean"`` over decision states, ``"sum"`` or ``"none"`` (``[B]``).
 
     L_b = -sum_{j<K} [u_sigma(j) - log sum_{l>=j} exp u_sigma(l)]; inventory normalisers cancel because they
@@ -146,9 +164,15 @@ def kl_pl_loss(logp: Tensor, logp_ref: Tensor, rewards: Tensor, *, beta: float =
         raise ValueError(f"beta must be a positive number, got {beta!r}")
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if ties not in ("group", "random", "first"):
+        raise ValueError(f"ties must be 'group', 'random' or 'first', got {ties!r}")
+    if not bool(torch.isfinite(rewards).all()):
+        raise ValueError("rewards must be finite")
     if not (bool(torch.isfinite(logp).all()) and bool(torch.isfinite(logp_ref).all())):
         raise ValueError("logp and logp_ref must be finite (a candidate with probability 0 cannot be ranked)")
     u = beta * (logp - logp_ref.detach())
-    sigma = rank_by_returns(rewards.detach(), ties=ties, generator=generator)
-    loss = -plackett_luce_log_prob(u, sigma)
+    if ties == "group":
+        loss = _grouped_pl_nll(u, rewards.detach())
+    else:
+        loss = -plackett_luce_log_prob(u, rank_by_returns(rewards.detach(), ties=ties, generator=generator))
     return loss if reduction == "none" else (loss.mean() if reduction == "mean" else loss.sum())

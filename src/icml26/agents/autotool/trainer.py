@@ -8,7 +8,7 @@ and the k3 KL to the SFT policy apply unchanged.
 Phase II, at a decision state h (a step t of an on-policy rollout):
   1. draw K candidate tools from pi_theta(.|h) without replacement (Gumbel-top-K);
   2. complete each candidate greedily with the current policy, giving returns R_k;
-  3. rank the candidates by R (ties at random) and minimise the PL-DPO loss of :func:`kl_pl_loss` with the frozen
+  3. rank the candidates by R (no loss terms between tied candidates) and minimise the PL-DPO loss of :func:`kl_pl_loss` with the frozen
      Phase-I policy as the reference.
 Every tool call (demonstrations, rollouts, candidate completions) is counted in ``env.env_steps``, the budget on
 which the arms are compared.
@@ -52,7 +52,9 @@ class AutoToolConfig:
     pl_tasks: int = 32                # decision states per Phase II update
     pl_lr: float | None = None        # Phase II learning rate (None: lr)
     pl_skip_ties: bool = True         # drop decision states whose K returns all tie (no ranking signal)
-    pl_shuffle: bool = False          # control: rank the K candidates at random instead of by their returns
+    pl_shuffle: bool = False          # control: permute the K returns within each row (ranking signal removed,
+    #                                   tie structure kept)
+    pl_ties: str = "group"            # kl_pl_loss ties: no loss terms between candidates with equal returns
     inventory_size: int = 20
     ops_range: tuple = (2, 4)         # operations per training task (lo, hi); harder tasks leave headroom
     max_grad_norm: float = 1.0
@@ -178,7 +180,7 @@ class AutoToolTrainer:
         self.gen = torch.Generator().manual_seed(seed)
         self.rng = np.random.default_rng(seed)
         self.ref: AutoToolPolicy | None = None
-        self.log: dict[str, list[float]] = {"sft_loss": [], "grpo_reward": [], "pl_loss": [], "pl_reward": []}
+        self.log: dict[str, list[float]] = {"sft_loss": [], "grpo_reward": [], "pl_loss": [], "pl_reward": [], "pl_tied_rows": []}
         self.updates = {"sft": 0, "grpo": 0, "pl": 0}
         self.max_update_steps = 0  # the most environment steps one RL update spent (the budget loops overshoot by < this)
 
@@ -298,14 +300,17 @@ class AutoToolTrainer:
             ref_logits = _decision_logits(self.ref, env, state)[torch.arange(b), t_dec]
         logp = F.log_softmax(logits, -1).gather(1, cand)
         logp_ref = F.log_softmax(ref_logits, -1).gather(1, cand)
-        rank_by = torch.rand(returns.shape, generator=self.gen) if cfg.pl_shuffle else returns
-        per_state = kl_pl_loss(logp, logp_ref, rank_by, beta=cfg.pl_beta, generator=self.gen, reduction="none")
+        rank_by = (returns.gather(1, torch.rand(returns.shape, generator=self.gen).argsort(1)) if cfg.pl_shuffle
+                   else returns)
+        per_state = kl_pl_loss(logp, logp_ref, rank_by, beta=cfg.pl_beta, ties=cfg.pl_ties, generator=self.gen,
+                               reduction="none")
         w = (returns.max(1).values > returns.min(1).values).float() if cfg.pl_skip_ties else torch.ones(b)
         loss = (per_state * w).sum() / w.sum().clamp_min(1.0)
         if float(w.sum()) > 0:
             self._update(loss)
         self.log["pl_loss"].append(float(loss.detach()))
         self.log["pl_reward"].append(float(returns.max(1).values.mean()))
+        self.log["pl_tied_rows"].append(float((returns.max(1).values == returns.min(1).values).float().mean()))
         self.updates["pl"] += 1
         return float(loss.detach())
 
