@@ -2,6 +2,7 @@
 context packing, analysers, metrics and the quick reproduction."""
 
 import base64
+import functools
 import math
 import re
 import sys
@@ -379,3 +380,53 @@ def test_edge_mask_is_symmetrised():
     assert torch.allclose(out, torch.tensor([0.4, 0.4, 0.9, 0.4]))
     with pytest.raises(ValueError):
         symmetrise_edge_mask(m[:3], ei)
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.graphs.gmllm as h
+    from icml26.graphs.gmllm.model import node_texts
+
+    g = h.build_code_graph(h.make_dataset(4, 0)[0].files)
+    enc = h.HashingEncoder().fit(node_texts(g))
+    d = h.to_pyg(g, enc, label=1)
+    gnn = h.CodeGNN(in_dim=d.x.shape[1])
+    nodes = len(g.nodes)
+    return [
+        (lambda: h.build_code_graph(["x = 1"]), TypeError, "mapping"),
+        (lambda: h.build_code_graph({"a.py": "x = 1"}, n_jobs=0), ValueError, "n_jobs"),               # was silent
+        (lambda: h.build_code_graph({}), ValueError, "empty project"),
+        (lambda: h.read_project("/nonexistent/dir"), ValueError, "not a directory"),
+        (lambda: h.read_project("/tmp", max_files=0), ValueError, "max_files"),                     # read everything
+        (lambda: h.HashingEncoder(dim=0), ValueError, "dim must be an integer >= 1"),                # was silent
+        (lambda: h.HashingEncoder(n_features=0), ValueError, "n_features"),
+        (lambda: h.to_pyg(g, enc, label=5), ValueError, "label must be 0"),                          # was silent
+        (lambda: h.to_pyg(g, object()), TypeError, "fitted NodeEncoder"),                            # AttributeError
+        (lambda: h.CodeGNN(in_dim=0), ValueError, "in_dim"),                                         # was silent
+        (lambda: h.CodeGNN(in_dim=32, layers=0), ValueError, "layers"),                              # was silent
+        (lambda: h.train_gnn([]), ValueError, "no training graphs"),
+        (lambda: h.train_gnn([d], arch="bogus"), ValueError, "unknown arch"),
+        (lambda: h.train_gnn([d], batch_size=0), ValueError, "batch_size"),
+        (lambda: h.predict_proba(gnn, []), ValueError, "no graphs to score"),                        # torch.cat error
+        (lambda: h.node_attribution(gnn, d, method="bogus"), ValueError, "unknown attribution"),
+        (lambda: h.pack(list(h.sections_of(g).values()), -1), ValueError, "budget"),
+        (lambda: h.order_guided(g, np.zeros(3)), ValueError, "one number per graph node"),          # IndexError
+        (lambda: h.order_guided(g, np.full(nodes, np.nan)), ValueError, "NaN"),                      # was silent
+        (lambda: h.order_guided(g, np.zeros(nodes), k=0), ValueError, "k must be"),                  # was silent
+        (lambda: h.localise(g, h.order_whole(g), h.ChainAnalyzer(), 0), ValueError, "budget"),
+        (lambda: h.recall_at_k(["a"], ["a"], 0), ValueError, "k must be an integer >= 1"),           # returned 0.0
+        (lambda: h.recall_at_k(["a"], [], 3), ValueError, "at least one true item"),
+        (lambda: h.file_recall_at_k(["a"], ["a"], -1), ValueError, "k must be"),                     # returned 0.0
+        (lambda: h.CallableAnalyzer(3), TypeError, "callable"),
+        (lambda: h.make_project(np.random.default_rng(0), True, n_files=(5, 2)), ValueError, "n_files"),
+        (lambda: h.make_dataset(0, 0), ValueError, "at least 4 projects"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(27))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 27
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -19,6 +19,8 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from icml26.harness import validate
+
 from .codegraph import CodeGraph, _dotted, tags_of_call
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -99,6 +101,10 @@ def order_random(g: CodeGraph, rng: np.random.Generator) -> list[str]:
 def order_guided(g: CodeGraph, scores: np.ndarray, k: int = 5) -> list[str]:
     """Top-k functions by attribution score, each followed by its 1-hop call/flow/reference neighbours, then
     the remaining functions by score."""
+    k = validate.positive_int("k", k)
+    scores = validate.finite("scores", np.asarray(scores, dtype=float))
+    if scores.shape != (len(g.nodes),):
+        raise ValueError(f"scores must hold one number per graph node ({len(g.nodes)}), got shape {scores.shape}")
     funcs = g.functions()
     ranked = sorted(funcs, key=lambda n: -float(scores[n.id]))
     nbrs: dict[int, list[int]] = {}
@@ -213,6 +219,7 @@ def localise(g: CodeGraph, order: Sequence[str], analyzer: Analyzer, budget: int
 
 def recall_at_k(ranked: Sequence[str], truth: Sequence[str], k: int) -> float:
     """Share of the true items among the first k ranked."""
+    k = validate.positive_int("k", k)
     if not truth:
         raise ValueError("recall@k needs at least one true item")
     return len(set(ranked[:k]) & set(truth)) / len(truth)

@@ -28,6 +28,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from icml26.harness import validate
+
 log = logging.getLogger(__name__)
 
 NODE_TYPES = ("module", "class", "function", "string")
@@ -273,6 +275,7 @@ def build_code_graph(files: Mapping[str, str], *, n_jobs: int = 1) -> CodeGraph:
     for k, v in files.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise TypeError(f"file paths and sources must be str; got {type(k).__name__} -> {type(v).__name__}")
+    n_jobs = validate.positive_int("n_jobs", n_jobs)
     items = sorted(files.items())
     if n_jobs > 1 and len(items) > 50:
         with ProcessPoolExecutor(n_jobs) as ex:
@@ -369,6 +372,8 @@ def build_code_graph(files: Mapping[str, str], *, n_jobs: int = 1) -> CodeGraph:
 
 def read_project(root: str | Path, max_files: int | None = None) -> dict[str, str]:
     """Read ``*.py`` files under ``root`` as text (``{relative_path: source}``); nothing is imported."""
+    if max_files is not None:
+        max_files = validate.positive_int("max_files", max_files)
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"{root} is not a directory")

@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate
+
 from .codegraph import EDGE_TYPES, CodeGraph, degree_features
 
 NUM_RELATIONS = 2 * len(EDGE_TYPES)
@@ -47,7 +49,9 @@ class HashingEncoder:
     bigrams), TF-IDF and truncated SVD to ``dim`` dimensions. Deterministic given ``random_state``."""
 
     def __init__(self, dim: int = 32, n_features: int = 2 ** 12, random_state: int = 0) -> None:
-        self.dim, self.n_features, self.random_state = dim, n_features, random_state
+        self.dim = validate.positive_int("dim", dim)
+        self.n_features = validate.positive_int("n_features", n_features)
+        self.random_state = random_state
 
     def fit(self, texts: Sequence[str]) -> "HashingEncoder":
         from sklearn.decomposition import TruncatedSVD
@@ -79,6 +83,10 @@ def to_pyg(g: CodeGraph, encoder: NodeEncoder, label: int | None = None):
     edge_type, y (when given) and the node kinds."""
     from torch_geometric.data import Data
 
+    if not callable(getattr(encoder, "transform", None)):
+        raise TypeError(f"encoder must be a fitted NodeEncoder (with .transform(texts)), got {type(encoder).__name__}")
+    if label is not None and label not in (0, 1):
+        raise ValueError(f"label must be 0 (benign), 1 (malicious) or None, got {label!r}")
     x = np.hstack([encoder.transform(node_texts(g)), degree_features(g)])
     ei, et = g.edge_index()
     ei = np.hstack([ei, ei[::-1]])
@@ -127,6 +135,8 @@ class CodeGNN(nn.Module):
 
     def __init__(self, in_dim: int, hid: int = 64, layers: int = 3, num_relations: int = NUM_RELATIONS) -> None:
         super().__init__()
+        for name, value in (("in_dim", in_dim), ("hid", hid), ("layers", layers), ("num_relations", num_relations)):
+            validate.positive_int(name, value)
         conv = _rel_conv_class()
         dims = [in_dim] + [hid] * layers
         self.convs = nn.ModuleList(conv(dims[i], dims[i + 1], num_relations) for i in range(layers))
@@ -187,6 +197,9 @@ def train_gnn(data: list, *, hid: int = 64, epochs: int = 60, lr: float = 5e-3, 
         raise ValueError(f"unknown arch {arch!r}; use one of {sorted(ARCHS)}")
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+    validate.positive_int("hid", hid)
+    validate.positive_int("batch_size", batch_size)
+    validate.positive("lr", lr)
     torch.manual_seed(seed)
     y = torch.cat([d.y for d in data])
     counts = torch.bincount(y, minlength=2).float().clamp_min(1)
@@ -210,6 +223,8 @@ def predict_proba(model: nn.Module, data: list) -> np.ndarray:
     """p(malicious) per graph."""
     from torch_geometric.loader import DataLoader
 
+    if not data:
+        raise ValueError("no graphs to score: pass a non-empty list of to_pyg graphs")
     out = []
     for b in DataLoader(data, batch_size=64):
         out.append(torch.softmax(model(b.x, b.edge_index, b.edge_type, b.batch), -1)[:, 1])

@@ -224,6 +224,9 @@ def make_project(rng: np.random.Generator, malicious: bool, *, n_files: tuple[in
     count, function count, injected-name style and behaviour tags carry no label information; only the data
     flow does. ``kind`` records the template (``"benign/<template>"`` for a mirror).
     """
+    for name, (lo, hi) in (("n_files", n_files), ("n_decoys", n_decoys)):
+        if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
+            raise ValueError(f"{name} must be a (low, high) pair of ints with 1 <= low <= high, got {(lo, hi)!r}")
     tmpl = tuple(CHAINS) if templates is None else tuple(templates)
     if not tmpl or any(t not in CHAINS for t in tmpl):
         raise ValueError(f"templates must be a non-empty subset of {sorted(CHAINS)}, got {templates!r}")
