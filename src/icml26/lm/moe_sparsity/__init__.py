@@ -9,12 +9,22 @@
 from .calibrate import Calibration, calibrate_drop, calibrate_layers, capture_moe_inputs, moe_inputs
 from .moe import SUPPORTED_HF_BLOCKS, SparseMoE, SwiGLU, convert_hf_moe, model_stats, moe_layers, set_drop_policy
 from .partition import neuron_importance, partition_experts, permute_neurons, reconstruct_experts
-from .policies import CapacityDrop, DropPolicy, DualThresholdDrop, RandomDrop, RatioSkip, ThresholdDrop, TopKReduce
+from .policies import (
+    CapacityDrop,
+    DropPolicy,
+    DualThresholdDrop,
+    RandomDrop,
+    RatioSkip,
+    ThresholdDrop,
+    TopKPartial,
+    TopKReduce,
+)
 from .posttrain import post_train
-from .testbed import MOE_2L, MOE_4L, MoELMConfig, load_moe_lm
+from .testbed import MOE_2L, MOE_4L, OLMOE_2L, OLMOE_4L, MoELMConfig, OlmoeLMConfig, load_moe_lm
 
 __all__ = ["SparseMoE", "SwiGLU", "convert_hf_moe", "moe_layers", "set_drop_policy", "model_stats",
            "SUPPORTED_HF_BLOCKS", "partition_experts", "permute_neurons", "neuron_importance", "reconstruct_experts",
-           "DropPolicy", "ThresholdDrop", "DualThresholdDrop", "RandomDrop", "TopKReduce", "RatioSkip", "CapacityDrop",
+           "DropPolicy", "ThresholdDrop", "DualThresholdDrop", "RandomDrop", "TopKReduce", "TopKPartial", "RatioSkip",
+           "CapacityDrop",
            "calibrate_drop", "calibrate_layers", "Calibration", "capture_moe_inputs", "moe_inputs", "post_train", "MoELMConfig",
-           "MOE_4L", "MOE_2L", "load_moe_lm"]
+           "OlmoeLMConfig", "MOE_4L", "MOE_2L", "OLMOE_4L", "OLMOE_2L", "load_moe_lm"]

@@ -21,13 +21,16 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from .moe import SparseMoE, moe_layers
+from icml26.harness import validate as v
+
+from .moe import SparseMoE, _check_tokens, moe_layers
 from .policies import DropPolicy, DualThresholdDrop, ThresholdDrop
 
 
 @contextmanager
 def capture_moe_inputs(layers: list[SparseMoE]) -> Iterator[list[list[torch.Tensor]]]:
     """Record the input of every call of each layer (flattened to ``[N, d]``) while the context is open."""
+    layers = _check_layers(layers)
     store: list[list[torch.Tensor]] = [[] for _ in layers]
     hooks = [m.register_forward_pre_hook(lambda mod, args, i=i: store[i].append(args[0].detach().reshape(-1, mod.hidden_size)))
              for i, m in enumerate(layers)]
@@ -44,6 +47,7 @@ def moe_inputs(model: nn.Module, ids: torch.Tensor) -> list[torch.Tensor]:
     layers = moe_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no SparseMoE layer; convert it first with convert_hf_moe(model)")
+    _check_ids("ids", ids, model)
     saved = [m.drop_policy for m in layers]
     for m in layers:
         m.drop_policy = None
@@ -65,6 +69,14 @@ class Calibration:
     mse: float                  # summed relative output MSE over layers on the calibration inputs
     grid: list[dict[str, float]]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, DropPolicy):
+            raise TypeError(f"policy must be a DropPolicy, got {v.describe(self.policy)}")
+        v.non_negative("compute_drop", self.compute_drop)
+        v.non_negative("mse", self.mse)
+        if not isinstance(self.grid, list):
+            raise TypeError(f"grid must be a list of dicts, got {v.describe(self.grid)}")
+
 
 def _droppable_weights(layers: list[SparseMoE], xs: list[torch.Tensor]) -> tuple[torch.Tensor, int]:
     ws, total = [], 0
@@ -81,7 +93,7 @@ def _layer_error(layers: list[SparseMoE], xs: list[torch.Tensor], refs: list[tor
     for m, x, ref in zip(layers, xs, refs):
         saved, m.drop_policy = m.drop_policy, policy
         try:
-            y = m(x)
+            y = m.output(x)
         finally:
             m.drop_policy = saved
         err += float(((y - ref) ** 2).mean() / (ref ** 2).mean())
@@ -100,15 +112,45 @@ def calibrate_drop(model: nn.Module, calib_ids: torch.Tensor, target_drop: float
     pair of every token is kept, so at most 1 - 1/(kP) of the pairs can be dropped).
     """
     _check_target(target_drop)
+    _check_options(dual, grid_size)
     layers = moe_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no SparseMoE layer; convert it first with convert_hf_moe(model)")
+    _check_ids("calib_ids", calib_ids, model)
     return calibrate_layers(layers, moe_inputs(model, calib_ids), target_drop, dual=dual, grid_size=grid_size)
 
 
 def _check_target(target_drop: float) -> None:
-    if not (isinstance(target_drop, (int, float)) and math.isfinite(target_drop) and 0.0 <= target_drop < 1.0):
-        raise ValueError(f"target_drop must be a fraction in [0, 1), got {target_drop!r}")
+    v.in_range("target_drop", target_drop, 0.0, 1.0, high_open=True)
+
+
+def _check_options(dual: bool, grid_size: int) -> None:
+    if not isinstance(dual, bool):
+        raise TypeError(f"dual must be True or False, got {v.describe(dual)}")
+    v.positive_int("grid_size", grid_size)
+
+
+def _check_layers(layers) -> list[SparseMoE]:
+    if isinstance(layers, nn.Module):
+        raise TypeError("layers must be a list of SparseMoE layers, not one module; pass moe_layers(model)")
+    layers = list(v.non_empty("layers", list(layers)))
+    for m in layers:
+        if not isinstance(m, SparseMoE):
+            raise TypeError(f"layers must hold SparseMoE layers, got a {type(m).__name__}")
+    return layers
+
+
+def _check_ids(name: str, ids, model: nn.Module) -> None:
+    """Token ids ``[batch, seq]`` (integers in [0, vocab) when the model says its vocabulary size)."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids [batch, seq], got {v.describe(ids)}")
+    v.ndim(name, ids, 2)
+    v.non_empty(name, ids)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(vocab, int):
+        v.indices(name, ids, vocab)
+    elif ids.is_floating_point():
+        raise TypeError(f"{name} must hold integer token ids, got a {ids.dtype} tensor")
 
 
 @torch.no_grad()
@@ -116,8 +158,12 @@ def calibrate_layers(layers: list[SparseMoE], xs: list[torch.Tensor], target_dro
                      grid_size: int = 12) -> Calibration:
     """:func:`calibrate_drop` on given layers and their captured inputs ``xs`` (each ``[N, d]``)."""
     _check_target(target_drop)
-    if len(layers) != len(xs) or not layers:
-        raise ValueError("need one input batch per layer (and at least one layer)")
+    _check_options(dual, grid_size)
+    layers = _check_layers(layers)
+    if isinstance(xs, torch.Tensor) or len(xs) != len(layers):
+        raise ValueError(f"xs must be a list with one input batch per layer ({len(layers)}), got "
+                         f"{v.describe(xs) if isinstance(xs, torch.Tensor) else len(xs)}")
+    xs = [_check_tokens(x, m.hidden_size, f"xs[{i}]") for i, (m, x) in enumerate(zip(layers, xs))]
     w, total = _droppable_weights(layers, xs)
     if target_drop > w.numel() / total + 1e-9:
         raise ValueError(f"target_drop={target_drop} would leave tokens with no expert: keeping each token's top "
@@ -125,7 +171,7 @@ def calibrate_layers(layers: list[SparseMoE], xs: list[torch.Tensor], target_dro
     refs = []
     for m, x in zip(layers, xs):
         saved, m.drop_policy = m.drop_policy, None
-        refs.append(m(x))
+        refs.append(m.output(x))
         m.drop_policy = saved
     ws = torch.sort(w).values
     n_drop = target_drop * total                    # pairs to drop, counted over all pairs

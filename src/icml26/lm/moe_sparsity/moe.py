@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate as v
+
 from .policies import DropPolicy
 
 SUPPORTED_HF_BLOCKS = ("MixtralSparseMoeBlock", "OlmoeSparseMoeBlock", "Qwen2MoeSparseMoeBlock",
@@ -32,10 +34,27 @@ SUPPORTED_HF_BLOCKS = ("MixtralSparseMoeBlock", "OlmoeSparseMoeBlock", "Qwen2Moe
 
 # helper functions
 
-def _check_int(name: str, v: int, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return v
+def _check_tokens(x: torch.Tensor, d: int, name: str = "x") -> torch.Tensor:
+    """A finite tensor of token vectors of width ``d`` (any leading shape), flattened to ``[N, d]``."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token vectors, got {v.describe(x)}")
+    if x.ndim == 0 or x.shape[-1] != d:
+        raise ValueError(f"{name} must have last dimension hidden_size = {d}, got shape {tuple(x.shape)}")
+    v.non_empty(name, x)
+    v.finite(name, x)
+    return x.reshape(-1, d)
+
+
+@torch.no_grad()
+def _returns_pair(block: nn.Module, d: int, like: torch.Tensor) -> bool:
+    """Whether a Hugging Face MoE block returns ``(hidden, router_logits)`` (transformers 4) or a tensor (5)."""
+    was = block.training
+    block.eval()
+    try:
+        out = block(torch.zeros(1, 1, d, dtype=like.dtype, device=like.device))
+    finally:
+        block.train(was)
+    return isinstance(out, tuple)
 
 
 # main class
@@ -65,10 +84,12 @@ class SparseMoE(nn.Module):
     def __init__(self, hidden_size: int, ffn_size: int, num_experts: int, top_k: int, *, renormalize: bool = True,
                  num_parts: int = 1, major_fraction: float = 0.5, shared_ffn_size: int = 0) -> None:
         super().__init__()
-        d, f, e = (_check_int(n, v) for n, v in (("hidden_size", hidden_size), ("ffn_size", ffn_size),
-                                                  ("num_experts", num_experts)))
-        _check_int("top_k", top_k)
-        _check_int("num_parts", num_parts)
+        d, f = v.positive_int("hidden_size", hidden_size), v.positive_int("ffn_size", ffn_size)
+        e = v.positive_int("num_experts", num_experts)
+        top_k, num_parts = v.positive_int("top_k", top_k), v.positive_int("num_parts", num_parts)
+        shared_ffn_size = v.non_negative_int("shared_ffn_size", shared_ffn_size)
+        if not isinstance(renormalize, bool):
+            raise TypeError(f"renormalize must be True or False, got {v.describe(renormalize)}")
         if top_k * num_parts > e:
             raise ValueError(f"top_k * num_parts = {top_k * num_parts} exceeds num_experts = {e}; lower top_k")
         self.hidden_size, self.ffn_size, self.num_experts = d, f, e
@@ -83,11 +104,26 @@ class SparseMoE(nn.Module):
         self.shared: nn.Module | None = None
         self.shared_gate: nn.Module | None = None
         if shared_ffn_size:
-            self.shared = SwiGLU(d, _check_int("shared_ffn_size", shared_ffn_size))
+            self.shared = SwiGLU(d, shared_ffn_size)
         self.drop_policy: DropPolicy | None = None
         self.last_stats: dict[str, float] = {}
+        # transformers 4 decoder layers unpack ``hidden, router_logits = block(h)``; from_hf sets this when the
+        # block it replaces returned such a pair, so the converted model keeps working there
+        self.return_router_logits = False
 
     # properties
+
+    @property
+    def drop_policy(self) -> DropPolicy | None:
+        """Which (token, expert) pairs are computed, and how much of each (``None``: every pair, in full)."""
+        return self._drop_policy
+
+    @drop_policy.setter
+    def drop_policy(self, policy: DropPolicy | None) -> None:
+        if policy is not None and not isinstance(policy, DropPolicy):
+            raise TypeError(f"drop_policy must be a DropPolicy (e.g. ThresholdDrop(0.2)) or None, got "
+                            f"{v.describe(policy)}")
+        self._drop_policy = policy
 
     @property
     def selected(self) -> int:
@@ -104,20 +140,26 @@ class SparseMoE(nn.Module):
         return self._major_fraction
 
     @major_fraction.setter
-    def major_fraction(self, v: float) -> None:
-        if not (isinstance(v, (int, float)) and 0.0 < float(v) <= 1.0):
-            raise ValueError(f"major_fraction must lie in (0, 1], got {v!r}")
-        self._major_fraction = float(v)
+    def major_fraction(self, value: float) -> None:
+        value = v.finite_number("major_fraction", value)
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"major_fraction must lie in (0, 1] (share of each expert's neurons in the major part), "
+                             f"got {value}")
+        self._major_fraction = value
 
     # routing
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Routing weights ``w`` (parent-equivalent, sorted descending) and sub-expert ids, each ``[N, kP]``."""
-        probs = torch.softmax(self.router(x).float(), dim=-1)
+        x = _check_tokens(x, self.hidden_size)
+        return self._select(self.router(x), x.dtype)
+
+    def _select(self, logits: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        probs = torch.softmax(logits.float(), dim=-1)
         w, idx = torch.topk(probs, self.selected, dim=-1)
         if self.renormalize:
             w = w / w.sum(dim=-1, keepdim=True)
-        return (w * self.num_parts).to(x.dtype), idx
+        return (w * self.num_parts).to(dtype), idx
 
     # experts
 
@@ -129,6 +171,16 @@ class SparseMoE(nn.Module):
     def experts_forward(self, x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
         """Grouped execution: gather the kept pairs per expert (full-level rows first), one matmul chain per
         expert and level, scale by w, scatter-add back. Returns ``[N, d]``."""
+        x = _check_tokens(x, self.hidden_size)
+        v.shape("idx", idx, (x.shape[0], self.selected))
+        v.shape("w", w, (x.shape[0], self.selected))
+        v.shape("level", level, (x.shape[0], self.selected))
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.num_experts):
+            raise ValueError(f"idx must hold expert ids in [0, {self.num_experts}), got {int(idx.min())} to "
+                             f"{int(idx.max())}")
+        if level.numel() and not bool(((level == 0) | (level == 1) | (level == 2)).all()):
+            raise ValueError("level must hold 0 (drop), 1 (major part) or 2 (full expert) per pair; a drop policy "
+                             "returned something else")
         n_tok, k = idx.shape
         flat_lvl = level.reshape(-1)
         sel = torch.nonzero(flat_lvl > 0).squeeze(1)
@@ -162,13 +214,26 @@ class SparseMoE(nn.Module):
                             "expert_flops": 6.0 * self.hidden_size * (n_full * f + n_major * m)}
         return out
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        if hidden_states.shape[-1] != self.hidden_size:
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The layer's output (same shape as the input); with ``return_router_logits`` (set by :meth:`from_hf`
+        for a transformers-4 block) the pair ``(output, router_logits [N, E'])`` that such decoder layers unpack."""
+        out, logits = self._forward(hidden_states)
+        return (out, logits) if self.return_router_logits else out
+
+    def output(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """The layer's output tensor alone, whatever ``return_router_logits`` says."""
+        return self._forward(hidden_states)[0]
+
+    def _forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(hidden_states, torch.Tensor):
+            raise TypeError(f"hidden_states must be a torch.Tensor, got {v.describe(hidden_states)}")
+        if hidden_states.ndim == 0 or hidden_states.shape[-1] != self.hidden_size:
             raise ValueError(f"SparseMoE expects inputs with last dimension {self.hidden_size}, "
                              f"got shape {tuple(hidden_states.shape)}")
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, self.hidden_size)
-        w, idx = self.route(x)
+        logits = self.router(x)
+        w, idx = self._select(logits, x.dtype)
         if self.drop_policy is None:
             level = torch.full(idx.shape, 2, dtype=torch.int8)
         else:
@@ -180,7 +245,7 @@ class SparseMoE(nn.Module):
             if self.shared_gate is not None:
                 s = torch.sigmoid(self.shared_gate(x)) * s
             out = out + s
-        return out.view(shape)
+        return out.view(shape), logits
 
     def _count_fixed_flops(self, n_tok: int) -> None:
         """Add the work every token pays whatever the policy: the router (2 d E') and the shared expert(s) with
@@ -206,6 +271,8 @@ class SparseMoE(nn.Module):
         ``Qwen2MoeSparseMoeBlock`` (shared expert with sigmoid gate, kept as is) and ``Qwen3MoeSparseMoeBlock``
         (``norm_topk_prob`` from the router); fused (transformers >= 5) and per-expert ``ModuleList`` layouts.
         """
+        if not isinstance(block, nn.Module):
+            raise TypeError(f"block must be a Hugging Face sparse MoE block (an nn.Module), got {v.describe(block)}")
         name = type(block).__name__
         if name not in SUPPORTED_HF_BLOCKS:
             raise ValueError(f"unsupported MoE block {name}; SparseMoE.from_hf takes one of {', '.join(SUPPORTED_HF_BLOCKS)}")
@@ -242,6 +309,7 @@ class SparseMoE(nn.Module):
         if getattr(block, "shared_expert", None) is not None:
             moe.shared = copy.deepcopy(block.shared_expert)
             moe.shared_gate = copy.deepcopy(getattr(block, "shared_expert_gate", None))
+        moe.return_router_logits = _returns_pair(block, d, router_w)
         return moe
 
     def extra_repr(self) -> str:
@@ -254,6 +322,7 @@ class SwiGLU(nn.Module):
 
     def __init__(self, d: int, f: int) -> None:
         super().__init__()
+        d, f = v.positive_int("d", d), v.positive_int("f", f)
         self.gate_proj, self.up_proj = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)
         self.down_proj = nn.Linear(f, d, bias=False)
 
@@ -265,6 +334,8 @@ class SwiGLU(nn.Module):
 
 def moe_layers(model: nn.Module) -> list[SparseMoE]:
     """Every :class:`SparseMoE` in ``model``, in module order."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {v.describe(model)}")
     return [m for m in model.modules() if isinstance(m, SparseMoE)]
 
 
@@ -276,6 +347,8 @@ def convert_hf_moe(model: nn.Module, *, inplace: bool = False) -> nn.Module:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module (a Hugging Face MoE causal LM), got {type(model).__name__}")
+    if not isinstance(inplace, bool):
+        raise TypeError(f"inplace must be True or False, got {v.describe(inplace)}")
     target = model if inplace else copy.deepcopy(model)
     found = 0
     for parent in list(target.modules()):
@@ -304,10 +377,16 @@ def set_drop_policy(model: nn.Module, policy: DropPolicy | None) -> list[SparseM
 def model_stats(layers: Iterable[SparseMoE]) -> dict[str, float]:
     """Pair-weighted drop rates over the layers' ``last_stats``, the summed ``flops`` of the layers (routed
     experts, routers and shared experts) and ``moe_compute_drop``, the share of those FLOPs skipped."""
-    layers = list(layers)
-    pairs = sum(m.last_stats.get("pairs", 0.0) for m in layers)
-    if pairs == 0:
-        return {"pair_drop_rate": math.nan, "compute_drop": math.nan, "flops": math.nan, "moe_compute_drop": math.nan}
+    if isinstance(layers, nn.Module):
+        raise TypeError("layers must be a list of SparseMoE layers, not one module; pass moe_layers(model)")
+    layers = list(v.non_empty("layers", list(layers)))
+    for m in layers:
+        if not isinstance(m, SparseMoE):
+            raise TypeError(f"layers must hold SparseMoE layers, got a {type(m).__name__}")
+        if "flops" not in m.last_stats:
+            raise ValueError("a layer has no statistics yet: run a forward pass through the model (or layer) "
+                             "before model_stats")
+    pairs = sum(m.last_stats["pairs"] for m in layers)
     out = {k: sum(m.last_stats[k] * m.last_stats["pairs"] for m in layers) / pairs
            for k in ("pair_drop_rate", "compute_drop")}
     flops = sum(m.last_stats["flops"] for m in layers)

@@ -21,7 +21,9 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from .moe import SparseMoE
+from icml26.harness import validate as v
+
+from .moe import SparseMoE, _check_tokens
 
 
 def _check_moe(moe) -> None:
@@ -33,7 +35,10 @@ def _check_moe(moe) -> None:
 def _check_order(order: torch.Tensor | None, e: int, f: int) -> torch.Tensor:
     if order is None:
         return torch.arange(f).expand(e, f)
-    order = torch.as_tensor(order)
+    if not isinstance(order, torch.Tensor):
+        order = torch.as_tensor(v.finite("order", order))
+    if order.is_floating_point() or order.is_complex():
+        raise TypeError(f"order must hold integer neuron indices, got a {order.dtype} tensor")
     if order.shape == (f,):
         order = order.expand(e, f)
     if order.shape != (e, f) or not torch.equal(torch.sort(order, dim=1).values, torch.arange(f).expand(e, f)):
@@ -60,8 +65,7 @@ def partition_experts(moe: SparseMoE, num_parts: int, order: torch.Tensor | None
     into ``num_parts`` contiguous groups of F/P neurons; the router rows are duplicated. Returns a new layer
     that equals ``moe`` at initialisation (the original is left unchanged; its drop policy is not copied)."""
     _check_moe(moe)
-    if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1:
-        raise ValueError(f"num_parts must be an integer >= 1, got {num_parts!r}")
+    num_parts = v.positive_int("num_parts", num_parts)
     if moe.ffn_size % num_parts:
         raise ValueError(f"num_parts={num_parts} must divide the expert width {moe.ffn_size}")
     base = moe if order is None else permute_neurons(moe, order)
@@ -72,6 +76,7 @@ def partition_experts(moe: SparseMoE, num_parts: int, order: torch.Tensor | None
     out.w_in.copy_(base.w_in.reshape(e * p, f, 2, d))    # child e*P + q: neurons q*f .. (q+1)*f - 1 of expert e
     out.w_out.copy_(base.w_out.reshape(e * p, f, d))
     out.shared, out.shared_gate = copy.deepcopy(moe.shared), copy.deepcopy(moe.shared_gate)
+    out.return_router_logits = moe.return_router_logits
     return out
 
 
@@ -79,9 +84,7 @@ def partition_experts(moe: SparseMoE, num_parts: int, order: torch.Tensor | None
 def neuron_importance(moe: SparseMoE, calib_x: torch.Tensor) -> torch.Tensor:
     """I[e, i] = mean over calibration tokens routed to e of w_e |silu(W1_i x) (W3_i x)|, times ||W2[:, i]||."""
     _check_moe(moe)
-    x = torch.as_tensor(calib_x).reshape(-1, moe.hidden_size)
-    if x.shape[0] == 0 or not torch.isfinite(x).all():
-        raise ValueError("calib_x must hold at least one finite token vector of width hidden_size")
+    x = _check_tokens(calib_x, moe.hidden_size, "calib_x")
     w, idx = moe.route(x)
     imp = torch.zeros(moe.num_experts, moe.ffn_size)
     for e in range(moe.num_experts):
@@ -99,7 +102,10 @@ def reconstruct_experts(moe: SparseMoE, importance: torch.Tensor, major_fraction
     """Reorder each expert's neurons by descending importance (exact) and set the major part to the top
     ``major_fraction`` of them: the partial partition that dual-threshold dropping uses at level 1."""
     _check_moe(moe)
-    importance = torch.as_tensor(importance)
+    if not isinstance(importance, torch.Tensor):
+        importance = torch.as_tensor(v.finite("importance", importance))
+    v.finite("importance", importance)
+    v.in_range("major_fraction", major_fraction, 0.0, 1.0, low_open=True)
     if importance.shape != (moe.num_experts, moe.ffn_size):
         raise ValueError(f"importance must have shape ({moe.num_experts}, {moe.ffn_size}), got {tuple(importance.shape)}")
     out = permute_neurons(moe, torch.argsort(importance, dim=1, descending=True, stable=True))

@@ -8,6 +8,7 @@ pair: 0 = dropped, 1 = major part only (the first ``major_fraction`` of the expe
     DualThresholdDrop(lo, hi)       level = 0 if w < lo; 1 if lo <= w < hi; 2 if w >= hi           (the paper)
     RandomDrop(rate)                drop pairs uniformly at random at the given pair rate          (baseline)
     TopKReduce(k)                   keep the k highest-weight pairs of each token (static top-k)   (baseline)
+    TopKPartial(k)                  top k pairs in full, the others major part only (fixed partial)(baseline)
     CapacityDrop(capacity_factor)   each expert takes at most C = cf * N * K / E pairs, highest w first (baseline)
     RatioSkip(beta)                 NAEE-style dynamic skipping: drop pair j if w_j < beta * w_1   (baseline)
 
@@ -29,21 +30,37 @@ from dataclasses import dataclass
 
 import torch
 
+from icml26.harness import validate as v
+
 # helper functions
 
 
-def _check_unit(name: str, v: float) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
-        raise ValueError(f"{name} must be a finite number in [0, 1], got {v!r}")
-    if not 0.0 <= float(v) <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1] (a routing weight after normalisation), got {v}; "
+def _check_unit(name: str, value: float) -> float:
+    value = v.finite_number(name, value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1] (a routing weight after normalisation), got {value}; "
                          f"pass a value between 0 (drop nothing) and 1")
-    return float(v)
+    return value
 
 
 def _check_parts(num_experts: int, num_parts: int) -> int:
+    num_experts = v.positive_int("num_experts", num_experts)
     if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1 or num_experts % num_parts:
         raise ValueError(f"num_parts must be a positive integer dividing num_experts={num_experts}, got {num_parts!r}")
+    return num_parts
+
+
+def _check_call(w: torch.Tensor, experts: torch.Tensor, num_experts: int, num_parts: int) -> int:
+    """Arguments of ``policy(w, experts, num_experts, num_parts)``: weights ``[N, K]`` and expert ids of the
+    same shape in ``[0, num_experts)``."""
+    num_parts = _check_parts(num_experts, num_parts)
+    for name, t in (("w", w), ("experts", experts)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {v.describe(t)}")
+    v.ndim("w", w, 2)
+    v.shape("experts", experts, tuple(w.shape))
+    v.finite("w", w)
+    v.indices("experts", experts, num_experts)
     return num_parts
 
 
@@ -67,7 +84,13 @@ class DropPolicy:
     keep_top1: bool = True
 
     def __call__(self, w: torch.Tensor, experts: torch.Tensor, num_experts: int, num_parts: int = 1) -> torch.Tensor:
-        raise NotImplementedError
+        _check_call(w, experts, num_experts, num_parts)
+        raise NotImplementedError(f"{type(self).__name__} is the base class: subclass it and define __call__, or use "
+                                  "ThresholdDrop / DualThresholdDrop / a baseline policy")
+
+    def _check_flag(self) -> None:
+        if not isinstance(self.keep_top1, bool):
+            raise TypeError(f"keep_top1 must be True or False, got {v.describe(self.keep_top1)}")
 
 
 @dataclass
@@ -79,9 +102,10 @@ class ThresholdDrop(DropPolicy):
 
     def __post_init__(self) -> None:
         self.tau = _check_unit("tau", self.tau)
+        self._check_flag()
 
     def __call__(self, w, experts, num_experts, num_parts=1):
-        _check_parts(num_experts, num_parts)
+        _check_call(w, experts, num_experts, num_parts)
         return _protect_top1((w >= self.tau).to(torch.int8) * 2, self.keep_top1, experts, num_parts)
 
 
@@ -96,11 +120,12 @@ class DualThresholdDrop(DropPolicy):
 
     def __post_init__(self) -> None:
         self.tau_lo, self.tau_hi = _check_unit("tau_lo", self.tau_lo), _check_unit("tau_hi", self.tau_hi)
+        self._check_flag()
         if self.tau_lo > self.tau_hi:
             raise ValueError(f"tau_lo must be <= tau_hi, got tau_lo={self.tau_lo} > tau_hi={self.tau_hi}; swap them")
 
     def __call__(self, w, experts, num_experts, num_parts=1):
-        _check_parts(num_experts, num_parts)
+        _check_call(w, experts, num_experts, num_parts)
         level = (w >= self.tau_lo).to(torch.int8) + (w >= self.tau_hi).to(torch.int8)
         return _protect_top1(level, self.keep_top1, experts, num_parts)
 
@@ -117,10 +142,12 @@ class RandomDrop(DropPolicy):
 
     def __post_init__(self) -> None:
         self.rate = _check_unit("rate", self.rate)
+        self.seed = v.non_negative_int("seed", self.seed)
+        self._check_flag()
         self._gen = torch.Generator().manual_seed(int(self.seed))
 
     def __call__(self, w, experts, num_experts, num_parts=1):
-        _check_parts(num_experts, num_parts)
+        _check_call(w, experts, num_experts, num_parts)
         n, kp = w.shape
         k = max(1, kp // num_parts)                 # selected parents per token
         droppable = k - 1 if self.keep_top1 else k
@@ -145,12 +172,33 @@ class TopKReduce(DropPolicy):
     k: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+        if isinstance(self.k, int) and not isinstance(self.k, bool) and self.k < 1:
             raise ValueError(f"TopKReduce needs k >= 1 (k = 0 would leave every token with no expert), got {self.k!r}")
+        self.k = v.positive_int("k", self.k)
 
     def __call__(self, w, experts, num_experts, num_parts=1):
-        _check_parts(num_experts, num_parts)
+        _check_call(w, experts, num_experts, num_parts)
         level = torch.zeros_like(w, dtype=torch.int8)
+        level[:, : self.k * num_parts] = 2
+        return level
+
+
+@dataclass
+class TopKPartial(DropPolicy):
+    """Baseline for the dual threshold: a *fixed* partial rule that ignores the routing weights' values. The
+    ``k`` highest-weight experts of each token run in full, every other selected expert runs its major part only
+    (level 1; in a partitioned layer the ``k * P`` highest-weight children in full). With top-2 routing and
+    ``k = 1`` this is ``DualThresholdDrop(0, 1)``; at ``major_fraction = 0.5`` it drops (K - k) / (2K) of the
+    routed compute (25% for top-2 with k = 1 and for top-4 with k = 2)."""
+
+    k: int
+
+    def __post_init__(self) -> None:
+        self.k = v.positive_int("k", self.k)
+
+    def __call__(self, w, experts, num_experts, num_parts=1):
+        _check_call(w, experts, num_experts, num_parts)
+        level = torch.ones_like(w, dtype=torch.int8)
         level[:, : self.k * num_parts] = 2
         return level
 
@@ -163,9 +211,10 @@ class RatioSkip(DropPolicy):
 
     def __post_init__(self) -> None:
         self.beta = _check_unit("beta", self.beta)
+        self._check_flag()
 
     def __call__(self, w, experts, num_experts, num_parts=1):
-        _check_parts(num_experts, num_parts)
+        _check_call(w, experts, num_experts, num_parts)
         return _protect_top1((w >= self.beta * w[:, :1]).to(torch.int8) * 2, True, experts, num_parts)
 
 
@@ -178,11 +227,11 @@ class CapacityDrop(DropPolicy):
     keep_top1: bool = True
 
     def __post_init__(self) -> None:
-        if not math.isfinite(float(self.capacity_factor)) or self.capacity_factor <= 0:
-            raise ValueError(f"capacity_factor must be > 0, got {self.capacity_factor!r}")
+        self.capacity_factor = v.positive("capacity_factor", self.capacity_factor)
+        self._check_flag()
 
     def __call__(self, w, experts, num_experts, num_parts=1):
-        _check_parts(num_experts, num_parts)
+        _check_call(w, experts, num_experts, num_parts)
         n, k = w.shape
         cap = math.ceil(self.capacity_factor * n * k / num_experts)
         flat_w, flat_e = w.reshape(-1), experts.reshape(-1)
@@ -197,4 +246,5 @@ class CapacityDrop(DropPolicy):
         return _protect_top1(level, self.keep_top1, experts, num_parts)
 
 
-__all__ = ["DropPolicy", "ThresholdDrop", "DualThresholdDrop", "RandomDrop", "TopKReduce", "RatioSkip", "CapacityDrop"]
+__all__ = ["DropPolicy", "ThresholdDrop", "DualThresholdDrop", "RandomDrop", "TopKReduce", "TopKPartial", "RatioSkip",
+           "CapacityDrop"]

@@ -12,17 +12,29 @@ import math
 import torch
 from torch import nn
 
+from icml26.harness import validate as v
+
 from .moe import moe_layers
 
 
 def post_train(model: nn.Module, tokens: torch.Tensor, *, steps: int, lr: float = 1e-3, batch_size: int = 8,
                seq_len: int = 128, seed: int = 0, train: str = "all") -> list[float]:
     """Fine-tune ``model`` in place for ``steps`` AdamW steps (warmup 10%, cosine); returns the training losses."""
-    if train not in ("all", "router"):
-        raise ValueError(f"train must be 'all' or 'router', got {train!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    tokens = torch.as_tensor(tokens).reshape(-1)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (a converted MoE causal LM), got {v.describe(model)}")
+    v.one_of("train", train, ("all", "router"))
+    steps = v.non_negative_int("steps", steps)
+    lr = v.positive("lr", lr)
+    batch_size, seq_len = v.positive_int("batch_size", batch_size), v.positive_int("seq_len", seq_len)
+    seed = v.non_negative_int("seed", seed)
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor of token ids, got {v.describe(tokens)}")
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(vocab, int):
+        v.indices("tokens", tokens, vocab)
+    elif tokens.is_floating_point():
+        raise TypeError(f"tokens must hold integer token ids, got a {tokens.dtype} tensor")
+    tokens = tokens.reshape(-1)
     if len(tokens) < seq_len + 2:
         raise ValueError(f"need more than seq_len + 1 = {seq_len + 1} tokens to fine-tune, got {len(tokens)}")
     layers = moe_layers(model)

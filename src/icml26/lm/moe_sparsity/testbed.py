@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from icml26.harness import validate as v
 from icml26.testbeds.cache import load_cached
 from icml26.testbeds.causal_lm import TokenizerConfig, encode_split, load_tokenizer
 from icml26.testbeds.progress import BuildProgress, build_phase
@@ -52,6 +53,25 @@ class MoELMConfig:
     weight_decay: float = 0.1
     train_bytes: int = 6_000_000
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"name must be a non-empty string, got {v.describe(self.name)}")
+        if not isinstance(self.tokenizer, TokenizerConfig):
+            raise TypeError(f"tokenizer must be a TokenizerConfig, got {v.describe(self.tokenizer)}")
+        for key in ("hidden_size", "num_layers", "num_heads", "ffn_size", "num_experts", "top_k", "context", "steps",
+                    "batch_size", "seq_len", "warmup", "train_bytes"):
+            v.positive_int(key, getattr(self, key))
+        v.non_negative_int("seed", self.seed)
+        v.non_negative("aux_loss_coef", self.aux_loss_coef)
+        v.non_negative("weight_decay", self.weight_decay)
+        v.positive("lr", self.lr)
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k = {self.top_k} exceeds num_experts = {self.num_experts}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size = {self.hidden_size} must be divisible by num_heads = {self.num_heads}")
+        if self.seq_len > self.context:
+            raise ValueError(f"seq_len = {self.seq_len} exceeds the context length {self.context}")
 
 
 @dataclass(frozen=True)
@@ -131,6 +151,8 @@ def load_moe_lm(cfg: MoELMConfig = MOE_4L, *, convert: bool = True):
 
     if not isinstance(cfg, MoELMConfig):
         raise TypeError(f"cfg must be a MoELMConfig (e.g. MOE_4L or OLMOE_4L), got {type(cfg).__name__}")
+    if not isinstance(convert, bool):
+        raise TypeError(f"convert must be True or False, got {v.describe(convert)}")
 
     def build(d: Path) -> None:
         train_moe_lm(cfg, load_tokenizer(cfg.tokenizer), d)
