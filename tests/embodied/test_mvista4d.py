@@ -310,14 +310,35 @@ def test_infer_actions_recovers_latent_and_gradient():
 
 # reproduction
 
+def test_object_mask_keeps_objects_not_table():
+    """[fresh-eyes review] the predicted object cloud is cropped by colour: table pixels (whatever their predicted
+    depth) are never object pixels, and the cube / end-effector pixels are."""
+    from icml26.embodied.mvista4d.reproduce import empty_table, object_mask
+
+    cams = [look_at_camera(az, 35.0, 0.9, (32, 32)) for az in (0, 120, 240)]
+    assert not bool(object_mask(empty_table(2, cams)[0, 1, :3]).any())
+    st = _state(ee=(0.1, -0.1, 0.12), cube=(-0.05, 0.05, CUBE_H), goal=(0.15, 0.15))
+    img = render_rgbd(st, cams)[0, 0]
+    pts = backproject(img[3], cams[0])
+    truth = (img[3].reshape(-1) > 0) & (pts[:, 2] > 0.01)
+    m = object_mask(img[:3])
+    assert int(truth.sum()) > 5 and float((m == truth).float().mean()) > 0.98
+
+
 def test_reproduce_quick_is_well_formed():
     from icml26.embodied.mvista4d.reproduce import reproduce
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
     checks = [c for c in out.claims if c.kind == "check"]
-    assert len(claims) == 8 and len(checks) == 2
+    assert len(claims) == 9 and len(checks) == 2
     by = {c.statement: c for c in claims}
+    # [fresh-eyes review] the no-learning predictors are baselines; (iii) vs (ii) carries the z = 0-prior control
+    depth = by["Full generator has lower novel-view depth error than the plain decoder and the no-learning predictors"]
+    assert len(depth.baselines) == 3 and depth.reference == min(depth.baselines.values())
+    lr = by["Latent optimisation + residual IDM succeeds more often than latent optimisation alone"]
+    assert lr.control == pytest.approx(out.metrics["b_oracle_zero_prior_residual_success"])
+    assert "a_warp_table_fill_depth_l1_cm" in out.metrics and "a_full_view_consistency_cm" in out.metrics
     comp = by["Imagined views make the fused 3D structure more complete than the single input view"]
     assert comp.measured == pytest.approx(out.metrics["a_full_fscore"])       # decided on the F-score, not recall
     idm = by["Latent optimisation + residual IDM succeeds more often than per-step inverse dynamics"]
