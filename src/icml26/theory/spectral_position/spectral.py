@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from icml26.harness import validate as v
 from icml26.testbeds.ntk import NTKOperator, empirical_ntk, ntk_trace, topk_eigh, trainable_parameters
 
 __all__ = ["residual", "spectral_position", "spectral_decomposition", "SpectralDecomposition",
@@ -40,18 +41,40 @@ Normalize = Literal["trace", "lmax"] | None
 
 # helper functions
 
+_STOCHASTIC = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
+
+
 def _check(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, loss: str) -> None:
+    """Arguments of every entry point: a deterministic model with trainable parameters, finite tensors X (n, ...)
+    and Y with n rows; mse targets with one value per model output, ce targets integer labels in [0, C)."""
     trainable_parameters(model)
-    if loss not in ("mse", "ce"):
-        raise ValueError(f"unknown loss {loss!r}; use 'mse' or 'ce'")
-    if not isinstance(X, torch.Tensor) or not isinstance(Y, torch.Tensor):
-        raise TypeError("X and Y must be torch tensors")
-    if X.shape[0] != Y.shape[0] or X.shape[0] == 0:
-        raise ValueError(f"X and Y need the same non-zero number of rows, got {X.shape[0]} and {Y.shape[0]}")
-    if X.is_floating_point() and not torch.isfinite(X).all():
-        raise ValueError("X contains NaN or inf")
-    if Y.is_floating_point() and not torch.isfinite(Y).all():
-        raise ValueError("Y contains NaN or inf")
+    v.one_of("loss", loss, ("mse", "ce"))
+    for name, t in (("X", X), ("Y", Y)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {v.describe(t)}")
+        if t.ndim == 0:
+            raise ValueError(f"{name} must have a leading batch dimension, got a 0-d tensor")
+        v.non_empty(name, t)
+        v.finite(name, t)
+    v.same_length(X=X, Y=Y)
+    busy = [type(m).__name__ for m in model.modules() if isinstance(m, _STOCHASTIC) and m.training]
+    if busy:
+        raise ValueError(f"model has {', '.join(sorted(set(busy)))} in training mode, so its outputs (and eNTK) are "
+                         "random or batch-dependent; call model.eval() before measuring the spectral position")
+    p = next(iter(trainable_parameters(model).values()))
+    with torch.no_grad():
+        out = model(X[:1].to(p.dtype))
+    n, c = X.shape[0], out[0].numel()
+    if loss == "mse":
+        if Y.numel() != n * c:
+            raise ValueError(f"Y must hold one target per model output for loss='mse': n x C = {n} x {c} = {n * c} "
+                             f"values, got {v.describe(Y)} ({Y.numel()} values); for integer class labels use "
+                             "loss='ce'")
+    else:
+        if out.ndim != 2 or Y.ndim != 1:
+            raise ValueError(f"loss='ce' needs logits of shape (n, C) and labels of shape (n,), got model output "
+                             f"{tuple(out.shape[1:])} per input and {v.describe(Y)}")
+        v.indices("Y", Y, c)
 
 
 def residual(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, loss: Loss = "mse") -> tuple[torch.Tensor, float]:
@@ -60,6 +83,10 @@ def residual(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, loss: Loss = "m
     mse: r = f - Y, L = |r|^2 / (2n). ce: r = softmax(f) - onehot(Y) with integer labels Y, L = mean CE.
     """
     _check(model, X, Y, loss)
+    return _residual(model, X, Y, loss)
+
+
+def _residual(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, loss: str) -> tuple[torch.Tensor, float]:
     p = next(iter(trainable_parameters(model).values()))
     with torch.no_grad():
         out = model(X.to(p.dtype))
@@ -67,8 +94,6 @@ def residual(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, loss: Loss = "m
     if loss == "mse":
         r = out - Y.to(out.dtype).reshape(out.shape)
         return r.reshape(-1), float((r ** 2).sum() / (2 * n))
-    if out.ndim != 2 or Y.ndim != 1 or Y.is_floating_point():
-        raise ValueError("loss='ce' needs logits of shape (n, C) and integer labels of shape (n,)")
     r = torch.softmax(out, dim=1) - torch.nn.functional.one_hot(Y.long(), out.shape[1]).to(out.dtype)
     return r.reshape(-1), float(torch.nn.functional.cross_entropy(out, Y.long()))
 
@@ -85,6 +110,26 @@ class SpectralDecomposition:
     position: float            # E_p[lambda] / mean(lambda)  (normalize="trace")
     log_position: float        # E_pi[log lambda] - mean(log lambda over lambda > 0)
     quantile: float            # sum_i pi_i rank_i / N: 0 = top eigenmode, 1 = bottom
+
+    def __post_init__(self) -> None:
+        n = len(v.ndim("eigvals", v.finite("eigvals", self.eigvals), 1))
+        for name in ("residual_mass", "loss_share"):
+            v.shape(name, getattr(self, name), (n,))
+        for name in ("position", "log_position", "quantile"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a real number, got {v.describe(value)}")
+
+    @property
+    def rank(self) -> int:
+        """Numerical rank of K: eigenvalues above 1e-10 x the largest."""
+        return int((self.eigvals > self.eigvals[0] * 1e-10).sum()) if len(self.eigvals) else 0
+
+    @property
+    def null_mass(self) -> float:
+        """Share of the residual in K's numerical null space (eigenvalues <= 1e-10 x the largest): the part
+        gradient descent cannot reduce."""
+        return float(self.residual_mass[self.rank:].sum())
 
 
 def spectral_decomposition(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, loss: Loss = "mse"
@@ -111,10 +156,11 @@ def spectral_position(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, los
     """Spectral position SP = (r^T K r / |r|^2) / scale, scale = Tr K / nC ("trace"), lambda_max ("lmax")
     or 1 (None). ``method="scalable"`` never forms K: one VJP for r^T K r, per-sample gradients (``trace=
     "exact"``) or Hutchinson probes for Tr K, Lanczos for lambda_max. ``"exact"`` uses the dense eNTK."""
-    if method not in ("exact", "scalable"):
-        raise ValueError(f"unknown method {method!r}; use 'exact' or 'scalable'")
-    if normalize not in ("trace", "lmax", None):
-        raise ValueError(f"unknown normalize {normalize!r}; use 'trace', 'lmax' or None")
+    v.one_of("method", method, ("exact", "scalable"))
+    v.one_of("normalize", normalize, ("trace", "lmax", None))
+    v.one_of("trace", trace, ("exact", "hutchinson"))
+    v.positive_int("n_probes", n_probes)
+    v.non_negative_int("seed", seed)
     r, _ = residual(model, X, Y, loss)
     rr = float(r.double() @ r.double())
     if rr == 0.0:
@@ -157,11 +203,15 @@ class SpectralPositionTracker:
     history: list[dict[str, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.every = v.positive_int("every", self.every)
+        v.one_of("normalize", self.normalize, ("trace", "lmax", None))
         _check(self.model, self.X, self.Y, self.loss)
-        if not isinstance(self.every, int) or self.every < 1:
-            raise ValueError(f"every must be a positive integer, got {self.every!r}")
+        if not isinstance(self.history, list):
+            raise TypeError(f"history must be a list of records, got {v.describe(self.history)}")
 
     def record(self, step: int) -> dict[str, float]:
+        """Measure now and append the record (whatever ``every`` says)."""
+        step = v.non_negative_int("step", step)
         r, L = residual(self.model, self.X, self.Y, self.loss)
         op = NTKOperator(self.model, self.X)
         quad = op.quad(r)
@@ -175,9 +225,12 @@ class SpectralPositionTracker:
         return rec
 
     def __call__(self, step: int) -> dict[str, float] | None:
+        step = v.non_negative_int("step", step)
         return self.record(step) if step % self.every == 0 else None
 
     def column(self, name: str) -> np.ndarray:
+        """One field over the records: ``step``, ``sp``, ``loss``, ``grad_sq`` or ``amplification``."""
+        v.one_of("name", name, ("step", "sp", "loss", "grad_sq", "amplification"))
         return np.array([h[name] for h in self.history])
 
     def reach(self) -> float:
