@@ -67,6 +67,8 @@ class ByteBPE:
     pairwise canonicity) or with a GPT-2 / Llama-3 style regex pre-tokenizer (``pretok``; see pretok.py).
     Accepts a ``PreTrainedTokenizerFast``, a ``tokenizers.Tokenizer`` or the path of a ``tokenizer.json``.
     Added and special tokens are not byte tokens (their text is ordinary bytes); EOS is the tokenizer's.
+    ``masks``: with a regex pre-tokenizer, ``"arrays"`` (default) decides each tree node's prefix-canonical next
+    tokens with array operations (``pcmask.py``; GPT-2 and Llama-3 patterns), ``"reference"`` token by token.
 
     Attributes:
         token_bytes: bytes of each token id (``None`` for special/added tokens such as ``<eos>``).
@@ -80,10 +82,13 @@ class ByteBPE:
     """
 
     tokenizer: object
+    masks: str = "arrays"
     token_bytes: list = field(init=False)
     eos_id: int = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.masks not in ("arrays", "reference"):
+            raise ValueError(f"masks must be 'arrays' or 'reference', got {self.masks!r}")
         if isinstance(self.tokenizer, (str, os.PathLike)) and str(self.tokenizer).endswith(".json") \
                 and os.path.isfile(self.tokenizer):
             from tokenizers import Tokenizer
@@ -157,6 +162,8 @@ class ByteBPE:
                     pattern[:80])
             self._byte_ids = [i for i, b in enumerate(self.token_bytes) if b is not None]
             self._mask_cache: dict = {}
+            # array-based masks for the two tested patterns; masks="reference" decides token by token
+            self._arrays = self.pretok._known and self.masks == "arrays"
             self._mask_cap = max(1000, 2**28 // self.vocab_size)   # states cached (masks: about 256 MB at most)
             self._pc = None
             self.valid = None
@@ -325,14 +332,14 @@ class PCState:
         """bool [hi - lo]: the tokens ``order[lo:hi]``."""
         if self._full is not None:
             return self._full[self.bpe.order[lo:hi]]
-        if self.bpe.pretok._known:
+        if self.bpe._arrays:
             return self.bpe.pc_masks.evaluate(self._state(), lo, hi)
         return self._reference(self.bpe.order[lo:hi])
 
     def full(self) -> np.ndarray:
         """bool [V] (read-only): every token; special tokens False."""
         if self._full is None:
-            if self.bpe.pretok._known:
+            if self.bpe._arrays:
                 out = self.bpe.pc_masks.mask(self.suffix, self.data, self._state())
             else:
                 self._reference(np.asarray(self.bpe._byte_ids, dtype=np.int64))

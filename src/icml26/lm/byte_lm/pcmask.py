@@ -40,19 +40,26 @@ from .pretok import utf8_completions
 __all__ = ["MergeValidity", "PrefixCanonicalMasks", "reduce_classes", "compress_runs", "KEEP_LETTERS"]
 
 KEEP_LETTERS = frozenset("sStTrReEvVmMlLdD")   # letters the contractions ('s, 're, 've, 'll, ...) spell
+_SECOND = frozenset("rRvVlL")   # contractions of two letters start with these ('re, 've, 'll)
 NO_MERGE = -1
 NEVER = np.iinfo(np.int64).max
 
 
 def reduce_classes(cls: str, head: int = 0) -> str:
-    """Contraction letters -> ``a`` unless an apostrophe is among the two characters before them (or they are
-    among the first ``head`` characters, whose left context is another string)."""
+    """Contraction letters -> ``a`` except where a contraction could use them: right after an apostrophe, or two
+    after it following r / v / l ('re, 've, 'll). The first ``head`` characters follow another string: the first
+    is kept, the second if the first is r / v / l."""
     if not any(ch in KEEP_LETTERS for ch in cls):
         return cls
     out = list(cls)
     for i, ch in enumerate(cls):
-        if ch in KEEP_LETTERS and i >= head and "'" not in cls[max(0, i - 2):i]:
-            out[i] = "a"
+        if ch not in KEEP_LETTERS:
+            continue
+        prev = cls[i - 1] if i >= 1 else None
+        if prev == "'" or (i >= 2 and cls[i - 2] == "'" and prev in _SECOND) or i < min(head, 1) \
+                or (i == 1 and head >= 2 and prev in _SECOND):
+            continue
+        out[i] = "a"
     return "".join(out)
 
 
@@ -304,8 +311,14 @@ class PrefixCanonicalMasks:
         self.excl_a = self._exclusions(b"")[1] if self.unreached_bytes else None
         # tokens that may follow text ending inside a UTF-8 character (they start with a continuation byte)
         self.cont_tokens = np.array([t for t in byte_ids if token_bytes[t][0] & 0xC0 == 0x80], dtype=np.int64)
+        self.cont_open = np.zeros(vocab_size, dtype=np.uint64)     # open bits of those (their bytes then text)
+        for j, zb in enumerate(self.z_bytes):
+            if zb:
+                col = self.valid.col(first(zb))
+                self.cont_open[self.cont_tokens] |= col[self.cont_tokens].astype(np.uint64) << np.uint64(j)
         self._lc_cache: dict = {}
-        self.stats = {"lc_built": 0, "fallback_nodes": 0}
+        self._entry_cache: dict = {}
+        self.stats = {"lc_built": 0, "fallback_nodes": 0, "fallback_reference_tokens": 0}
 
     # pre-tokenisation outcomes per class string of D
 
@@ -320,35 +333,11 @@ class PrefixCanonicalMasks:
             return hit
         self.stats["lc_built"] += 1
         shapes = self.shapes["keep" if keep else "red"]
-        a = len(lc)
         hyps: dict = {}
-        seg = self.pt._segment
         rows = []
         for bc, irr in shapes:
-            b = a + len(bc)
-            apos = "'" in (lc + bc)[-2:]
-            entries: dict = {}            # (hypothesis, closed) -> witness bits
-            for zc, bits in (self.zgroups if apos else self.zgroups_red):
-                ends = seg(lc + bc + zc)
-                p, endb, bad = 0, False, False
-                for e in ends:
-                    if a < e < b:
-                        bad = True
-                        break
-                    if e <= a:
-                        p = e
-                    elif e == b:
-                        endb = True
-                if bad:
-                    continue
-                h = hyps.setdefault((p, tuple(e for e in ends if 0 < e < p)), len(hyps))
-                if endb and not irr:
-                    entries[(h, True)] = 0                                   # P = ... + B exactly
-                elif endb:
-                    entries[(h, False)] = entries.get((h, False), 0) | 1    # P runs on through c only
-                else:
-                    entries[(h, False)] = entries.get((h, False), 0) | bits  # P runs on through c + z
-            rows.append(entries)
+            rows.append({(hyps.setdefault(h, len(hyps)), cl): bits
+                         for (h, cl), bits in self._shape_entries(lc, bc, irr).items()})
         rows.append({})
         width = max([len(e) for e in rows] + [1])
         hyp = np.full((len(rows), width), -1, dtype=np.int64)
@@ -363,7 +352,68 @@ class PrefixCanonicalMasks:
         self._lc_cache[key] = out
         return out
 
+    def _shape_entries(self, lc: str, bc: str, irr: bool) -> dict:
+        """{((p, boundaries before p), P ends right after B): witness bits} for a token of class shape ``bc``
+        (``irr``: it ends inside a character, completed by c) after the classes ``lc`` (cached)."""
+        hit = self._entry_cache.get((lc, bc, irr))
+        if hit is not None:
+            return hit
+        a = len(lc)
+        b = a + len(bc)
+        seg = self.pt._segment
+        apos = "'" in (lc + bc)[-2:]
+        entries: dict = {}
+        for zc, bits in (self.zgroups if apos else self.zgroups_red):
+            ends = seg(lc + bc + zc)
+            p, endb, bad = 0, False, False
+            for e in ends:
+                if a < e < b:
+                    bad = True
+                    break
+                if e <= a:
+                    p = e
+                elif e == b:
+                    endb = True
+            if bad:
+                continue
+            h = (p, tuple(e for e in ends if 0 < e < p))
+            if endb and not irr:
+                entries[(h, True)] = 0                                   # P = ... + B exactly
+            elif endb:
+                entries[(h, False)] = entries.get((h, False), 0) | 1    # P runs on through c only
+            else:
+                entries[(h, False)] = entries.get((h, False), 0) | bits  # P runs on through c + z
+        if len(self._entry_cache) > 200_000:
+            self._entry_cache.clear()
+        self._entry_cache[(lc, bc, irr)] = entries
+        return entries
+
     # per node
+
+    def _context(self, text: str, data: bytes):
+        """Classes of D after its own stable cut s (the start of its second-to-last pre-token, a pre-token
+        boundary of every extension; the pattern has no look-behind, so only the classes after s decide the
+        outcomes): (short class string, contraction head kept, byte offsets of the pre-token ends before s, byte
+        offset of each position of the short string)."""
+        full = text.translate(self.pt._classes)
+        ends = self.pt._segment(full)
+        s = ends[-3] if len(ends) >= 3 else 0
+        before = [e for e in ends if e < s]
+        tail = reduce_classes(full[s:])
+        lc, pos = compress_runs(tail, self.compressible)
+        if len(text) == len(data):
+            return lc, "'" in tail[-2:], before, [s + q for q in pos]
+        offs = np.concatenate([[0], np.cumsum([len(ch.encode()) for ch in text])])
+        return lc, "'" in tail[-2:], [int(offs[e]) for e in before], [int(offs[s + q]) for q in pos]
+
+    def _c_ok(self, key: tuple, data: bytes, cum: np.ndarray, cuts: list[int], pb: int) -> bool:
+        """A pre-token P starting at byte pb < len(data) holds the next token: pb is a token boundary of key, the
+        pre-tokens before it encode to key[:k], and key[k:] is pairwise valid (merge BPE inside P)."""
+        k = int(np.searchsorted(cum, pb))
+        if k >= len(cum) or cum[k] != pb or self._pieces(data, cuts, pb) != key[:k]:
+            return False
+        rest = key[k:]
+        return all(self.valid.pair(x, y) for x, y in zip(rest, rest[1:]))
 
     def prepare(self, key: tuple, data: bytes):
         """The per-node state ``evaluate`` needs (``key``: token ids after the stable cut, ``data`` their bytes)."""
@@ -371,23 +421,8 @@ class PrefixCanonicalMasks:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return self._fallback(key, data)
-        pt = self.pt
-        full = text.translate(pt._classes)
-        # D's own stable cut s (start of its second-to-last pre-token) is a pre-token boundary of every extension,
-        # and the pattern has no look-behind: only the classes after s decide the outcomes (cached per that tail)
-        ends = pt._segment(full)
-        s = ends[-3] if len(ends) >= 3 else 0
-        before = [e for e in ends if e < s]
-        tail = reduce_classes(full[s:])
-        lc, pos = compress_runs(tail, self.compressible)
-        keep = "'" in tail[-2:]
+        lc, keep, before, c2b = self._context(text, data)
         hyp, tail_bits, closed, hyps = self._outcomes(lc, keep)
-        if len(text) == len(data):
-            c2b = [s + q for q in pos]
-        else:
-            offs = np.concatenate([[0], np.cumsum([len(ch.encode()) for ch in text])])
-            before = [int(offs[e]) for e in before]
-            c2b = [int(offs[s + q]) for q in pos]
         cum = np.concatenate([[0], np.cumsum([len(self.token_bytes[t]) for t in key])]).astype(np.int64)
         key = tuple(key)
         a = len(lc)
@@ -397,14 +432,8 @@ class PrefixCanonicalMasks:
             cuts = before + ([c2b[0]] if p > 0 and c2b[0] > 0 else []) + [c2b[e] for e in inner]
             if p == a:
                 ok_a[h] = self._pieces(data, cuts, len(data)) == key
-                continue
-            pb = c2b[p]
-            k = int(np.searchsorted(cum, pb))
-            if k >= len(cum) or cum[k] != pb or self._pieces(data, cuts, pb) != key[:k]:
-                continue
-            rest = key[k:]
-            if all(self.valid.pair(x, y) for x, y in zip(rest, rest[1:])):
-                c_hyps.append((h, data[pb:]))
+            elif self._c_ok(key, data, cum, cuts, c2b[p]):
+                c_hyps.append((h, data[c2b[p]:]))
         zero = np.uint64(0)
         parts_a = None
         if ok_a.any():
@@ -491,11 +520,56 @@ class PrefixCanonicalMasks:
         return ex_closed, ex_bits
 
     def _fallback(self, key: tuple, data: bytes):
-        """Text ending inside a UTF-8 character: only tokens starting with a continuation byte can follow; the
-        reference decides each."""
+        """D ends inside a UTF-8 character X: only tokens v starting with continuation bytes can follow. For those
+        whose bytes finish X and then are text, v lies in the pre-token holding X (which starts at or before X's
+        first byte, inside key's last token), so this is case C with the class shape of X + the rest of v; the
+        few others (v inside X, or ending inside a character) and tokenizers with unreached vocabulary entries use
+        the reference."""
         self.stats["fallback_nodes"] += 1
         out = np.zeros(self.V, dtype=bool)
-        ids = list(key)
+        i = len(data) - 1
+        while i > 0 and data[i] & 0xC0 == 0x80 and len(data) - i < 4:
+            i -= 1
+        dc, part = data[:i], data[i:]
+        lead = part[0]
+        total = 4 if lead & 0xF8 == 0xF0 else 3 if lead & 0xF0 == 0xE0 else 2 if lead & 0xE0 == 0xC0 else 0
+        key = tuple(key)
+        if not key or total <= len(part) or utf8_completions(data) is None or self.unreached_bytes \
+                or not _is_text(dc):
+            self._reference(key, data, self.cont_tokens.tolist(), out)
+            self.stats["fallback_reference_tokens"] += len(self.cont_tokens)
+            return ("full", out)
+        lc, keep, before, c2b = self._context(dc.decode("utf-8"), dc)
+        cmap, groups, others = self.pt._classes, {}, []
         for v in self.cont_tokens.tolist():
-            out[v] = self.pt.prefix_canonical(ids + [v], data + self.token_bytes[v])
+            b = self.token_bytes[v]
+            try:
+                xr = (part + b).decode("utf-8")
+            except UnicodeDecodeError:
+                if utf8_completions(part + b) is not None:   # else never text, whatever follows: not allowed
+                    others.append(v)
+                continue
+            shape = compress_runs(reduce_classes(xr.translate(cmap)), self.compressible)[0]
+            groups.setdefault(shape, []).append(v)
+        cum = np.concatenate([[0], np.cumsum([len(self.token_bytes[t]) for t in key])]).astype(np.int64)
+        ok: dict = {}
+        row = self.valid.row(key[-1])
+        for shape, toks in groups.items():
+            cl, bits = False, 0
+            for ((p, inner), closed), zb in self._shape_entries(lc, shape, False).items():
+                h = (p, inner)
+                if h not in ok:
+                    cuts = before + ([c2b[0]] if p > 0 and c2b[0] > 0 else []) + [c2b[e] for e in inner]
+                    ok[h] = self._c_ok(key, data, cum, cuts, c2b[p])
+                if ok[h]:
+                    cl, bits = cl or closed, bits | zb
+            t = np.array(toks, dtype=np.int64)
+            out[t] = row[t] & (cl | ((self.cont_open[t] & np.uint64(bits)) != 0))
+        self._reference(key, data, others, out)
+        self.stats["fallback_reference_tokens"] += len(others)
         return ("full", out)
+
+    def _reference(self, key: tuple, data: bytes, tokens: list, out: np.ndarray) -> None:
+        ids = list(key)
+        for v in tokens:
+            out[v] = self.pt.prefix_canonical(ids + [v], data + self.token_bytes[v])
