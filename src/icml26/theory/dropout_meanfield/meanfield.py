@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.optimize import brentq
 
+from icml26.harness import validate as v
 from icml26.testbeds.ntk import erf_expectation, gaussian_expectation, relu_expectation
 
 __all__ = ["Activation", "ACTIVATIONS", "get_activation", "q_map", "q_fixed_point", "c_map", "chi_c",
@@ -54,6 +55,19 @@ class Activation:
     kernel: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
     dkernel: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
     smooth: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"Activation name must be a non-empty string, got {v.describe(self.name)}")
+        for field_name in ("phi", "dphi"):
+            if not callable(getattr(self, field_name)):
+                raise TypeError(f"Activation {field_name} must be callable (array -> array), got "
+                                f"{v.describe(getattr(self, field_name))}")
+        for field_name in ("kernel", "dkernel"):
+            f = getattr(self, field_name)
+            if f is not None and not callable(f):
+                raise TypeError(f"Activation {field_name} must be callable (q1, q2, c) -> array or None, got "
+                                f"{v.describe(f)}")
 
     def ephiphi(self, q: np.ndarray | float, c: np.ndarray | float) -> np.ndarray:
         if self.kernel is not None:
@@ -118,24 +132,41 @@ def get_activation(act: str | Activation) -> Activation:
 
 
 def _check(sw2: float, sb2: float, keep: float) -> None:
-    for name, v in (("sw2", sw2), ("sb2", sb2), ("keep", keep)):
-        if not isinstance(v, (int, float, np.floating)) or not math.isfinite(v):
-            raise TypeError(f"{name} must be a finite number, got {v!r}")
-    if sw2 <= 0:
-        raise ValueError(f"sw2 (weight variance) must be > 0, got {sw2}")
-    if sb2 < 0:
-        raise ValueError(f"sb2 (bias variance) must be >= 0, got {sb2}")
-    if not 0.0 < keep <= 1.0:
-        raise ValueError(f"keep = 1 - p must lie in (0, 1] (dropout rate p in [0, 1)), got keep={keep}")
+    v.positive("sw2 (weight variance)", sw2)
+    v.non_negative("sb2 (bias variance)", sb2)
+    v.in_range("keep = 1 - p (dropout rate p in [0, 1))", keep, 0.0, 1.0, low_open=True)
+
+
+def _arr(name: str, x) -> np.ndarray:
+    """A finite float array (scalars included)."""
+    if isinstance(x, (str, bytes, bool)) or x is None:
+        raise TypeError(f"{name} must be a number or an array of numbers, got {v.describe(x)}")
+    try:
+        a = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number or an array of numbers, got {v.describe(x)}") from None
+    return np.asarray(v.finite(name, a), dtype=float)
+
+
+def _check_q(name: str, q) -> np.ndarray:
+    q = _arr(name, q)
+    if (q < 0).any():
+        raise ValueError(f"{name} (pre-activation variance) must be non-negative, got min {float(q.min())}")
+    return q
+
+
+def _check_c(name: str, c) -> np.ndarray:
+    c = _arr(name, c)
+    if (np.abs(c) > 1 + 1e-12).any():
+        raise ValueError(f"correlation {name} must lie in [-1, 1], got values up to {float(np.abs(c).max())}")
+    return c
 
 
 def q_map(q: np.ndarray | float, act: str | Activation, sw2: float, sb2: float, keep: float = 1.0) -> np.ndarray:
     """q+ = (sw2 / keep) E[phi(sqrt(q) z)^2] + sb2 [A06, variance map with inverted dropout]."""
     a = get_activation(act)
     _check(sw2, sb2, keep)
-    q = np.asarray(q, dtype=float)
-    if (q < 0).any():
-        raise ValueError("q must be non-negative")
+    q = _check_q("q", q)
     return sw2 / keep * a.ephiphi(q, 1.0) + sb2
 
 
@@ -147,6 +178,7 @@ def q_fixed_point(act: str | Activation, sw2: float, sb2: float, keep: float = 1
     """
     a = get_activation(act)
     _check(sw2, sb2, keep)
+    v.positive("q_scale", q_scale)
     if a.name == "relu":
         slope = sw2 / (2 * keep)
         if sb2 == 0.0 and abs(slope - 1) < 1e-12:
@@ -171,9 +203,8 @@ def c_map(c: np.ndarray | float, q: float, act: str | Activation, sw2: float, sb
     """c+ = (sw2 E[phi(u1) phi(u2)] + sb2) / q+(q): correlation after one layer (independent dropout masks)."""
     a = get_activation(act)
     _check(sw2, sb2, keep)
-    c = np.asarray(c, dtype=float)
-    if (np.abs(c) > 1 + 1e-12).any():
-        raise ValueError("correlation c must lie in [-1, 1]")
+    c = _check_c("c", c)
+    v.positive("q", q)
     return (sw2 * a.ephiphi(q, np.clip(c, -1, 1)) + sb2) / q_map(q, a, sw2, sb2, keep)
 
 
@@ -181,6 +212,9 @@ def chi_c(c: np.ndarray | float, q: float, act: str | Activation, sw2: float, sb
           keep: float = 1.0) -> np.ndarray:
     """Slope of the correlation map at the variance fixed point: d c+/dc = sw2 E[phi'(u1) phi'(u2)] q / q+."""
     a = get_activation(act)
+    _check(sw2, sb2, keep)
+    _check_c("c", c)
+    v.positive("q", q)
     c = np.clip(np.asarray(c, dtype=float), -1, 1)
     return sw2 * a.edphidphi(q, c) * q / q_map(q, a, sw2, sb2, keep)
 
@@ -193,7 +227,9 @@ def c_fixed_point(act: str | Activation, sw2: float, sb2: float, keep: float = 1
     layers and iteration would not converge. Returns 1.0 when c = 1 is the fixed point (no dropout, chi_1 <= 1).
     """
     a = get_activation(act)
-    q = q_fixed_point(a, sw2, sb2, keep) if q is None else q
+    _check(sw2, sb2, keep)
+    v.positive_int("grid", grid, minimum=4)
+    q = q_fixed_point(a, sw2, sb2, keep) if q is None else v.positive("q", q)
     g = lambda c: c_map(c, q, a, sw2, sb2, keep) - c   # noqa: E731
     if float(g(1.0)) >= -1e-15:
         if float(chi_c(1.0, q, a, sw2, sb2, keep)) <= 1.0 + 1e-12:
@@ -213,6 +249,7 @@ def c_fixed_point(act: str | Activation, sw2: float, sb2: float, keep: float = 1
 def depth_scale(act: str | Activation, sw2: float, sb2: float, keep: float = 1.0) -> float:
     """xi = -1 / ln chi_c(c*): the number of layers over which |c^l - c*| shrinks by e (inf when chi_c = 1)."""
     a = get_activation(act)
+    _check(sw2, sb2, keep)
     q = q_fixed_point(a, sw2, sb2, keep)
     cs = c_fixed_point(a, sw2, sb2, keep, q=q)
     chi = float(chi_c(cs, q, a, sw2, sb2, keep))
@@ -226,6 +263,9 @@ def critical_sigma_w(act: str | Activation, sb2: float = 0.0, keep: float = 1.0,
     """
     a = get_activation(act)
     _check(1.0, sb2, keep)
+    detuning = v.finite_number("detuning", detuning)
+    if detuning <= -1.0:
+        raise ValueError(f"detuning = chi_1 - 1 must be > -1 (chi_1 > 0), got {detuning}")
     if a.name == "relu" and sb2 == 0.0:
         if detuning != 0.0:
             raise ValueError("ReLU with sb2 = 0 cannot be detuned through sw2 (scale invariance); use sb2 > 0")
@@ -248,9 +288,10 @@ def c_trajectory(c0: float, depth: int, act: str | Activation, sw2: float, sb2: 
                  *, q0: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Mean-field c^l and q^l for l = 0..depth, starting at (q0, c0) (q0 defaults to q*)."""
     a = get_activation(act)
-    if not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"depth must be a positive integer, got {depth!r}")
-    q = q_fixed_point(a, sw2, sb2, keep) if q0 is None else float(q0)
+    v.positive_int("depth", depth)
+    _check(sw2, sb2, keep)
+    c0 = float(_check_c("c0", v.finite_number("c0", c0)))
+    q = q_fixed_point(a, sw2, sb2, keep) if q0 is None else v.positive("q0", q0)
     cs, qs = [float(c0)], [q]
     c = float(c0)
     for _ in range(depth):
@@ -265,9 +306,10 @@ def c_trajectory(c0: float, depth: int, act: str | Activation, sw2: float, sb2: 
 def fit_exponents(act: str | Activation, ps: Sequence[float], sb2: float = 0.0) -> dict[str, float | np.ndarray]:
     """At criticality for each p: 1 - c* and xi; log-log slopes beta (1 - c* ~ p^beta) and -nu (xi ~ p^-nu)."""
     a = get_activation(act)
-    ps = np.asarray(ps, dtype=float)
+    ps = _arr("ps", ps)
     if ps.ndim != 1 or len(ps) < 2 or (ps <= 0).any() or (ps >= 1).any():
-        raise ValueError("ps must hold at least two dropout rates in (0, 1)")
+        raise ValueError(f"ps must hold at least two dropout rates in (0, 1), got {v.describe(ps)}")
+    v.non_negative("sb2", sb2)
     gap, xi = np.zeros(len(ps)), np.zeros(len(ps))
     for i, p in enumerate(ps):
         keep = 1 - p
@@ -289,7 +331,15 @@ def scaling_collapse(act: str | Activation, ps: Sequence[float], xs: Sequence[fl
     (max - min) / mean of p^nu xi across p. A perfect collapse has spread 0.
     """
     a = get_activation(act)
-    ps, xs = np.asarray(ps, dtype=float), np.asarray(xs, dtype=float)
+    ps = v.non_empty("ps", _arr("ps", ps))
+    xs = v.non_empty("xs", _arr("xs", xs))
+    v.ndim("ps", ps, 1)
+    v.ndim("xs", xs, 1)
+    if (ps <= 0).any() or (ps >= 1).any():
+        raise ValueError(f"ps must hold dropout rates in (0, 1), got {ps.tolist()}")
+    v.non_negative("sb2", sb2)
+    v.positive("nu", nu)
+    v.positive("phi", phi)
     xi = np.zeros((len(ps), len(xs)))
     for i, p in enumerate(ps):
         for j, x in enumerate(xs):

@@ -12,7 +12,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .schedules import ScheduledDropout, _check_rate
+from icml26.harness import validate as v
+
+from .schedules import ScheduledDropout, _check_rates
 
 __all__ = ["MixerBlock", "make_mixer"]
 
@@ -53,12 +55,9 @@ class _Mixer(nn.Module):
 def make_mixer(dropout_profile: Sequence[float], *, side: int = 8, patch: int = 2, dim: int = 64,
                n_classes: int = 10) -> nn.Module:
     """MLP-Mixer for flattened side x side images, one block per entry of ``dropout_profile``."""
-    for name, v in (("side", side), ("patch", patch), ("dim", dim), ("n_classes", n_classes)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    for name, val in (("side", side), ("patch", patch), ("dim", dim), ("n_classes", n_classes)):
+        v.positive_int(name, val)
     if side % patch:
         raise ValueError(f"patch ({patch}) must divide side ({side})")
-    rates = [_check_rate(float(p), "dropout_profile entry") for p in dropout_profile]
-    if not rates:
-        raise ValueError("dropout_profile needs one rate per block (at least one)")
+    rates = _check_rates("dropout_profile", dropout_profile, "block")
     return _Mixer(side, patch, dim, n_classes, rates)

@@ -11,9 +11,13 @@
 3. Dropout schedules at a fixed training budget. scikit-learn digits, ReLU MLP with dropout-aware critical init,
    Adam; a sweep of the mean rate p_bar (0 = no dropout, and ``Sizes.p_bars``) and of the training length:
    constant vs front-loaded (linear 2 p_bar -> 0) vs back-loaded (0 -> 2 p_bar), over depth and over training
-   steps; the same over depth for a small MLP-Mixer. Test NLL per repetition (fresh split and init), paired. Each
-   schedule claim is decided at the sweep cell where constant dropout beats no dropout most (where dropout
-   helps), against the stronger of constant and no dropout, with the back-loaded profile as the control.
+   steps; the same over depth for a small MLP-Mixer. Every dropout arm at one p_bar starts from the same weights
+   (the constant arm's dropout-aware critical init), so only the schedule differs. Test NLL per repetition (fresh
+   split and init), paired. Each schedule claim is decided at the sweep cell where constant dropout beats no
+   dropout most, chosen on separate *selection* repetitions that are the same for every seed (so the choice does
+   not see the measured repetitions and every seed decides the same cell); where constant never beats no dropout
+   on them, the testbed cannot show a schedule's gain over a useful regulariser and the claim is undecided. The
+   reference is the stronger of constant and no dropout, the control the back-loaded profile.
 """
 
 from __future__ import annotations
@@ -63,14 +67,20 @@ class Sizes:
     mixer_dim: int
     mixer_epochs: int
     mixer_reps: int
-    p_bars: tuple = (0.05, 0.1, 0.2)   # mean dropout rates of the sweep (0 = no dropout is always run)
+    p_bars: tuple = (0.05, 0.1, 0.2)   # mean dropout rates of the MLP sweep (0 = no dropout is always run)
+    mixer_p_bars: tuple = (0.05, 0.1, 0.2)   # mean dropout rates of the Mixer sweep
+    sel_reps: int = 2     # selection repetitions (none and constant only; the same for every seed)
 
 
 SIZES = {
-    Budget.QUICK: Sizes(256, 24, 4, 16, (1e-5, 1e-4, 1e-3), 3, 4, 128, (6,), 2, 4, 16, 4, 1, (0.05, 0.2)),
-    Budget.STANDARD: Sizes(1024, 32, 8, 32, (1e-5, 1e-4, 1e-3), 5, 6, 128, (10, 30), 2, 4, 32, 10, 2),
-    Budget.FULL: Sizes(1024, 40, 10, 64, (1e-6, 1e-5, 1e-4, 1e-3), 9, 6, 256, (15, 60, 120), 8, 6, 64, 60, 6),
+    Budget.QUICK: Sizes(256, 24, 8, 16, (1e-5, 1e-4, 1e-3), 3, 6, 128, (30,), 2, 4, 32, 30, 1, (0.05, 0.1),
+                        (0.05,), 1),
+    Budget.STANDARD: Sizes(1024, 32, 12, 32, (1e-5, 1e-4, 1e-3), 5, 6, 128, (10, 30), 2, 4, 32, 30, 2),
+    Budget.FULL: Sizes(1024, 40, 16, 64, (1e-6, 1e-5, 1e-4, 1e-3), 9, 6, 256, (15, 60, 120), 8, 6, 64, 60, 6,
+                       sel_reps=4),
 }
+SELECTION_SEED = 987_000   # repetition seeds of the selection repetitions (seed-independent; the measured
+                           # repetitions of seed s use s * 100 + r, disjoint for s < 9870)
 
 SB2_SMOOTH = 0.05
 EXP_PS = tuple(np.logspace(-6, -4, 5))
@@ -118,7 +128,8 @@ def theory_vs_simulation(sz: Sizes, seed: int) -> list[dict]:
                          "xi_theory": xi, "xi_theory_fit": xi_fit, "xi_sim": xi_sim,
                          "xi_rel_err": abs(xi_sim - xi_fit) / xi_fit,
                          "fit_layers": int(win.sum()), "max_abs_dc": float(np.abs(mean - theo).max()),
-                         "max_se": float(se.max()), "_mean": mean, "_theo": theo,
+                         "max_se": float(se.max()), "_mean": mean, "_theo": theo, "_per_net": per_net,
+                         "_theo0": theo0,
                          "max_abs_dc_no_dropout_theory": float(np.abs(mean - theo0).max()),
                          "xi_rel_err_no_dropout_theory": (abs(xi_sim - xi0) / xi0 if math.isfinite(xi0) and xi0 > 0
                                                           else float("inf"))})
@@ -127,19 +138,26 @@ def theory_vs_simulation(sz: Sizes, seed: int) -> list[dict]:
 
 # 3. schedules on digits
 
+def build_model(sz: Sizes, arch: str, depth_profile: np.ndarray, init_rates: np.ndarray | None,
+                rep_seed: int) -> nn.Module:
+    """The repetition's model. MLP: dropout-aware critical init of ``init_rates`` (the constant profile at the
+    arm's p_bar: every arm at one p_bar starts from the same weights); Mixer: PyTorch's init (no rate enters)."""
+    torch.manual_seed(rep_seed)
+    if arch == "mixer":
+        return make_mixer(depth_profile, side=8, patch=2, dim=sz.mixer_dim)
+    return make_mlp(64, 10, depth_profile, width=sz.mlp_width, act="relu", init="critical", init_rates=init_rates)
+
+
 def train_digits(sz: Sizes, depth_profile: np.ndarray, time_schedule: np.ndarray | None, rep_seed: int,
-                 arch: str = "mlp", epochs: int | None = None) -> tuple[float, float]:
-    """Test NLL and accuracy after a fixed budget of Adam steps (``arch``: "mlp" or "mixer"). The MLP is
-    initialised at the dropout-aware critical point of its build-time rates (``make_mlp(init="critical")``)."""
+                 arch: str = "mlp", epochs: int | None = None,
+                 init_rates: np.ndarray | None = None) -> tuple[float, float]:
+    """Test NLL and accuracy after a fixed budget of Adam steps (``arch``: "mlp" or "mixer"); see
+    :func:`build_model` for the init (``init_rates`` None: the build-time rates)."""
     epochs = sz.epochs[-1] if epochs is None else epochs
     X, y = digits_tensors()
     idx = shuffled_indices(len(y), rep_seed)
     tr, te = idx[:1200], idx[1200:]
-    torch.manual_seed(rep_seed)
-    if arch == "mixer":
-        model = make_mixer(depth_profile, side=8, patch=2, dim=sz.mixer_dim)
-    else:
-        model = make_mlp(64, 10, depth_profile, width=sz.mlp_width, act="relu", init="critical")
+    model = build_model(sz, arch, depth_profile, init_rates, rep_seed)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     bs = 100
     steps_per_epoch = len(tr) // bs
@@ -164,47 +182,159 @@ def train_digits(sz: Sizes, depth_profile: np.ndarray, time_schedule: np.ndarray
         return float(loss_fn(out, y[te])), float((out.argmax(1) == y[te]).float().mean())
 
 
-def _conditions(n_layers: int, steps: int, p_bars: tuple, with_time: bool) -> dict[str, tuple]:
-    """name -> (depth profile, time schedule or None). "none" = no dropout; per p_bar: constant, front / back
-    loaded over depth (linear 2 p_bar -> 0 and reverse), and (``with_time``) over training steps."""
-    out: dict[str, tuple] = {"none": (np.zeros(n_layers), None)}
+def _conditions(n_layers: int, steps: int, p_bars: tuple, with_time: bool,
+                only: tuple[str, ...] | None = None) -> dict[str, tuple]:
+    """name -> (depth profile, time schedule or None, init rates). "none" = no dropout (He init); per p_bar:
+    constant, front / back loaded over depth (linear 2 p_bar -> 0 and reverse), and (``with_time``) over training
+    steps. Every arm at one p_bar is initialised like the constant arm (init rates = the constant profile), and a
+    time arm is built with the constant profile (its scheduler sets the step's rate before the first step), so
+    the arms at one p_bar differ only in their schedule. ``only``: keep these arm families ("none", "constant",
+    ...)."""
+    z = np.zeros(n_layers)
+    out: dict[str, tuple] = {"none": (z, None, z)}
     for pb in p_bars:
-        out[f"constant@{pb:g}"] = (DropoutProfile.constant(n_layers, pb), None)
-        out[f"depth_front@{pb:g}"] = (DropoutProfile.front_loaded(n_layers, pb), None)
-        out[f"depth_back@{pb:g}"] = (DropoutProfile.back_loaded(n_layers, pb), None)
+        const = DropoutProfile.constant(n_layers, pb)
+        out[f"constant@{pb:g}"] = (const, None, const)
+        out[f"depth_front@{pb:g}"] = (DropoutProfile.front_loaded(n_layers, pb), None, const)
+        out[f"depth_back@{pb:g}"] = (DropoutProfile.back_loaded(n_layers, pb), None, const)
         if with_time:
-            out[f"time_front@{pb:g}"] = (np.zeros(n_layers), DropoutProfile.front_loaded(steps, pb))
-            out[f"time_back@{pb:g}"] = (np.zeros(n_layers), DropoutProfile.back_loaded(steps, pb))
+            out[f"time_front@{pb:g}"] = (const, DropoutProfile.front_loaded(steps, pb), const)
+            out[f"time_back@{pb:g}"] = (const, DropoutProfile.back_loaded(steps, pb), const)
+    if only is not None:
+        out = {k: c for k, c in out.items() if k.split("@")[0] in only}
     return out
+
+
+def measured_rep_seed(seed: int, r: int) -> int:
+    return seed * 100 + r
+
+
+def selection_rep_seed(r: int) -> int:
+    """Seed of selection repetition r: the same for every run seed, never a measured repetition's."""
+    return SELECTION_SEED + r
+
+
+def _run_sweep(sz: Sizes, rep_seeds: list[int], only: tuple[str, ...] | None) -> dict[tuple, np.ndarray]:
+    res: dict[tuple, np.ndarray] = {}
+    for E in sz.epochs:
+        conds = _conditions(sz.mlp_depth, E * (1200 // 100), sz.p_bars, True, only)
+        for k in conds:
+            res["mlp", E, k] = np.zeros((len(rep_seeds), 2))
+        for r, rs in enumerate(rep_seeds):
+            for k, (prof, ts, init) in conds.items():
+                res["mlp", E, k][r] = train_digits(sz, prof, ts, rs, "mlp", E, init)
+    return res
+
+
+def _run_mixer(sz: Sizes, rep_seeds: list[int], only: tuple[str, ...] | None) -> dict[tuple, np.ndarray]:
+    res: dict[tuple, np.ndarray] = {}
+    mconds = _conditions(sz.mixer_blocks, 0, sz.mixer_p_bars, False, only)
+    for k in mconds:
+        res["mixer", sz.mixer_epochs, k] = np.zeros((len(rep_seeds), 2))
+    for r, rs in enumerate(rep_seeds):
+        for k, (prof, _, _) in mconds.items():
+            res["mixer", sz.mixer_epochs, k][r] = train_digits(sz, prof, None, rs, "mixer", sz.mixer_epochs)
+    return res
 
 
 def schedules_experiment(sz: Sizes, seed: int) -> dict[tuple, np.ndarray]:
     """(arch, epochs, condition) -> (reps, 2) array of (test NLL, accuracy), paired by repetition (same split,
     init and batch order for every condition of a repetition)."""
-    res: dict[tuple, np.ndarray] = {}
-    for E in sz.epochs:
-        conds = _conditions(sz.mlp_depth, E * (1200 // 100), sz.p_bars, True)
-        for k in conds:
-            res["mlp", E, k] = np.zeros((sz.reps, 2))
-        for r in range(sz.reps):
-            for k, (prof, ts) in conds.items():
-                res["mlp", E, k][r] = train_digits(sz, prof, ts, seed * 100 + r, "mlp", E)
-    mconds = _conditions(sz.mixer_blocks, 0, sz.p_bars, False)
-    for k in mconds:
-        res["mixer", sz.mixer_epochs, k] = np.zeros((sz.mixer_reps, 2))
-    for r in range(sz.mixer_reps):
-        for k, (prof, _) in mconds.items():
-            res["mixer", sz.mixer_epochs, k][r] = train_digits(sz, prof, None, seed * 100 + r, "mixer", sz.mixer_epochs)
-    return res
+    res = _run_sweep(sz, [measured_rep_seed(seed, r) for r in range(sz.reps)], None)
+    return res | _run_mixer(sz, [measured_rep_seed(seed, r) for r in range(sz.mixer_reps)], None)
+
+
+def selection_experiment(sz: Sizes) -> dict[tuple, np.ndarray]:
+    """No dropout and constant dropout on the selection repetitions (seed-independent), every sweep cell."""
+    only = ("none", "constant")
+    res = _run_sweep(sz, [selection_rep_seed(r) for r in range(sz.sel_reps)], only)
+    return res | _run_mixer(sz, [selection_rep_seed(r) for r in range(sz.sel_reps)], only)
 
 
 def best_constant_cell(nll: dict, arch: str, lengths: tuple, p_bars: tuple) -> tuple[int, float, float]:
     """The (epochs, p_bar) where constant dropout beats no dropout by the most (mean test NLL of none minus
     constant; the cell where dropout helps, so a schedule's gain over constant is not a gain over an
-    over-regularised baseline). Returns (epochs, p_bar, gain); gain <= 0 means constant never beat none."""
+    over-regularised baseline). Returns (epochs, p_bar, gain); gain <= 0 means constant never beat none.
+    The reproduction applies it to the selection repetitions (decision) and to the measured ones (reported)."""
     cells = [(E, pb, float(nll[arch, E, "none"].mean() - nll[arch, E, f"constant@{pb:g}"].mean()))
              for E in lengths for pb in p_bars]
     return max(cells, key=lambda t: t[2])
+
+
+def schedule_claim(nll: dict, arch: str, family: str, label: str, cell: tuple[int, float, float], note: str,
+                   metric_kind: str = "nll", acc: dict | None = None) -> Claim:
+    """Front-loaded vs the stronger of constant and no dropout at the decision ``cell`` (epochs, p_bar, gain on
+    the selection repetitions), paired per measured repetition; control: back-loaded. A cell whose selection gain
+    is <= 0 (constant dropout never beat no dropout) cannot show a schedule's gain over a useful regulariser: the
+    measurement is then NaN (undecided) and the note says why. ``metric_kind="acc"``: test accuracy, front > the
+    stronger of constant and none (the abstract's secondary effect), no 18% bar."""
+    E, pb, gain = cell
+    src = nll if metric_kind == "nll" else acc
+    front, back = src[arch, E, f"{family}_front@{pb:g}"], src[arch, E, f"{family}_back@{pb:g}"]
+    const, none = src[arch, E, f"constant@{pb:g}"], src[arch, E, "none"]
+    degenerate = not gain > 0
+    why = (f" UNDECIDED: on the selection repetitions constant dropout never beat no dropout (best gain {gain:+.4f} "
+           "nats), so the testbed cannot show a schedule's gain over a useful regulariser; measured front-loaded "
+           f"value {float(front.mean()):.4f}." if degenerate else "")
+    cell_note = (f"cell (chosen on the selection repetitions, the same for every seed): {E} epochs, p_bar = {pb:g} "
+                 f"(no-dropout NLL - constant NLL there = {gain:+.4f}). ")
+    if metric_kind == "acc":
+        bl = {"constant dropout": float(const.mean()), "no dropout": float(none.mean())}
+        strongest = const if bl["constant dropout"] >= bl["no dropout"] else none
+        return Claim(
+            f"Front-loaded dropout over {label} raises test accuracy over constant dropout (secondary effect)",
+            float("nan") if degenerate else float(front.mean()), ">", baselines=bl,
+            paired={"constant dropout": list(front - const), "no dropout": list(front - none)},
+            control=float(back.mean()), control_arm=f"back-loaded profile over {label}, same budget",
+            control_paired=list(back - strongest),
+            metric=f"test accuracy, front-loaded {label}, at the decision cell", paper="accuracy gains as a consistent "
+            "secondary effect", note=cell_note + note + why,
+            falsifier="front-loaded test accuracy at or below the stronger of constant and no dropout, or the paired "
+                      "difference not separable from 0")
+    g = 1 - PAPER_GAIN
+    bl = {"0.82 x constant dropout": g * float(const.mean()), "0.82 x no dropout": g * float(none.mean())}
+    strongest = const if bl["0.82 x constant dropout"] <= bl["0.82 x no dropout"] else none
+    return Claim(
+        f"Front-loaded dropout over {label} cuts test loss by >= 18% vs constant (fixed budget, where "
+        "constant dropout beats none)",
+        float("nan") if degenerate else float(front.mean()), "<=",
+        baselines=bl, paired={"0.82 x constant dropout": list(front - g * const),
+                              "0.82 x no dropout": list(front - g * none)},
+        control=float(back.mean()), control_arm=f"back-loaded profile over {label.split(' in ')[0]}, same budget "
+                                                 "(front-loading reversed)",
+        control_paired=list(back - g * strongest),
+        metric=f"test NLL, front-loaded {label}, at the sweep cell where constant beats no dropout most",
+        paper="18-35% lower loss",
+        note=(cell_note + f"Ratio front / constant = {front.mean() / const.mean():.3f}, back / constant = "
+              f"{back.mean() / const.mean():.3f}, constant / none = {const.mean() / none.mean():.3f}. " + note + why),
+        falsifier="front-loaded test NLL above 0.82 x the stronger of constant dropout and no dropout (less "
+                  "than an 18% reduction), or the paired difference not separable from 0")
+
+
+def dc_claim(rows: list[dict], note: str = "") -> Claim:
+    """Max over configs, layers and c0 of |mean simulated c - theory| <= DC_TOL, with the per-net signed
+    deviations at that worst point as the per-instance evidence (a max within ~2 SE of the tolerance is
+    undecided, not decided by noise); control: the map without dropout, likewise at its own worst point."""
+    def worst(key: str) -> tuple[float, list[float]]:
+        best, paired = -1.0, []
+        for r in rows:
+            dev = r["_mean"] - r[key]                                  # (L + 1, K)
+            i = np.unravel_index(int(np.abs(dev).argmax()), dev.shape)
+            if abs(dev[i]) > best:
+                best = float(abs(dev[i]))
+                per_net = r["_per_net"][i[0], i[1]] - r[key][i]       # (n_nets,)
+                paired = list(np.sign(dev[i]) * per_net - DC_TOL)
+        return best, paired
+    max_dc, paired = worst("_theo")
+    max_dc0, paired0 = worst("_theo0")
+    return Claim("Mean-field correlation map (with dropout) predicts simulated deep random networks layer by layer",
+                 max_dc, "<=", DC_TOL, bar=True, baseline=f"|dc| tolerance {DC_TOL}",
+                 metric="max over configs, layers, c0 of |c_sim - c_theory|", paired=paired,
+                 control=max_dc0, control_arm="the mean-field map with dropout switched off (keep = 1, same sw2, sb2, "
+                                              "q0) against the same simulations", control_paired=paired0,
+                 note=note + " Per-instance evidence: each net's signed deviation at the worst (config, layer, c0) minus the "
+                      "tolerance, so a max within about two standard errors over nets of the tolerance is undecided",
+                 falsifier=f"any layer's mean simulated correlation more than {DC_TOL} from theory")
 
 
 # figures
@@ -258,6 +388,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     coll_bad = scaling_collapse("tanh", sz.collapse_ps, xs, SB2_SMOOTH, nu=1 / 3, phi=1 / 3)
     rows = theory_vs_simulation(sz, seed)
     sched = schedules_experiment(sz, seed)
+    sel = selection_experiment(sz)
 
     # correctness checks on the maps
     cs0 = c_fixed_point("tanh", critical_sigma_w("tanh", SB2_SMOOTH, 1.0), SB2_SMOOTH, 1.0)
@@ -272,19 +403,26 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
     fits = [r for r in rows if r["xi_theory"] <= XI_MAX and math.isfinite(r["xi_sim"]) and math.isfinite(
         r["xi_theory_fit"])]
-    xi_err = max((r["xi_rel_err"] for r in fits), default=float("nan"))
-    xi_err0 = max((r["xi_rel_err_no_dropout_theory"] for r in fits), default=float("nan"))
+    xi_errs = [r["xi_rel_err"] for r in fits]
+    xi_err = float(np.median(xi_errs)) if xi_errs else float("nan")
+    xi_err_max = max(xi_errs, default=float("nan"))
+    xi_err0 = (float(np.median([r["xi_rel_err_no_dropout_theory"] for r in fits])) if fits else float("nan"))
     max_dc = max(r["max_abs_dc"] for r in rows)
     max_dc0 = max(r["max_abs_dc_no_dropout_theory"] for r in rows)
     nll = {k: v[:, 0] for k, v in sched.items()}
     acc = {k: v[:, 1] for k, v in sched.items()}
+    sel_nll = {k: v[:, 0] for k, v in sel.items()}
+    cells = {"mlp": best_constant_cell(sel_nll, "mlp", sz.epochs, sz.p_bars),
+             "mixer": best_constant_cell(sel_nll, "mixer", (sz.mixer_epochs,), sz.mixer_p_bars)}
+    cells_measured = {"mlp": best_constant_cell(nll, "mlp", sz.epochs, sz.p_bars),
+                      "mixer": best_constant_cell(nll, "mixer", (sz.mixer_epochs,), sz.mixer_p_bars)}
 
     metrics: dict[str, float] = {}
     for act, e in exps.items():
         metrics[f"beta_{act}"], metrics[f"nu_{act}"] = e["beta"], e["nu"]
     metrics |= {"collapse_spread_half": coll["spread"], "collapse_spread_third": coll_bad["spread"],
-                "max_abs_dc": max_dc, "max_abs_dc_no_dropout_theory": max_dc0, "max_xi_rel_err": xi_err,
-                "max_xi_rel_err_no_dropout_theory": xi_err0, "relu_map_max_err": relu_map_err,
+                "max_abs_dc": max_dc, "max_abs_dc_no_dropout_theory": max_dc0, "median_xi_rel_err": xi_err,
+                "max_xi_rel_err": xi_err_max, "median_xi_rel_err_no_dropout_theory": xi_err0, "relu_map_max_err": relu_map_err,
                 "relu_q_err": relu_q_err, "tanh_p0_c_star": cs0, "tanh_p0_chi1": chi1_0}
     for r in rows:
         metrics[f"xi_theory_{r['act']}_p{r['p']:g}"] = r["xi_theory"]
@@ -292,6 +430,20 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     for (arch, E, k) in sched:
         metrics[f"test_nll[{arch},{E}ep,{k}]"] = float(nll[arch, E, k].mean())
         metrics[f"test_acc[{arch},{E}ep,{k}]"] = float(acc[arch, E, k].mean())
+    for (arch, E, k) in sel:
+        metrics[f"selection_test_nll[{arch},{E}ep,{k}]"] = float(sel_nll[arch, E, k].mean())
+    for arch in cells:
+        (E, pb, gain), (Em, pbm, gainm) = cells[arch], cells_measured[arch]
+        metrics |= {f"cell_epochs[{arch}]": float(E), f"cell_p_bar[{arch}]": float(pb),
+                    f"constant_gain_over_none_selection[{arch}]": gain,
+                    f"constant_gain_over_none_measured_at_cell[{arch}]": float(
+                        nll[arch, E, "none"].mean() - nll[arch, E, f"constant@{pb:g}"].mean()),
+                    f"best_cell_on_measured_reps_epochs[{arch}]": float(Em),
+                    f"best_cell_on_measured_reps_p_bar[{arch}]": float(pbm),
+                    f"best_cell_on_measured_reps_gain[{arch}]": gainm}
+        for fam in (("depth", "time") if arch == "mlp" else ("depth",)):
+            metrics[f"front_over_constant_at_measured_best_cell[{arch},{fam}]"] = float(
+                nll[arch, Em, f"{fam}_front@{pbm:g}"].mean() / nll[arch, Em, f"constant@{pbm:g}"].mean())
 
     band = ("log-log slope over p in [1e-6, 1e-4] at criticality (tanh/erf: chi_1 = 1 at sb2 = 0.05 with the "
             "dropout variance fixed point; ReLU: sw2 = 2(1 - p), sb2 = 0). Band = predicted exponent +- 0.05. "
@@ -300,38 +452,26 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     sim_note = (f"width {sz.width}, depth {sz.depth}, {sz.n_nets} nets x {sz.n_pairs} pairs per starting "
                 f"c0 in {SIM_C0}; ReLU and tanh at criticality; p in {SIM_PS}. Tolerance (ours, stated in the "
                 "spec): O(1/sqrt(width)) plus mask noise.")
-    train_note = (f"digits, ReLU MLP {sz.mlp_depth} x {sz.mlp_width}, critical init with dropout (sw2 = 2 keep per "
-                  f"layer), Adam lr 1e-3, batch 100; sweep p_bar in {(0,) + tuple(sz.p_bars)} x epochs in "
-                  f"{sz.epochs}; linear profiles 2 p_bar -> 0; {sz.reps} repetitions (fresh split + init), paired.")
+    train_note = (f"digits, ReLU MLP {sz.mlp_depth} x {sz.mlp_width}, critical init with dropout at p_bar (sw2 = "
+                  f"2(1 - p_bar) per layer, the same weights for every arm at one p_bar), Adam lr 1e-3, batch 100; "
+                  f"sweep p_bar in {(0,) + tuple(sz.p_bars)} x epochs in {sz.epochs}; linear profiles 2 p_bar -> 0; "
+                  f"{sz.reps} measured repetitions (fresh split + init), paired; {sz.sel_reps} selection "
+                  "repetitions choose the cell.")
     mixer_note = (f"digits, MLP-Mixer with {sz.mixer_blocks} blocks, 2x2 patches (16 tokens), dim {sz.mixer_dim}, "
                   f"dropout inside both MLPs of each block at the block's rate, {sz.mixer_epochs} epochs, "
-                  f"{sz.mixer_reps} repetitions; sweep p_bar in {(0,) + tuple(sz.p_bars)}.")
+                  f"{sz.mixer_reps} measured repetitions, {sz.sel_reps} selection repetitions; sweep p_bar in "
+                  f"{(0,) + tuple(sz.mixer_p_bars)}.")
 
-    def sched_claim(arch: str, family: str, label: str, lengths: tuple, note: str) -> Claim:
-        E, pb, gain = best_constant_cell(nll, arch, lengths, sz.p_bars)
-        front, back = nll[arch, E, f"{family}_front@{pb:g}"], nll[arch, E, f"{family}_back@{pb:g}"]
-        const, none = nll[arch, E, f"constant@{pb:g}"], nll[arch, E, "none"]
-        g = 1 - PAPER_GAIN
-        bl = {"0.82 x constant dropout": g * float(const.mean()), "0.82 x no dropout": g * float(none.mean())}
-        strongest = const if bl["0.82 x constant dropout"] <= bl["0.82 x no dropout"] else none
-        metrics[f"cell_epochs[{arch},{family}]"], metrics[f"cell_p_bar[{arch},{family}]"] = float(E), float(pb)
-        metrics[f"constant_gain_over_none[{arch},{family}]"] = gain
-        return Claim(
-            f"Front-loaded dropout over {label} cuts test loss by >= 18% vs constant (fixed budget, where "
-            "constant dropout beats none)",
-            float(front.mean()), "<=",
-            baselines=bl, paired={"0.82 x constant dropout": list(front - g * const),
-                                  "0.82 x no dropout": list(front - g * none)},
-            control=float(back.mean()), control_arm=f"back-loaded profile over {label.split(' in ')[0]}, same budget "
-                                                     "(front-loading reversed)",
-            control_paired=list(back - g * strongest),
-            metric=f"test NLL, front-loaded {label}, at the sweep cell where constant beats no dropout most",
-            paper="18-35% lower loss",
-            note=(f"cell: {E} epochs, p_bar = {pb:g} (no-dropout NLL - constant NLL = {gain:+.4f}; <= 0 means "
-                  f"constant never beat none). Ratio front / constant = {front.mean() / const.mean():.3f}, "
-                  f"back / constant = {back.mean() / const.mean():.3f}. " + note),
-            falsifier="front-loaded test NLL above 0.82 x the stronger of constant dropout and no dropout (less "
-                      "than an 18% reduction), or the paired difference not separable from 0")
+    def gate_check(arch: str) -> Claim:
+        E, pb, gain = cells[arch]
+        none, const = nll[arch, E, "none"], nll[arch, E, f"constant@{pb:g}"]
+        return Claim(f"Dropout helps at the decision cell ({arch}): constant dropout beats no dropout (the schedule "
+                     "claims are decided only where it does)", kind="check", measured=gain, op=">", reference=0.0,
+                     metric="no-dropout NLL - constant NLL at the chosen cell, selection repetitions (the same for "
+                            "every seed)",
+                     note=f"{E} epochs, p_bar = {pb:g}; on this seed's measured repetitions: "
+                          f"{float(none.mean() - const.mean()):+.4f} nats. When it fails, the {arch} schedule "
+                          "claims are undecided (NaN).")
 
     claims = [
         Claim("Kinked (ReLU) activations: depth scale exponent nu = 1/3", exps["relu"]["nu"], "in",
@@ -349,25 +489,26 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               note=f"tanh, p in {sz.collapse_ps}, x = eps/p^phi in [-1, 1] ({sz.collapse_xs} points). With the "
                    f"kinked class's exponents (1/3, 1/3) the spread is {coll_bad['spread']:.3f}. Deterministic "
                    "numerics of the maps (identical on every seed)."),
-        Claim("Mean-field correlation map (with dropout) predicts simulated deep random networks layer by layer",
-              max_dc, "<=", DC_TOL, bar=True, baseline=f"|dc| tolerance {DC_TOL}",
-              metric="max over configs, layers, c0 of |c_sim - c_theory|",
-              control=max_dc0, control_arm="the mean-field map with dropout switched off (keep = 1, same sw2, sb2, "
-                                           "q0) against the same simulations",
-              note=sim_note, falsifier=f"any layer's mean simulated correlation more than {DC_TOL} from theory"),
-        Claim("Dropout makes the depth scale finite at criticality: simulated xi matches the mean-field xi", xi_err,
-              "<=", XI_TOL, bar=True, baseline=f"{XI_TOL:.0%} relative error", metric=f"max relative error of "
-              f"fitted xi (configs with xi <= {XI_MAX:g})",
+        dc_claim(rows, sim_note),
+        Claim("Dropout makes the depth scale finite at criticality: simulated xi matches the mean-field xi "
+              "(median over configurations)", xi_err,
+              "<=", XI_TOL, bar=True, baseline=f"{XI_TOL:.0%} relative error", metric=f"median over the "
+              f"{len(fits)} configurations (xi <= {XI_MAX:g}) of the relative error of the fitted xi",
               control=xi_err0, control_arm="xi fitted identically on the mean-field trajectory without dropout "
                                            "(keep = 1, same sw2, sb2)",
               note=sim_note + " xi fitted as the slope of ln|c^l - c*| from the c0 = 0.99 start, on the "
               "leading layers with |c_sim - c*_sim| > 3 SE over nets (c*_sim from the deepest third of layers), identically "
               "on the simulated and the mean-field trajectory (exact c*). The asymptotic -1/ln chi_c(c*) is in the "
-              "theory_vs_simulation table.",
-              falsifier=f"a simulated depth scale more than {XI_TOL:.0%} from the theory's"),
-        sched_claim("mlp", "depth", "depth", sz.epochs, train_note),
-        sched_claim("mlp", "time", "training time", sz.epochs, train_note),
-        sched_claim("mixer", "depth", "depth in an MLP-Mixer", (sz.mixer_epochs,), mixer_note),
+              f"theory_vs_simulation table. The median, not the max: each configuration's fit is one noisy "
+              f"estimate (a few layers above the noise floor), and the max of {len(fits)} of them grows with "
+              f"their noise, not with the theory's error; max here {xi_err_max:.3f}.",
+              falsifier=f"the typical (median) simulated depth scale more than {XI_TOL:.0%} from the theory's"),
+        schedule_claim(nll, "mlp", "depth", "depth", cells["mlp"], train_note),
+        schedule_claim(nll, "mlp", "time", "training time", cells["mlp"], train_note),
+        schedule_claim(nll, "mixer", "depth", "depth in an MLP-Mixer", cells["mixer"], mixer_note),
+        schedule_claim(nll, "mlp", "depth", "depth", cells["mlp"], train_note, metric_kind="acc", acc=acc),
+        gate_check("mlp"),
+        gate_check("mixer"),
         # checks
         Claim("p = 0 restores the perfect-alignment fixed point c* = 1 at criticality", cs0, ">=", 1 - 1e-12,
               kind="check", baseline="1", metric="c* for tanh, p = 0, chi_1 = 1",
@@ -395,6 +536,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                        "nll_ratio_vs_constant_same_p_bar": float(nll[arch, E, k].mean()) / ratio_base(arch, E, k),
                        "nll_ratio_vs_no_dropout": float(nll[arch, E, k].mean() / nll[arch, E, "none"].mean())}
                       for (arch, E, k) in sched],
+        "selection": [{"arch": arch, "epochs": E, "schedule": k, "test_nll": float(sel_nll[arch, E, k].mean())}
+                      for (arch, E, k) in sel],
         "collapse": [{"p": float(p), **{f"x={x:+.2f}": float(v) for x, v in zip(xs, coll["scaled"][i])}}
                      for i, p in enumerate(sz.collapse_ps)],
     }

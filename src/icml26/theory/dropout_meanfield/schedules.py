@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from icml26.harness import validate as v
+
 __all__ = ["ScheduledDropout", "DropoutProfile", "DropoutTimeScheduler", "make_mlp", "dropout_layers",
            "init_critical"]
 
@@ -30,6 +32,17 @@ def _check_rate(p: float, name: str = "p") -> float:
     if not (math.isfinite(p) and 0.0 <= p < 1.0):
         raise ValueError(f"{name} must be a dropout rate in [0, 1), got {p}")
     return p
+
+
+def _check_rates(name: str, rates: Sequence[float], what: str) -> list[float]:
+    """A non-empty sequence of dropout rates in [0, 1)."""
+    arr = v.finite(name, rates)
+    v.ndim(name, arr, 1)
+    v.non_empty(name, arr)
+    out = [_check_rate(float(p), f"{name} entry") for p in np.asarray(arr, dtype=float)]
+    if not out:
+        raise ValueError(f"{name} needs one rate per {what} (at least one)")
+    return out
 
 
 class ScheduledDropout(nn.Module):
@@ -64,8 +77,7 @@ class DropoutProfile:
 
     @staticmethod
     def _validate(n: int, p_bar: float, p_max: float | None) -> float:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n (layers or steps) must be a positive integer, got {n!r}")
+        v.positive_int("n (layers or steps)", n)
         p_bar = _check_rate(p_bar, "p_bar")
         p_max = 2 * p_bar if p_max is None else _check_rate(p_max, "p_max")
         if p_max >= 1.0:
@@ -112,6 +124,7 @@ class DropoutProfile:
     def make(name: str, n: int, p_bar: float, p_max: float | None = None,
              kind: Literal["linear", "saturated"] = "linear") -> np.ndarray:
         """``name`` in {"constant", "front", "back"}."""
+        v.one_of("name", name, ("constant", "front", "back"))
         if name == "constant":
             return DropoutProfile.constant(n, p_bar)
         if name == "front":
@@ -140,6 +153,8 @@ class DropoutTimeScheduler:
     def __init__(self, model: nn.Module, schedule: Sequence[float] | Callable[[int], float],
                  depth_profile: Sequence[float] | None = None) -> None:
         self.layers = dropout_layers(model)
+        if not callable(schedule):
+            v.non_empty("schedule", schedule)
         if not self.layers:
             raise ValueError("the model has no ScheduledDropout modules to schedule; build it with make_mlp or "
                              "insert ScheduledDropout layers")
@@ -147,15 +162,14 @@ class DropoutTimeScheduler:
             self._fn = schedule
             self.total_steps = None
         else:
-            rates = [_check_rate(float(r), "schedule rate") for r in schedule]
-            if not rates:
-                raise ValueError("schedule must hold at least one rate")
+            rates = _check_rates("schedule", schedule, "step")
             self._fn = lambda t: rates[min(t, len(rates) - 1)]
             self.total_steps = len(rates)
         if depth_profile is not None:
-            dp = np.asarray(depth_profile, dtype=float)
+            dp = np.asarray(v.finite("depth_profile", depth_profile), dtype=float)
             if dp.shape != (len(self.layers),) or (dp < 0).any():
-                raise ValueError(f"depth_profile must hold {len(self.layers)} non-negative multipliers")
+                raise ValueError(f"depth_profile must hold {len(self.layers)} non-negative multipliers (one per "
+                                 f"ScheduledDropout), got {v.describe(depth_profile)}")
             self.depth_profile = dp
         else:
             self.depth_profile = np.ones(len(self.layers))
@@ -180,8 +194,10 @@ _ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 def init_critical(model: nn.Module, sw2: float, sb2: float) -> None:
     """W ~ N(0, sw2 / fan_in), b ~ N(0, sb2) for every ``nn.Linear`` (mean-field initialisation)."""
-    if sw2 <= 0 or sb2 < 0:
-        raise ValueError(f"need sw2 > 0 and sb2 >= 0, got {sw2}, {sb2}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    v.positive("sw2", sw2)
+    v.non_negative("sb2", sb2)
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, nn.Linear):
@@ -193,7 +209,7 @@ def init_critical(model: nn.Module, sw2: float, sb2: float) -> None:
 def make_mlp(in_dim: int, out_dim: int, dropout_profile: Sequence[float], width: int = 256,
              act: Literal["relu", "tanh"] = "relu",
              init: Literal["critical", "critical_no_dropout", "default"] = "critical",
-             sb2: float = 0.05) -> nn.Sequential:
+             sb2: float = 0.05, init_rates: Sequence[float] | None = None) -> nn.Sequential:
     """MLP with one hidden layer per entry of ``dropout_profile``: [Linear, act, ScheduledDropout(p_l)] x L, Linear.
 
     ``init="critical"`` (default): critical *with* dropout, layer by layer. A Linear that reads the output of
@@ -202,18 +218,20 @@ def make_mlp(in_dim: int, out_dim: int, dropout_profile: Sequence[float], width:
     ``critical_sigma_w("tanh", sb2, rho)``. The first Linear (no dropout before it) gets the p = 0 value.
     ``init="critical_no_dropout"``: every layer at the p = 0 critical point (ReLU He init sigma_w^2 = 2; tanh
     chi_1 = 1 without dropout), which dropout then detunes. ``init="default"``: PyTorch's own init.
-    The rates at build time decide the init; a time schedule changes them later (build with zeros: He init).
+    The rates at build time decide the init, unless ``init_rates`` (one rate per hidden layer) is given: then
+    those rates decide it. Arms compared at one mean rate p_bar should share one init: build every schedule at
+    p_bar with ``init_rates=DropoutProfile.constant(L, p_bar)`` (and a time schedule, which changes the rates
+    later, likewise), so only the schedule differs.
     """
-    for name, v in (("in_dim", in_dim), ("out_dim", out_dim), ("width", width)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if act not in _ACTS:
-        raise ValueError(f"act must be one of {sorted(_ACTS)}, got {act!r}")
-    if init not in ("critical", "critical_no_dropout", "default"):
-        raise ValueError(f"init must be 'critical', 'critical_no_dropout' or 'default', got {init!r}")
-    rates = [_check_rate(float(p), "dropout_profile entry") for p in dropout_profile]
-    if not rates:
-        raise ValueError("dropout_profile needs one rate per hidden layer (at least one)")
+    for name, val in (("in_dim", in_dim), ("out_dim", out_dim), ("width", width)):
+        v.positive_int(name, val)
+    v.one_of("act", act, sorted(_ACTS))
+    v.one_of("init", init, ("critical", "critical_no_dropout", "default"))
+    v.non_negative("sb2", sb2)
+    rates = _check_rates("dropout_profile", dropout_profile, "hidden layer")
+    init_by = rates if init_rates is None else _check_rates("init_rates", init_rates, "hidden layer")
+    if len(init_by) != len(rates):
+        raise ValueError(f"init_rates must hold one rate per hidden layer ({len(rates)}), got {len(init_by)}")
     layers: list[nn.Module] = []
     d = in_dim
     for p in rates:
@@ -225,7 +243,7 @@ def make_mlp(in_dim: int, out_dim: int, dropout_profile: Sequence[float], width:
         return model
     from .meanfield import critical_sigma_w
     linears = [m for m in model if isinstance(m, nn.Linear)]
-    keeps = [1.0] + [1.0 - p for p in rates]                     # keep of the dropout feeding each Linear
+    keeps = [1.0] + [1.0 - p for p in init_by]                   # keep of the dropout feeding each Linear
     if init == "critical_no_dropout":
         keeps = [1.0] * len(linears)
     for lin, keep in zip(linears, keeps):

@@ -14,7 +14,9 @@ import math
 import numpy as np
 import torch
 
-from .meanfield import get_activation
+from icml26.harness import validate as v
+
+from .meanfield import _arr, _check, get_activation
 
 __all__ = ["simulate_correlations", "fit_depth_scale", "fit_window"]
 
@@ -29,14 +31,16 @@ def simulate_correlations(act: str, sw2: float, sb2: float, keep: float, *, c0: 
     get_activation(act)
     if act not in _TORCH_ACTS:
         raise ValueError(f"simulation supports {sorted(_TORCH_ACTS)}, got {act!r}")
-    for name, v in (("depth", depth), ("width", width), ("n_nets", n_nets), ("n_pairs", n_pairs)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if not 0 < keep <= 1:
-        raise ValueError(f"keep = 1 - p must be in (0, 1], got {keep}")
-    c0s = torch.tensor(np.atleast_1d(np.asarray(c0, dtype=float)), dtype=torch.float32)
-    if c0s.ndim != 1 or (c0s.abs() > 1).any() or not q0 > 0:
-        raise ValueError("need every c0 in [-1, 1] and q0 > 0")
+    for name, val in (("depth", depth), ("width", width), ("n_nets", n_nets), ("n_pairs", n_pairs)):
+        v.positive_int(name, val)
+    v.non_negative_int("seed", seed)
+    _check(sw2, sb2, keep)
+    v.positive("q0", q0)
+    c0a = np.atleast_1d(_arr("c0", c0))
+    v.non_empty("c0", c0a)
+    if c0a.ndim != 1 or (np.abs(c0a) > 1).any():
+        raise ValueError(f"every c0 must be a correlation in [-1, 1], got {c0a.tolist()}")
+    c0s = torch.tensor(c0a, dtype=torch.float32)
     K = len(c0s)
     g = torch.Generator().manual_seed(seed)
     phi = _TORCH_ACTS[act]
@@ -67,8 +71,16 @@ def simulate_correlations(act: str, sw2: float, sb2: float, keep: float, *, c0: 
 
 def fit_window(c: np.ndarray, c_star: float, floor: np.ndarray | float) -> np.ndarray:
     """Boolean mask of the leading run of layers l >= 1 with |c^l - c*| > floor (later crossings are noise)."""
-    d = np.abs(np.asarray(c, dtype=float) - c_star)
-    ok = d > np.broadcast_to(np.asarray(floor, dtype=float), d.shape)
+    c = _arr("c", c)
+    v.ndim("c", c, 1)
+    v.finite_number("c_star", c_star)
+    fl = _arr("floor", floor)
+    if (fl < 0).any():
+        raise ValueError(f"floor must be >= 0 (a noise level on |c - c*|), got min {float(fl.min())}")
+    if fl.ndim and fl.shape != c.shape:
+        raise ValueError(f"floor must be a number or one value per layer {c.shape}, got shape {fl.shape}")
+    d = np.abs(c - c_star)
+    ok = d > np.broadcast_to(fl, d.shape)
     ok[0] = False
     sel = np.zeros_like(ok)
     for layer in range(1, len(d)):
@@ -82,8 +94,17 @@ def fit_depth_scale(c: np.ndarray, c_star: float, *, floor: np.ndarray | float =
                     window: np.ndarray | None = None) -> float:
     """xi from a least-squares fit of ln|c^l - c*| = a - l / xi over ``window`` (default: ``fit_window``);
     NaN with fewer than 3 layers in the window."""
-    d = np.abs(np.asarray(c, dtype=float) - c_star)
-    sel = fit_window(c, c_star, floor) if window is None else np.asarray(window, dtype=bool)
+    c = _arr("c", c)
+    v.ndim("c", c, 1)
+    c_star = v.finite_number("c_star", c_star)
+    d = np.abs(c - c_star)
+    if window is None:
+        sel = fit_window(c, c_star, floor)
+    else:
+        sel = np.asarray(window)
+        if sel.dtype != bool or sel.shape != c.shape:
+            raise ValueError(f"window must be a boolean mask of shape {c.shape} (see fit_window), got "
+                             f"{v.describe(window)} of dtype {sel.dtype}")
     if sel.sum() < 3 or (d[sel] <= 0).any():
         return float("nan")
     ls = np.arange(len(d))
