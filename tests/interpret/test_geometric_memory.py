@@ -2,6 +2,7 @@
 closed-form gradient), the Transformer memoriser, hooks on a user's model, navigation, bad input."""
 
 import math
+import re
 
 import networkx as nx
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 
 from icml26.interpret.geometric_memory import (
     Node2VecCE,
+    PathDataset,
     TinyGraphTransformer,
     chance_edge_recovery,
     cycle_graph,
@@ -23,6 +25,7 @@ from icml26.interpret.geometric_memory import (
     geometric_first_hop,
     geometric_first_hop_correct,
     graph_eigenbasis,
+    graph_operator,
     grid_graph,
     laplacian_spectrum,
     node2vec_embedding,
@@ -33,6 +36,7 @@ from icml26.interpret.geometric_memory import (
     path_token_accuracy,
     spectral_energy_profile,
     subspace_overlap,
+    topk_edge_recovery,
     topk_energy_fraction,
     train_memorizer,
     validate_graph,
@@ -375,6 +379,149 @@ def test_geometric_first_hop_exact_on_arm_embedding():
         geometric_first_hop(E, G, [N + 3])
 
 
+# review fixes
+
+def test_shuffled_path_star_keeps_its_centre_arms_and_leaves():
+    """Review: _shuffled did not remap G.graph["center"], so path_dataset on a shuffled path-star broke (the
+    shuffled-graph Transformer control trains on one)."""
+    from icml26.interpret.geometric_memory.reproduce import _all_leaves, _shuffled
+
+    G = path_star_graph(5, 3, seed=0)
+    H = _shuffled(G, 7)
+    assert H.degree(H.graph["center"]) == 5 and sorted(H.graph["leaves"]) == sorted(v for v in H if H.degree(v) == 1)
+    ds = path_dataset(H, train_frac=0.6, seed=0)
+    assert all(H.has_edge(a, b) for p in ds.train_paths for a, b in zip(p[:-1], p[1:]))
+    leaves, paths = _all_leaves(H)
+    assert len(leaves) == 5 and all(nx.shortest_path(H, H.graph["center"], int(x)) == list(p)
+                                    for x, p in zip(leaves, paths))
+
+
+def test_transformers_train_edges_and_paths_together(monkeypatch):
+    """Review: the staged recipe (edges, then paths) forgot the edges (0.12-0.39 memorised after the path stage) while
+    the precondition was read after the edge stage. Training is now mixed: one call per model on a batch holding the
+    edge facts and the training paths, and the precondition is read after it."""
+    from icml26.harness import Budget
+    from icml26.interpret.geometric_memory import reproduce as rp
+
+    calls = []
+    real = rp.train_memorizer
+
+    def spy(model, batch, steps, **kw):
+        calls.append((batch.ids, steps))
+        return real(model, batch, 2, **kw)
+
+    monkeypatch.setattr(rp, "train_memorizer", spy)
+    sz = rp.SIZES[Budget.QUICK]
+    G = path_star_graph(sz.star_degree, sz.star_length, seed=0)
+    out = rp._transformers(G, sz, seed=0)
+    assert len(calls) == 3                                   # learned, frozen, shuffled graph: one call each
+    n_edges = 2 * G.number_of_edges()
+    for ids, steps in calls:
+        sep = G.number_of_nodes()
+        edge_rows = int(((ids[:, 1] == sep) & (ids[:, 3:] == sep + 1).all(1)).sum())
+        assert edge_rows == n_edges and len(ids) > n_edges and steps == sz.tf_steps
+    assert {"learned", "frozen", "shuffled graph"} <= set(out) and "edge_acc" in out["learned"]
+
+
+# bad input: every public entry point refuses it before any work, naming the argument
+
+_C6 = cycle_graph(6)
+_PS = path_star_graph(3, 2, seed=0)
+_E6 = np.random.default_rng(0).normal(size=(6, 3))
+_E6INF = _E6.copy()
+_E6INF[2, 1] = np.inf
+_TF = TinyGraphTransformer(8, 8, 1, 1, max_len=5)
+_DS = path_dataset(_PS, train_frac=0.67, seed=0)
+_BATCH = encode(_PS.number_of_nodes(), edge_memorization_dataset(_PS))
+_N2V = Node2VecCE(6, 3)
+_ISO = cycle_graph(6)
+_ISO.add_node(6)
+
+# (callable, kwargs, error, message fragment); each returned a value from bad input, or failed with a low-level error
+# (IndexError, AttributeError, a numpy/torch shape error), before the checks
+BAD_INPUTS = [
+    (path_star_graph, dict(degree=2.5, path_length=3), TypeError, "degree must be an integer >= 2"),
+    (path_star_graph, dict(degree=4, path_length=3, seed=-1), ValueError, "seed must be an integer >= 0"),
+    (cycle_graph, dict(n="5"), TypeError, "n must be an integer >= 3"),
+    (cycle_graph, dict(n=2), ValueError, "n must be an integer >= 3"),
+    (grid_graph, dict(rows=0, cols=3), ValueError, "rows must be an integer >= 1"),
+    (validate_graph, dict(G=[(0, 1)]), TypeError, "expected a networkx.Graph"),
+    (validate_graph, dict(G=_ISO), ValueError, "isolated"),
+    (edge_memorization_dataset, dict(G=_C6, forward="no"), TypeError, "forward must be True or False"),
+    (path_dataset, dict(G=_PS, train_frac="0.8"), TypeError, "train_frac must be a real number"),
+    (path_dataset, dict(G=_PS, seed=0.5), TypeError, "seed must be an integer"),
+    (PathDataset, dict(train_leaves=np.array([1, 2]), train_paths=np.array([[0, 1]]), test_leaves=np.array([3]),
+                       test_paths=np.array([[0, 3]]), center=0), ValueError, "one path per leaf"),
+    (laplacian_spectrum, dict(G=nx.DiGraph([(0, 1), (1, 0)])), TypeError, "undirected"),
+    (graph_operator, dict(G=_C6, normalize="bogus"), ValueError, "normalize must be one of"),
+    (graph_eigenbasis, dict(G=_C6, normalize=1), ValueError, "normalize must be one of"),
+    (spectral_energy_profile, dict(emb=_E6, G=_C6, drop_top="yes"), TypeError, "drop_top must be True or False"),
+    (spectral_energy_profile, dict(emb=np.full((6, 2), np.nan), G=_C6), ValueError, "embedding has 12 NaN"),
+    (topk_energy_fraction, dict(emb=_E6, G=_C6, k=2.5), TypeError, "k must be an integer >= 1"),
+    (geometric_edge_recovery, dict(emb=np.ones((5, 2)), G=_C6), ValueError, "embedding must have shape"),
+    (edge_recovery_per_node, dict(emb=_E6INF, G=_C6), ValueError, "embedding has 1 NaN or infinite"),
+    (topk_edge_recovery, dict(emb=_E6, G=_C6, k=0), ValueError, "k must be an integer >= 1"),
+    (chance_edge_recovery, dict(G=_ISO), ValueError, "isolated"),
+    (subspace_overlap, dict(X=np.ones((5, 2)), Y=np.ones((4, 2))), ValueError, "same number of rows"),
+    (subspace_overlap, dict(X=np.full((5, 2), np.nan), Y=np.ones((5, 2))), ValueError, "X has 10 NaN"),
+    (Node2VecCE, dict(num_nodes=1), ValueError, "num_nodes must be an integer >= 2"),
+    (Node2VecCE, dict(num_nodes=6, dim=3, tied="no"), TypeError, "tied must be True or False"),
+    (Node2VecCE, dict(num_nodes=6, dim=3, reduction="sum"), ValueError, "reduction must be one of"),
+    (Node2VecCE, dict(num_nodes=6, dim=3, init_scale=-1.0), ValueError, "init_scale must be >= 0"),
+    (_N2V.loss, dict(edges=np.array([[0, 9]])), ValueError, "edges must hold indices in [0, 6)"),
+    (_N2V.loss, dict(edges=np.array([[0.5, 1.0]])), TypeError, "edges must hold integers"),
+    (_N2V.analytic_grad, dict(edges=np.zeros((0, 2), dtype=int)), ValueError, "non-empty (M, 2)"),
+    (_N2V.fit, dict(edges=np.array([[0, 1]]), steps=10.5), TypeError, "steps must be an integer >= 0"),
+    (_N2V.fit, dict(edges=np.array([[0, 1]]), lr=-1.0), ValueError, "lr must be > 0"),
+    (Node2VecCE(6, 3, tied=False).analytic_grad, dict(edges=np.array([[0, 1]])), ValueError, "tied"),
+    (node2vec_walks, dict(G=_C6, p=0.0), ValueError, "p must be > 0"),
+    (node2vec_walks, dict(G=_C6, num_walks=2.5), TypeError, "num_walks must be an integer >= 1"),
+    (node2vec_embedding, dict(G=_C6, dim=0), ValueError, "dim must be an integer >= 1"),
+    (TinyGraphTransformer, dict(vocab=10, d_model=15, n_layers=1, n_heads=2), ValueError, "divisible"),
+    (TinyGraphTransformer, dict(vocab=10, d_model=16.5), TypeError, "d_model must be an integer"),
+    (TinyGraphTransformer, dict(vocab=8, d_model=8, freeze_embeddings="yes"), TypeError,
+     "freeze_embeddings must be True or False"),
+    (_TF, dict(ids=torch.tensor([[0, 12]])), ValueError, "ids must hold indices in [0, 8)"),
+    (_TF, dict(ids=np.array([[0, 1]])), TypeError, "ids must be a torch.LongTensor"),
+    (_TF.node_embeddings, dict(num_nodes=20), ValueError, "at most the vocabulary"),
+    (encode, dict(num_nodes=5, edges=[[0, 7]]), ValueError, "edges must hold indices in [0, 5)"),
+    (encode, dict(num_nodes=5, paths=[[0, 1]]), ValueError, "pass leaves"),
+    (encode, dict(num_nodes=5, leaves=[1, 2], paths=[[0, 1]]), ValueError, "one path per leaf"),
+    (train_memorizer, dict(model=_TF, batch="b", steps=1), TypeError, "batch must be a Batch"),
+    (train_memorizer, dict(model=_TF, batch=_BATCH, steps=-1), ValueError, "steps must be an integer >= 0"),
+    (train_memorizer, dict(model=_TF, batch=_BATCH, steps=1, lr=0.0), ValueError, "lr must be > 0"),
+    (train_memorizer, dict(model=_TF, batch=_BATCH, steps=1, batch_size=0), ValueError,
+     "batch_size must be an integer >= 1"),
+    (path_token_accuracy, dict(model=_TF, num_nodes=7, leaves=_DS.test_leaves, paths=_DS.train_paths), ValueError,
+     "one path per leaf"),
+    (path_token_accuracy, dict(model="model", num_nodes=7, leaves=_DS.test_leaves, paths=_DS.test_paths), TypeError,
+     "model must be a torch.nn.Module"),
+    (edge_accuracy, dict(model=_TF, num_nodes=7, edges=[]), ValueError, "edges is empty"),
+    (edge_accuracy, dict(model=_TF, num_nodes=7, edges=[[0, 99]]), ValueError, "edges must hold indices in [0, 7)"),
+    (geometric_first_hop, dict(emb=np.ones((7, 2)), G=_PS, leaves=[10]), ValueError, "leaves must be"),
+    (geometric_first_hop, dict(emb=_E6, G=_C6, leaves=[0]), ValueError, "pass center"),
+    (geometric_first_hop, dict(emb=np.ones((7, 2)), G=_PS, leaves=[1], center=1.5), TypeError,
+     "center must be an integer"),
+    (geometric_first_hop_correct, dict(emb=np.ones((7, 2)), G=_PS, leaves=_DS.test_leaves, paths=np.zeros((3, 5))),
+     ValueError, "one centre->leaf path per leaf"),
+    (find_layers, dict(model="model"), TypeError, "torch.nn.Module"),
+    (node_representations, dict(model="model", node_token_ids=np.arange(4)), TypeError, "model must be a torch.nn.Module"),
+    (node_representations, dict(model=_TF, node_token_ids=np.arange(4), layer=1.0), TypeError,
+     "layer must be an integer"),
+    (node_representations, dict(model=_TF, node_token_ids=[0.0, np.nan]), ValueError, "node_token_ids has 1 NaN"),
+    (embedding_geometry, dict(model_or_emb=_E6, G=_C6, k=1.5), TypeError, "k must be an integer >= 1"),
+    (embedding_geometry, dict(model_or_emb=_E6INF, G=_C6), ValueError, "model_or_emb has 1 NaN"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, error, fragment", BAD_INPUTS,
+                         ids=[f"{i}-{getattr(c[0], '__qualname__', type(c[0]).__name__)}"
+                              for i, c in enumerate(BAD_INPUTS)])
+def test_bad_inputs_raise(fn, kwargs, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        fn(**kwargs)
+
+
 # the quick reproduction
 
 def test_reproduce_quick_is_well_formed():
@@ -391,7 +538,17 @@ def test_reproduce_quick_is_well_formed():
     assert set(n2v.baselines) == {"isotropic Gaussian embedding", "Node2Vec on the label-shuffled graph"}
     variants = [c for s, c in by.items() if "none of the usual pressures" in s]
     assert len(variants) == 3 and all(len(c.baselines) == 2 for c in variants)       # init and shuffled graph
-    assert "associative lookup (rows of A + I)" in claims[-1].baselines
+    assert set(claims[-1].baselines) == {"frozen random embeddings", "Node2VecCE on the label-shuffled graph"}
+    spec = next(c for s, c in by.items() if s.startswith("Spectral bias in the Transformer"))
+    assert len(spec.baselines) == 2 and "bottom" in spec.note
+    m = out.metrics
+    ce_claims = [c for s, c in by.items() if "at least twice" in s]
+    assert len(ce_claims) == 4
+    for c, (init, shuf) in zip(ce_claims[1:], [(m[f"ce_variant_{v}_init"], m[f"ce_variant_{v}_shuffled"])
+                                               for v in ("init_0.5", "untied_init_0.5", "weight_decay_1e-2_init_0.5")]):
+        assert c.reference == pytest.approx(2 * max(init, shuf))
+    pre = next(c for c in out.claims if c.statement.startswith("Both Transformers memorise"))
+    assert pre.measured == min(m["tf_learned_edge_acc"], m["tf_frozen_edge_acc"])
     assert all(math.isfinite(c.measured) and c.verdict in ("holds", "does not hold", "inconclusive")
                for c in out.claims)
     assert all(c.falsifier for c in claims)
@@ -399,7 +556,8 @@ def test_reproduce_quick_is_well_formed():
     assert {"spectral_energy", "held_out_first_hop"} <= set(out.figures)
     # the paired claims carry one difference per held-out leaf / per node
     n_test = int(out.metrics["n_test_leaves"])
-    assert len(claims[0].paired) == len(claims[1].paired) == len(claims[-1].paired) == n_test
+    assert len(claims[0].paired) == len(claims[1].paired) == n_test
+    assert len(claims[-1].paired) == int(out.metrics["n_nodes_path_star"] - 1) // 3       # every leaf (l = 3)
     assert len(claims[2].paired) == int(out.metrics["n_nodes_path_star"])
     # the exact checks are exact
     assert out.metrics["ring_laplacian_max_err"] < 1e-10 and out.metrics["node2vecce_grad_max_err"] < 1e-10

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from icml26.harness import validate as v
+
 # helper functions
 
 def validate_graph(G: nx.Graph) -> int:
@@ -44,7 +46,7 @@ def validate_graph(G: nx.Graph) -> int:
 def _relabel(G: nx.Graph, seed: int | None) -> tuple[nx.Graph, np.ndarray]:
     """Randomly permute node labels (as the official datasets do), so token ids carry no structure."""
     n = G.number_of_nodes()
-    perm = np.arange(n) if seed is None else np.random.default_rng(seed).permutation(n)
+    perm = np.arange(n) if seed is None else np.random.default_rng(v.non_negative_int("seed", seed)).permutation(n)
     return nx.relabel_nodes(G, {i: int(perm[i]) for i in range(n)}), perm
 
 
@@ -57,9 +59,8 @@ def path_star_graph(degree: int, path_length: int, seed: int | None = None) -> n
     are randomly permuted. ``G.graph`` stores ``center``, ``arms`` (list of node lists, centre-side first) and
     ``leaves``.
     """
-    if int(degree) < 2 or int(path_length) < 1:
-        raise ValueError(f"need degree >= 2 and path_length >= 1, got {degree}, {path_length}")
-    d, length = int(degree), int(path_length)
+    d = v.positive_int("degree", degree, minimum=2)
+    length = v.positive_int("path_length", path_length)
     G = nx.Graph()
     G.add_nodes_from(range(1 + d * length))
     arms = [[1 + i * length + j for j in range(length)] for i in range(d)]
@@ -75,16 +76,16 @@ def path_star_graph(degree: int, path_length: int, seed: int | None = None) -> n
 
 def cycle_graph(n: int, seed: int | None = None) -> nx.Graph:
     """Cycle on ``n`` nodes (0-1-...-(n-1)-0 for ``seed=None``; randomly relabelled otherwise)."""
-    if int(n) < 3:
-        raise ValueError(f"a cycle needs n >= 3 nodes, got {n}")
-    return _relabel(nx.cycle_graph(int(n)), seed)[0]
+    n = v.positive_int("n", n, minimum=3)
+    return _relabel(nx.cycle_graph(n), seed)[0]
 
 
 def grid_graph(rows: int, cols: int, seed: int | None = None) -> nx.Graph:
     """``rows`` x ``cols`` grid; node r*cols + c (or a random relabelling of it)."""
-    if int(rows) < 1 or int(cols) < 1 or int(rows) * int(cols) < 2:
+    rows, cols = v.positive_int("rows", rows), v.positive_int("cols", cols)
+    if rows * cols < 2:
         raise ValueError(f"need a grid with at least 2 nodes, got {rows} x {cols}")
-    G = nx.convert_node_labels_to_integers(nx.grid_2d_graph(int(rows), int(cols)), ordering="sorted")
+    G = nx.convert_node_labels_to_integers(nx.grid_2d_graph(rows, cols), ordering="sorted")
     return _relabel(G, seed)[0]
 
 
@@ -95,6 +96,9 @@ def edge_memorization_dataset(G: nx.Graph, forward: bool = True, backward: bool 
     """Edge facts "u = v" as an int array of (u, v) rows: each edge (u < v) as (u, v) if ``forward`` and (v, u)
     if ``backward``, plus (u, u) for every node if ``self_edges``. Rows are sorted (deterministic)."""
     validate_graph(G)
+    for name, flag in (("forward", forward), ("backward", backward), ("self_edges", self_edges)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {v.describe(flag)}")
     if not (forward or backward):
         raise ValueError("need forward=True or backward=True (or both): no edge facts otherwise")
     e = np.array(sorted((min(u, v), max(u, v)) for u, v in G.edges() if u != v), dtype=np.int64).reshape(-1, 2)
@@ -116,6 +120,16 @@ class PathDataset:
     test_paths: np.ndarray
     center: int
 
+    def __post_init__(self) -> None:
+        for leaves, paths, side in ((self.train_leaves, self.train_paths, "train"),
+                                    (self.test_leaves, self.test_paths, "test")):
+            leaves, paths = np.asarray(leaves), np.asarray(paths)
+            if leaves.ndim != 1 or paths.ndim != 2 or len(leaves) != len(paths):
+                raise ValueError(f"{side}_leaves must be (n,) and {side}_paths (n, l + 1) with one path per leaf, got "
+                                 f"shapes {leaves.shape} and {paths.shape}")
+            if len(paths) and not ((paths[:, 0] == self.center).all() and (paths[:, -1] == leaves).all()):
+                raise ValueError(f"each of {side}_paths must start at the centre ({self.center}) and end at its leaf")
+
 
 def path_dataset(G: nx.Graph, center: int | None = None, train_frac: float = 0.8, seed: int = 0) -> PathDataset:
     """Split the leaves of a path-star graph into train / held-out; each example is leaf -> centre..leaf path.
@@ -124,9 +138,9 @@ def path_dataset(G: nx.Graph, center: int | None = None, train_frac: float = 0.8
     At least one leaf goes to each side.
     """
     validate_graph(G)
-    if not 0.0 < float(train_frac) < 1.0:
-        raise ValueError(f"train_frac must be in (0, 1), got {train_frac}")
-    c = G.graph.get("center") if center is None else int(center)
+    train_frac = v.in_range("train_frac", train_frac, 0.0, 1.0, low_open=True, high_open=True)
+    seed = v.non_negative_int("seed", seed)
+    c = G.graph.get("center") if center is None else v.non_negative_int("center", center)
     if c is None or c not in G:
         raise ValueError("pass center=... (the graph has no 'center' attribute) and make sure it is a node")
     leaves = np.array(sorted(v for v in G.nodes if G.degree(v) == 1 and v != c), dtype=np.int64)

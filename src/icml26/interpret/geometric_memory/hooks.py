@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from icml26.harness import validate as v
+
 from .graphs import validate_graph
 from .spectral import chance_edge_recovery, geometric_edge_recovery, spectral_energy_profile
 
@@ -51,6 +53,11 @@ def _input_embeddings(model: nn.Module) -> torch.Tensor:
 def node_representations(model: nn.Module, node_token_ids, layer: int | None = None) -> np.ndarray:
     """(N, d) representation of each node token: its embedding row (``layer=None``) or the output of block
     ``layer`` (negative counts from the end) at that token, fed as a one-token sequence."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {v.describe(model)}")
+    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, (int, np.integer))):
+        raise TypeError(f"layer must be an integer block index or None (token embeddings), got {v.describe(layer)}")
+    v.finite("node_token_ids", node_token_ids)
     ids = torch.as_tensor(np.asarray(node_token_ids), dtype=torch.long)
     if ids.ndim != 1 or ids.numel() < 2:
         raise ValueError(f"node_token_ids must be a 1-D array of at least 2 token ids, got shape {tuple(ids.shape)}")
@@ -105,13 +112,15 @@ def embedding_geometry(model_or_emb, G: nx.Graph, node_token_ids=None, layer: in
     ``node_token_ids[u]`` is the token of graph node u (default: token u).
     """
     n = validate_graph(G)
+    k = v.positive_int("k", k)
     if isinstance(model_or_emb, nn.Module):
         ids = np.arange(n) if node_token_ids is None else np.asarray(node_token_ids)
         if ids.shape != (n,):
             raise ValueError(f"node_token_ids must give one token per graph node ({n}), got shape {ids.shape}")
         E = node_representations(model_or_emb, ids, layer)
     else:
-        E = np.asarray(model_or_emb.detach() if hasattr(model_or_emb, "detach") else model_or_emb, dtype=float)
+        E = model_or_emb.detach().cpu().numpy() if hasattr(model_or_emb, "detach") else model_or_emb
+        E = np.asarray(v.finite("model_or_emb", E), dtype=float)
     w, energy = spectral_energy_profile(E, G, normalize)
     if not 1 <= int(k) <= len(energy):
         raise ValueError(f"k must be in 1..{len(energy)}, got {k}")

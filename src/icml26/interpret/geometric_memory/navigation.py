@@ -14,6 +14,8 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
+from icml26.harness import validate as v
+
 from .graphs import validate_graph
 from .spectral import _as_embedding
 
@@ -22,7 +24,7 @@ def geometric_first_hop(emb, G: nx.Graph, leaves, center: int | None = None) -> 
     """Predicted first hop a_1 for each leaf: the centre neighbour with the largest cosine to the leaf."""
     n = validate_graph(G)
     E = _as_embedding(emb, n)
-    c = G.graph.get("center") if center is None else int(center)
+    c = G.graph.get("center") if center is None else v.non_negative_int("center", center)
     if c is None or c not in G:
         raise ValueError("pass center=... (the graph has no 'center' attribute)")
     nb = np.array(sorted(G.neighbors(c)), dtype=np.int64)
@@ -35,5 +37,8 @@ def geometric_first_hop(emb, G: nx.Graph, leaves, center: int | None = None) -> 
 
 def geometric_first_hop_correct(emb, G: nx.Graph, leaves, paths, center: int | None = None) -> np.ndarray:
     """Per leaf: 1.0 when :func:`geometric_first_hop` equals the true a_1 (``paths[:, 1]``), else 0.0."""
-    paths = np.asarray(paths)
+    paths = np.asarray(v.ndim("paths", v.finite("paths", paths), 2))
+    if paths.shape[0] != np.size(leaves) or paths.shape[1] < 2:
+        raise ValueError(f"paths must be (n, l + 1) with one centre->leaf path per leaf ({np.size(leaves)}), got shape "
+                         f"{paths.shape}")
     return (geometric_first_hop(emb, G, leaves, center) == paths[:, 1]).astype(float)

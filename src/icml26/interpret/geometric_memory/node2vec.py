@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from icml26.harness import validate as v
+
 from .graphs import validate_graph
 
 # biased random walks
@@ -40,10 +42,8 @@ def node2vec_walks(G: nx.Graph, num_walks: int = 10, walk_length: int = 20, p: f
     walker at once and samples by inverse CDF.
     """
     n = validate_graph(G)
-    if int(num_walks) < 1 or int(walk_length) < 2:
-        raise ValueError(f"need num_walks >= 1 and walk_length >= 2, got {num_walks}, {walk_length}")
-    if not (p > 0 and q > 0):
-        raise ValueError(f"p and q must be positive, got p={p}, q={q}")
+    num_walks, walk_length = v.positive_int("num_walks", num_walks), v.positive_int("walk_length", walk_length, minimum=2)
+    p, q, seed = v.positive("p", p), v.positive("q", q), v.non_negative_int("seed", seed)
     rng = np.random.default_rng(seed)
     A = nx.to_numpy_array(G, nodelist=range(n), weight=None) > 0
     np.fill_diagonal(A, False)
@@ -77,6 +77,8 @@ def node2vec_embedding(G: nx.Graph, dim: int = 32, num_walks: int = 20, walk_len
                        seed: int = 0) -> np.ndarray:
     """Node2Vec: skip-gram with negative sampling (gensim ``Word2Vec``, one worker, so it is deterministic) on
     :func:`node2vec_walks`. Returns the (N, dim) input-embedding matrix, row u for node u."""
+    dim, window = v.positive_int("dim", dim), v.positive_int("window", window)
+    epochs, negative = v.positive_int("epochs", epochs), v.non_negative_int("negative", negative)
     from gensim.models import Word2Vec
 
     walks = node2vec_walks(G, num_walks, walk_length, p, q, seed)
@@ -108,10 +110,11 @@ class Node2VecCE(nn.Module):
     def __init__(self, num_nodes: int, dim: int = 100, tied: bool = True, init_scale: float = 1.0, seed: int = 0,
                  reduction: str = "official"):
         super().__init__()
-        if int(num_nodes) < 2 or int(dim) < 1 or not init_scale >= 0:
-            raise ValueError(f"need num_nodes >= 2, dim >= 1, init_scale >= 0; got {num_nodes}, {dim}, {init_scale}")
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        num_nodes, dim = v.positive_int("num_nodes", num_nodes, minimum=2), v.positive_int("dim", dim)
+        init_scale, seed = v.non_negative("init_scale", init_scale), v.non_negative_int("seed", seed)
+        v.one_of("reduction", reduction, REDUCTIONS)
+        if not isinstance(tied, (bool, np.bool_)):
+            raise TypeError(f"tied must be True or False, got {v.describe(tied)}")
         g = torch.Generator().manual_seed(int(seed))
         self.emb = nn.Parameter(init_scale * torch.randn(int(num_nodes), int(dim), generator=g, dtype=torch.float64))
         self.out = None if tied else nn.Parameter(
@@ -122,13 +125,15 @@ class Node2VecCE(nn.Module):
     def logits(self) -> torch.Tensor:
         return self.emb @ (self.emb if self.out is None else self.out).T
 
+    def _check_edges(self, edges) -> np.ndarray:
+        e = np.asarray(v.finite("edges", edges))
+        if e.ndim != 2 or e.shape[1] != 2 or e.size == 0:
+            raise ValueError(f"edges must be a non-empty (M, 2) array of (u, v), got shape {e.shape}")
+        v.indices("edges", e, self.emb.shape[0])
+        return e.astype(np.int64)
+
     def _edges(self, edges) -> torch.Tensor:
-        e = torch.as_tensor(np.asarray(edges), dtype=torch.long)
-        if e.ndim != 2 or e.shape[1] != 2 or e.numel() == 0:
-            raise ValueError(f"edges must be a non-empty (M, 2) array of (u, v), got shape {tuple(e.shape)}")
-        if int(e.min()) < 0 or int(e.max()) >= self.emb.shape[0]:
-            raise ValueError(f"edges must have endpoints in 0..{self.emb.shape[0] - 1}")
-        return e
+        return torch.as_tensor(self._check_edges(edges), dtype=torch.long)
 
     def loss(self, edges) -> torch.Tensor:
         """Cross-entropy of predicting v from u over the edge facts ``edges`` (M, 2), reduced as ``reduction``."""
@@ -140,10 +145,8 @@ class Node2VecCE(nn.Module):
         return (ce / c[e[:, 0]]).sum()
 
     def _counts(self, edges) -> tuple[np.ndarray, int]:
-        e = np.asarray(edges)
+        e = self._check_edges(edges)
         n = self.emb.shape[0]
-        if e.ndim != 2 or e.shape[1] != 2 or len(e) == 0 or e.min() < 0 or e.max() >= n:
-            raise ValueError(f"edges must be a non-empty (M, 2) array of node ids in 0..{n - 1}")
         C = np.zeros((n, n))
         np.add.at(C, (e[:, 0], e[:, 1]), 1.0)
         return C, len(e)
@@ -174,8 +177,8 @@ class Node2VecCE(nn.Module):
         """Full-batch gradient descent, E <- E - lr (dL/dE + weight_decay E) (the paper's analysis has no weight
         decay; the official defaults are lr 0.01 and 10,000 epochs). The tied model steps with the closed-form
         gradient in NumPy (equal to autograd, tested); the untied one with its closed form dL/dE = G O, dL/dO = G^T E."""
-        if not lr > 0 or int(steps) < 0 or not weight_decay >= 0:
-            raise ValueError(f"need lr > 0, steps >= 0 and weight_decay >= 0, got {lr}, {steps}, {weight_decay}")
+        lr, steps = v.positive("lr", lr), v.non_negative_int("steps", steps)
+        weight_decay = v.non_negative("weight_decay", weight_decay)
         if self.tied:
             C, m = self._counts(edges)
             E = self.emb.detach().numpy().copy()

@@ -25,6 +25,8 @@ import networkx as nx
 import numpy as np
 from scipy.linalg import eigh
 
+from icml26.harness import validate as v
+
 from .graphs import validate_graph
 
 NORMALIZATIONS = ("rw", "sym", "none")
@@ -35,20 +37,17 @@ NORMALIZATIONS = ("rw", "sym", "none")
 def _as_embedding(emb, n: int) -> np.ndarray:
     if hasattr(emb, "detach"):
         emb = emb.detach().cpu().numpy()
-    E = np.asarray(emb, dtype=np.float64)
+    E = np.asarray(v.finite("embedding", emb), dtype=np.float64)
     if E.ndim != 2 or E.shape[0] != n:
         raise ValueError(f"embedding must have shape (num_nodes={n}, dim), got {E.shape}; take rows 0..N-1 of the "
                          "token-embedding matrix (the node tokens)")
-    if not np.isfinite(E).all():
-        raise ValueError("embedding contains NaN or inf")
     return E
 
 
 def graph_operator(G: nx.Graph, normalize: str = "rw") -> np.ndarray:
     """The symmetric graph operator M whose eigenvectors the profile uses (see module docstring)."""
     n = validate_graph(G)
-    if normalize not in NORMALIZATIONS:
-        raise ValueError(f"unknown normalize={normalize!r}; use one of {NORMALIZATIONS}")
+    v.one_of("normalize", normalize, NORMALIZATIONS)
     A = nx.to_numpy_array(G, nodelist=range(n), weight=None)
     np.fill_diagonal(A, 0.0)
     deg = A.sum(1)
@@ -80,6 +79,8 @@ def spectral_energy_profile(emb, G: nx.Graph, normalize: str = "rw",
                             drop_top: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(eigenvalues, energy): energy_i = ||E^T u_i||^2 / sum_j ||E^T u_j||^2 over the kept eigenvectors, sorted
     by eigenvalue, largest first; the top (trivial) eigenvector is dropped when ``drop_top``. [B02]"""
+    if not isinstance(drop_top, (bool, np.bool_)):
+        raise TypeError(f"drop_top must be True or False, got {v.describe(drop_top)}")
     w, U = graph_eigenbasis(G, normalize)
     E = _as_embedding(emb, U.shape[0])
     energy = ((U.T @ E) ** 2).sum(1)
@@ -93,10 +94,11 @@ def spectral_energy_profile(emb, G: nx.Graph, normalize: str = "rw",
 
 def topk_energy_fraction(emb, G: nx.Graph, k: int, normalize: str = "rw") -> float:
     """Fraction of the (non-trivial) spectral energy on the top ``k`` eigenvectors. Gaussian E: about k/(N-1)."""
+    k = v.positive_int("k", k)
     w, energy = spectral_energy_profile(emb, G, normalize)
-    if not 1 <= int(k) <= len(energy):
-        raise ValueError(f"k must be in 1..{len(energy)}, got {k}")
-    return float(energy[: int(k)].sum())
+    if k > len(energy):
+        raise ValueError(f"k must be in 1..{len(energy)} (the non-trivial eigenvectors), got {k}")
+    return float(energy[:k].sum())
 
 
 def edge_recovery_per_node(emb, G: nx.Graph) -> np.ndarray:
@@ -128,7 +130,8 @@ def topk_edge_recovery(emb, G: nx.Graph, k: int = 5) -> float:
     whose v is among the k nodes w != u with the largest <e_u, e_w> (one k for every node; official k = 5)."""
     n = validate_graph(G)
     E = _as_embedding(emb, n)
-    if not isinstance(k, (int, np.integer)) or not 1 <= k <= n - 1:
+    k = v.positive_int("k", k)
+    if k > n - 1:
         raise ValueError(f"k must be an int in 1..{n - 1}, got {k!r}")
     S = E @ E.T
     np.fill_diagonal(S, -np.inf)
@@ -147,7 +150,13 @@ def chance_edge_recovery(G: nx.Graph) -> float:
 
 def subspace_overlap(X: np.ndarray, Y: np.ndarray) -> float:
     """Mean squared cosine of the principal angles between span(X) and span(Y) (columns), in [0, 1]."""
-    qx, _ = np.linalg.qr(np.asarray(X, dtype=float))
-    qy, _ = np.linalg.qr(np.asarray(Y, dtype=float))
+    X = np.asarray(v.ndim("X", v.finite("X", X), 2), dtype=float)
+    Y = np.asarray(v.ndim("Y", v.finite("Y", Y), 2), dtype=float)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X and Y must have the same number of rows (one per node), got {X.shape} and {Y.shape}")
+    if min(X.shape[1], Y.shape[1]) < 1 or X.shape[0] < 1:
+        raise ValueError(f"X and Y need at least one row and one column, got {X.shape} and {Y.shape}")
+    qx, _ = np.linalg.qr(X)
+    qy, _ = np.linalg.qr(Y)
     s = np.linalg.svd(qx.T @ qy, compute_uv=False)
     return float(np.mean(s[: min(qx.shape[1], qy.shape[1])] ** 2))
