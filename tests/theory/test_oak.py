@@ -289,20 +289,92 @@ def test_bad_inputs():
 
 
 def test_quick_reproduction_structure():
-    from icml26.theory.oak.reproduce import reproduce
+    from icml26.theory.oak.reproduce import KERNELS, VARIANTS, reproduce
     out = reproduce(Budget.QUICK, seed=0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 4 and len(out.checks) == 2
+    assert len(claims) == 5 and len(out.checks) == 2
     assert all(c.falsifier for c in claims)
     first = claims[0]   # the strongest of eNTK / A-SignGD decides, with a shuffled-P control
     assert set(first.baselines) == {"eNTK (lr matched)", "A-SignGD (lr matched)"}
     assert first.reference == min(first.baselines.values())
     assert first.control is not None and math.isfinite(first.control)
-    acc = claims[3]     # fixed bar: carries the unmoved-network control
-    assert acc.bar and acc.control == out.metrics["acc_gap_unmoved_T0"]
+    # fresh-eyes review 5: one paired instance per alpha (the T cells of one alpha share a trajectory)
+    assert len(first.paired) == 3
+    # fresh-eyes review 1: one learning-rate rule for every kernel, OAK included (matched, capped at 2n/lambda_max)
+    for a in (0.0, 0.5, 1.0):
+        assert out.metrics[f"lr_oak_alpha{a:g}"] <= out.metrics[f"lr_oak_stability_limit_alpha{a:g}"] * (1 + 1e-12)
+        assert out.metrics[f"lr_oak_adam_lr_alpha{a:g}"] == pytest.approx(1e-3)
+    # fresh-eyes review 3: the discrepancy trend under absolute error, controlled by the network's own movement
+    absolute = claims[3]
+    assert "absolute" in absolute.statement and absolute.control == out.metrics["spearman_alpha_abs_error_unmoved"]
+    # fresh-eyes review 4: the accuracy claim's control is the closest of eNTK, A-SignGD and the unmoved network
+    acc = claims[4]
+    assert acc.bar and acc.control == min(out.metrics[f"acc_gap_{k}_T0"] for k in ("entk", "signgd", "f0"))
     assert all(c.verdict == "holds" for c in out.checks)
     assert all(math.isfinite(c.measured) for c in out.claims)
     assert all(c.verdict in ("holds", "does not hold", "inconclusive") for c in out.claims)
-    assert all(math.isfinite(v) for v in out.metrics.values())
+    assert all(math.isfinite(out.metrics[f"mean_E_{k}"]) for k in KERNELS + ("shuffled",))
+    assert {f"mean_E_{k}" for k in VARIANTS} <= set(out.metrics)
     assert "kernel_regime_error" in out.figures and out.tables["kernel_regime_error"]
+    assert out.tables["oak_variants"]
+
+
+# argument checks on every public name (harness.validate)
+
+def _bad_cases():
+    m = _mlp()
+    X, y = _data(6)
+    K = empirical_ntk(m, X)
+    f0 = torch.zeros(6, dtype=torch.float64)
+    nanX = X.clone()
+    nanX[0, 0] = float("nan")
+    nanK = K.clone()
+    nanK[0, 0] = float("nan")
+    mse = lambda f, t: ((f.squeeze(-1) - t) ** 2).mean()  # noqa: E731
+    return [
+        (estimate_preconditioner, dict(model="not a model", loss_fn=mse, batches=[(X, y)]), TypeError, "nn.Module"),
+        (estimate_preconditioner, dict(model=m, loss_fn=mse, batches=[(X, y)], n_batches=True), TypeError,
+         "n_batches"),
+        (estimate_preconditioner, dict(model=m, loss_fn=mse, batches=[(X, y)], eps=float("nan")), ValueError, "eps"),
+        (estimate_preconditioner, dict(model=m, loss_fn="mse", batches=[(X, y)]), TypeError, "loss_fn"),
+        (estimate_preconditioner, dict(model=m, loss_fn=mse, batches=[(nanX, y)]), ValueError, "NaN"),
+        (optimizer_aware_kernel, dict(model=lambda x: x, X1=X), TypeError, "nn.Module"),
+        (optimizer_aware_kernel, dict(model=m, X1=nanX), ValueError, "NaN|finite"),
+        (asymmetric_signgd_kernel, dict(model=m, X1=nanX), ValueError, "X1 has"),
+        (asymmetric_signgd_kernel, dict(model=m, X1=X, X2=X[:0]), ValueError, "X2"),
+        (kernel_finetune_predict, dict(K_train=nanK, K_test_train=K, f0_train=f0, f0_test=f0, y=y, lr=0.1, steps=3),
+         ValueError, "K_train has"),
+        (kernel_finetune_predict, dict(K_train=K, K_test_train=K, f0_train=f0, f0_test=f0, y=y, lr=True, steps=3),
+         TypeError, "lr"),
+        (kernel_finetune_predict, dict(K_train=K, K_test_train=K, f0_train=f0, f0_test=f0, y=y, lr=0.1, steps=3.0),
+         TypeError, "steps"),
+        (kernel_finetune_predict, dict(K_train=K, K_test_train=K, f0_train=f0, f0_test=f0, y=y, lr=0.1, steps=3,
+                                       checkpoints=[1.5]), TypeError, "checkpoints"),
+        (matched_learning_rate, dict(K_train=nanK, f0_train=f0, y=y, target=0.1), ValueError, "K_train has"),
+        (matched_learning_rate, dict(K_train=K, f0_train=f0, y=y, target=float("inf")), ValueError, "target"),
+        (matched_learning_rate, dict(K_train=K, f0_train=f0, y=y, target=0.1, match="norm"), ValueError, "match"),
+        (kernel_regime_error, dict(f_net=torch.tensor([float("nan"), 1.0]), f_kernel=torch.zeros(2),
+                                   f_init=torch.zeros(2)), ValueError, "f_net has"),
+        (kernel_regime_error, dict(f_net=[1.0, 2.0], f_kernel=torch.zeros(2), f_init=torch.zeros(2)), TypeError,
+         "f_net"),
+        (empirical_ntk, dict(model=m, X1=nanX), ValueError, "NaN|finite"),
+    ]
+
+
+@pytest.mark.parametrize("i", range(len(_bad_cases())))
+def test_bad_inputs_are_refused(i):
+    fn, kwargs, err, msg = _bad_cases()[i]
+    with pytest.raises(err, match=msg):
+        fn(**kwargs)
+
+
+def test_every_public_name_has_a_bad_input_case():
+    import icml26.theory.oak as pkg
+
+    assert set(pkg.__all__) <= {fn.__name__ for fn, *_ in _bad_cases()}
+
+
+def test_diverged_kernel_prediction_gives_infinite_error():
+    f = torch.tensor([1.0, 2.0])
+    assert kernel_regime_error(f, torch.tensor([float("inf"), 0.0]), torch.zeros(2)) == math.inf

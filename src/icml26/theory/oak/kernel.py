@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Literal, Sequence
 import torch
 from torch import nn
 
+from icml26.harness import validate as chk
 from icml26.testbeds.ntk import empirical_ntk, jacobian, trainable_parameters
 
 __all__ = ["estimate_preconditioner", "optimizer_aware_kernel", "asymmetric_signgd_kernel", "kernel_finetune_predict",
@@ -39,6 +40,19 @@ def _flat_grad(model: nn.Module, loss: torch.Tensor) -> torch.Tensor:
     params = list(trainable_parameters(model).values())
     grads = torch.autograd.grad(loss, params, allow_unused=True)
     return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, grads)])
+
+
+def _tensor(name: str, t: object) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    chk.non_empty(name, t)
+    return chk.finite(name, t)
+
+
+def _module(model: object) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return model
 
 
 def _residual(f: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
@@ -66,8 +80,8 @@ def estimate_preconditioner(model: nn.Module, loss_fn: LossFn | None = None,
       at the current parameters; nothing is updated.
     - ``from_optimizer``: v_hat = Adam/AdamW's ``exp_avg_sq / (1 - beta2^t)`` (bias-corrected) from its state.
     """
-    if not math.isfinite(eps) or eps < 0:
-        raise ValueError(f"eps must be a finite non-negative number, got {eps!r}")
+    _module(model)
+    eps = chk.non_negative("eps", eps)
     params = trainable_parameters(model)
     if from_optimizer is not None:
         if not isinstance(from_optimizer, (torch.optim.Adam, torch.optim.AdamW)):
@@ -85,12 +99,15 @@ def estimate_preconditioner(model: nn.Module, loss_fn: LossFn | None = None,
         return 1.0 / (v.sqrt() + eps)
     if loss_fn is None or batches is None:
         raise ValueError("pass loss_fn and batches (warm-up estimate) or from_optimizer")
-    if n_batches is not None and (not isinstance(n_batches, int) or n_batches < 1):
-        raise ValueError(f"n_batches must be a positive integer, got {n_batches!r}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable (outputs, targets) -> scalar loss, got {type(loss_fn).__name__}")
+    if n_batches is not None:
+        n_batches = chk.positive_int("n_batches", n_batches)
     acc, count = None, 0
     for X, y in batches:
         if n_batches is not None and count >= n_batches:
             break
+        _tensor(f"batch {count} inputs", X)
         g = _flat_grad(model, loss_fn(model(X), y)).detach()
         acc = g * g if acc is None else acc + g * g
         count += 1
@@ -112,6 +129,7 @@ def optimizer_aware_kernel(model: nn.Module, X1: torch.Tensor, X2: torch.Tensor 
     (default) returns that for C > 1 and the (n1, n2) kernel for C = 1; ``full=False`` forces the output-summed
     (traced) n1 x n2 kernel, sum_c of the diagonal blocks, which is *not* the dynamics of a multi-output model.
     """
+    _module(model)
     if full is None:
         full = _n_outputs(model, X1) > 1
     return empirical_ntk(model, X1, X2, precond=precond, trace_outputs=not full)
@@ -124,6 +142,10 @@ def asymmetric_signgd_kernel(model: nn.Module, X1: torch.Tensor, X2: torch.Tenso
     ``full`` as in :func:`optimizer_aware_kernel`: for C > 1 outputs the (n1 C, n2 C) block kernel (default), or the
     output-summed n1 x n2 one with ``full=False``.
     """
+    _module(model)
+    _tensor("X1", X1)
+    if X2 is not None:
+        _tensor("X2", X2)
     J1 = jacobian(model, X1)
     J2 = J1 if X2 is None else jacobian(model, X2)
     if full is None:
@@ -168,8 +190,7 @@ def kernel_finetune_predict(K_train: torch.Tensor, K_test_train: torch.Tensor, f
     """
     for name, t in (("K_train", K_train), ("K_test_train", K_test_train), ("f0_train", f0_train),
                     ("f0_test", f0_test), ("y", y)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        _tensor(name, t)
     if f0_train.ndim not in (1, 2) or f0_test.ndim != f0_train.ndim:
         raise ValueError(f"f0_train must be (n,) or (n, C) and f0_test the same rank, got {tuple(f0_train.shape)} "
                          f"and {tuple(f0_test.shape)}")
@@ -198,14 +219,13 @@ def kernel_finetune_predict(K_train: torch.Tensor, K_test_train: torch.Tensor, f
     elif y.shape != (n,):
         raise ValueError(f"loss='ce' needs y as (n,) labels (class indices for C > 1, 0/1 for one output), got "
                          f"{tuple(y.shape)}")
-    if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    if not 0.0 <= beta1 < 1.0:
-        raise ValueError(f"beta1 must be in [0, 1), got {beta1!r}")
+    lr = chk.positive("lr", lr)
+    steps = chk.non_negative_int("steps", steps)
+    beta1 = chk.in_range("beta1", beta1, 0.0, 1.0, high_open=True)
     if loss not in ("mse", "ce"):
         raise ValueError(f"unknown loss {loss!r}; use 'mse' or 'ce'")
+    if checkpoints is not None:
+        checkpoints = [chk.non_negative_int("checkpoints[]", c) for c in checkpoints]
     checkpoints = sorted(set(checkpoints)) if checkpoints is not None else [steps]
     if any(c < 0 or c > steps for c in checkpoints):
         raise ValueError(f"checkpoints must lie in [0, steps={steps}]")
@@ -239,8 +259,10 @@ def matched_learning_rate(K_train: torch.Tensor, f0_train: torch.Tensor, y: torc
     Used to give the plain eNTK and A-SignGD a fair learning rate [B14 spec]. For C > 1 outputs pass the full
     (n C, n C) block kernel (sample-major), as for :func:`kernel_finetune_predict`.
     """
-    if not math.isfinite(target) or target <= 0:
-        raise ValueError(f"target must be a positive finite number, got {target!r}")
+    for name, t in (("K_train", K_train), ("f0_train", f0_train), ("y", y)):
+        _tensor(name, t)
+    target = chk.positive("target", target)
+    match = chk.one_of("match", match, ("loss", "displacement"))
     n = f0_train.shape[0]
     C = 1 if f0_train.ndim == 1 else int(f0_train[0].numel())
     if K_train.shape != (n * C, n * C):
@@ -266,10 +288,19 @@ def matched_learning_rate(K_train: torch.Tensor, f0_train: torch.Tensor, y: torc
 
 
 def kernel_regime_error(f_net: torch.Tensor, f_kernel: torch.Tensor, f_init: torch.Tensor) -> float:
-    """E = |f_net - f_kernel| / |f_net - f_init| (0: the kernel predicts fine-tuning exactly)."""
+    """E = |f_net - f_kernel| / |f_net - f_init| (0: the kernel predicts fine-tuning exactly).
+
+    A kernel prediction that diverged (NaN/inf in ``f_kernel``) gives E = inf; ``f_net`` and ``f_init`` must be
+    finite."""
+    _tensor("f_net", f_net)
+    _tensor("f_init", f_init)
+    if not isinstance(f_kernel, torch.Tensor):
+        raise TypeError(f"f_kernel must be a torch.Tensor, got {type(f_kernel).__name__}")
     if not (f_net.shape == f_kernel.shape == f_init.shape):
         raise ValueError(f"shapes differ: {tuple(f_net.shape)}, {tuple(f_kernel.shape)}, {tuple(f_init.shape)}")
     den = float((f_net - f_init).double().norm())
     if den == 0.0:
         raise ValueError("the network did not move (f_net == f_init): the relative error is undefined")
+    if not bool(torch.isfinite(f_kernel).all()):
+        return math.inf
     return float((f_net - f_kernel).double().norm()) / den
