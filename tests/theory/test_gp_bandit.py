@@ -1,6 +1,8 @@
 """Tests for [B09] SE-kernel GP bandits on the hypersphere: spectrum, information gain, GP posterior, bandits."""
 
+import functools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -384,3 +386,58 @@ def test_timing_claims_are_decided_on_cpu_time_with_a_same_work_control(monkeypa
     assert calls == ["cpu", "cpu", "cpu"]
     assert tm["inc_vs_refit_err"] < 1e-8
     assert len(tm["inc"].method) == 4 and tm["inc"].clock == "cpu"
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.theory.gp_bandit as g
+
+    nan = float("nan")
+    X = g.sample_sphere(10, 2, 0)
+    k = g.se_kernel(0.5)
+    K = k(X, X)
+    return [
+        (lambda: g.harmonic_multiplicity(0, 3), ValueError, "d"),
+        (lambda: g.harmonic_multiplicity(2, -1), ValueError, "n"),
+        (lambda: g.se_sphere_eigenvalues(2, 0.0, 5), ValueError, "lengthscale"),
+        (lambda: g.se_sphere_eigenvalues(2, 0.5, -1), ValueError, "n_max"),
+        (lambda: g.funk_hecke_eigenvalues(2, 0.5, 5, n_nodes=0), ValueError, "n_nodes"),
+        (lambda: g.se_kernel(-1.0), ValueError, "lengthscale"),
+        (lambda: g.sample_sphere(0, 2), ValueError, "n"),
+        (lambda: g.sample_sphere(5, 0), ValueError, "d"),
+        (lambda: g.check_on_sphere(np.ones((3, 3))), ValueError, "sphere"),
+        (lambda: g.mig_upper_bound(10.0, 2, 0.5, 0.0), ValueError, "noise_var"),
+        (lambda: g.mig_upper_bound(-1.0, 2, 0.5, 0.1), ValueError, "T"),
+        (lambda: g.greedy_information_gain(X, k, 0, 0.1), ValueError, "T"),
+        (lambda: g.greedy_information_gain(X, k, 3, -1.0), ValueError, "noise_var"),
+        (lambda: g.information_gain(K * nan, 0.1), ValueError, "NaN"),                      # returned nan
+        (lambda: g.information_gain(K[:, :3], 0.1), ValueError, "square"),
+        (lambda: g.information_gain(K, 0.0), ValueError, "noise_var must be > 0"),          # returned inf
+        (lambda: g.mig_rate_new(10.0, 0), ValueError, "d"),
+        (lambda: g.mig_rate_old(10.0, 0), ValueError, "d"),
+        (lambda: g.regret_lower_rate(0.0, 2), ValueError, "T"),
+        (lambda: g.simple_regret_lower_steps(0.0, 2), ValueError, "eps"),
+        (lambda: g.IncrementalGP(k, 0.0), ValueError, "noise_var"),
+        (lambda: g.IncrementalGP(k, 0.1, capacity=0), ValueError, "capacity"),              # was clamped to 1
+        (lambda: g.refit_posterior(k, 0.1, X, np.zeros(3), X), ValueError, "X has 10, y has 3"),
+        (lambda: g.GPUCB(k, X, 0.1, beta="bogus"), ValueError, "beta"),
+        (lambda: g.GPUCB(k, X, 0.1, delta=0.0), ValueError, "delta must be in (0.0, 1.0)"),  # was silent
+        (lambda: g.MaximumVarianceReduction(k, X, -1.0), ValueError, "noise_var"),
+        (lambda: g.UniformRandom(k, X[:0], 0.1), ValueError, "candidates"),
+        (lambda: g.RKHSFunction(X, np.zeros(3), k), ValueError, "alpha (n,)"),              # was silent
+        (lambda: g.rkhs_test_function(2, -1.0, 0.5), ValueError, "norm"),
+        (lambda: g.run_bandit(g.GPUCB(k, X, 0.1), np.zeros(10), 5, np.zeros(3)), ValueError, "noise"),
+        (lambda: g.run_bandit(g.GPUCB(k, X, 0.1), np.zeros(3), 5, np.zeros(5)), ValueError, "f_values"),
+        (lambda: g.beta_srinivas(0, 10), ValueError, "t"),
+        (lambda: g.poisson_kernel(1.5, 2), ValueError, "r"),
+        (lambda: g.poisson_sphere_eigenvalues(-1.0, 2, 5), ValueError, "r"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(34))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 34
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -22,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 
+from icml26.harness import validate
+
 from .gp import IncrementalGP, Kernel
 from .spectrum import se_kernel
 
@@ -69,6 +71,7 @@ class GPUCB(_GPPolicy):
     def __init__(self, kernel: Kernel, candidates: np.ndarray, noise_var: float,
                  beta: str | float | Callable[[int], float] = "srinivas", delta: float = 0.1) -> None:
         super().__init__(kernel, candidates, noise_var)
+        validate.probability("delta", delta, open_=True)
         if beta == "srinivas":
             n = len(self.candidates)
             self.beta = lambda t: beta_srinivas(t, n, delta)
@@ -113,6 +116,14 @@ class RKHSFunction:
     centers: np.ndarray
     alpha: np.ndarray
     kernel: Kernel
+
+    def __post_init__(self) -> None:
+        self.centers = validate.finite("centers", np.asarray(self.centers, dtype=float))
+        self.alpha = validate.finite("alpha", np.asarray(self.alpha, dtype=float))
+        if self.centers.ndim != 2 or self.alpha.shape != (len(self.centers),):
+            raise ValueError(f"need centers (n, d) and alpha (n,), got {self.centers.shape} and {self.alpha.shape}")
+        if not callable(self.kernel):
+            raise TypeError(f"kernel must be callable k(X, Y) -> matrix, got {type(self.kernel).__name__}")
 
     @property
     def norm(self) -> float:

@@ -19,6 +19,8 @@ from typing import Callable
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from icml26.harness import validate
+
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
 _BLOCK = 128
 
@@ -58,7 +60,7 @@ class IncrementalGP:
             raise ValueError(f"noise_var must be a finite number > 0, got {noise_var!r}")
         self.kernel, self.noise_var = kernel, float(noise_var)
         self.t = 0
-        self._cap = max(int(capacity), 1)
+        self._cap = validate.positive_int("capacity", capacity)
         self._L = np.zeros((self._cap, self._cap))
         self._w = np.zeros(self._cap)
         self._X: np.ndarray | None = None
@@ -172,6 +174,7 @@ def refit_posterior(kernel: Kernel, noise_var: float, X: np.ndarray, y: np.ndarr
 
     ``prior_var``: k(x, x) at ``Xq`` if already known (e.g. 1 for the SE kernel).
     """
+    validate.same_length(X=X, y=y)
     K = kernel(X, X) + noise_var * np.eye(len(X))
     L = np.linalg.cholesky(K)
     w = solve_triangular(L, y, lower=True, check_finite=False)

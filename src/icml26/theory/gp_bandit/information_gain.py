@@ -21,6 +21,8 @@ from typing import Callable
 
 import numpy as np
 
+from icml26.harness import validate
+
 from .spectrum import _check_d, _check_lengthscale, harmonic_multiplicity, se_sphere_eigenvalues
 
 # rates (constants dropped)
@@ -108,6 +110,8 @@ def information_gain(K: np.ndarray, noise_var: float) -> float:
     K = np.asarray(K, dtype=float)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"K must be a square matrix, got shape {K.shape}")
+    validate.finite("K", K)  # a NaN kernel matrix gave nan
+    noise_var = validate.positive("noise_var", noise_var)  # 0 gave inf
     L = np.linalg.cholesky(np.eye(len(K)) + K / noise_var)
     return float(np.sum(np.log(np.diag(L))))
 

@@ -25,6 +25,8 @@ from typing import Callable
 import numpy as np
 from scipy import special
 
+from icml26.harness import validate
+
 # helper functions
 
 
@@ -101,6 +103,7 @@ def funk_hecke_eigenvalues(d: int, lengthscale: float, n_max: int, n_nodes: int 
     (1-t^2)^{(d-2)/2}; the integrand is entire, so ``n_nodes`` = 200 is exact to rounding. Absolute accuracy
     ~1e-16 (the integral of an O(1) integrand), so tiny high-degree eigenvalues lose relative accuracy.
     """
+    validate.positive_int("n_nodes", n_nodes)
     d, ls = _check_d(d), _check_lengthscale(lengthscale)
     a = 1.0 / ls ** 2
     const = math.exp(special.gammaln((d + 1) / 2) - special.gammaln(d / 2)) / math.sqrt(math.pi)
