@@ -200,3 +200,43 @@ def test_batched_expansion_with_a_regex_tokenizer_equals_one_call_per_node(small
     assert lms[8]._lazy_head and lms[8].model_calls < lms[1].model_calls
     g = {k: lm.generate(b"def ", 12, greedy=True) for k, lm in lms.items()}
     assert g[1].data == g[8].data and math.isclose(g[1].logprob, g[8].logprob, abs_tol=1e-9)
+
+
+# the production tokenizer cache (issue 34: the key must follow the training text)
+
+def test_production_tokenizer_cache_key_follows_the_training_text(tmp_path, monkeypatch):
+    """Editing a corpus file (same size) or installing another version gives another cache entry, trained on the
+    new text; the same text gives the same entry (no rebuild)."""
+    import os
+
+    from icml26.testbeds import production_tokenizers as pt
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for i in range(3):
+        (pkg / f"m{i}.py").write_text(f"def f{i}(x):\n    return x * {i} + 'abc'  # it's a test\n" * 40)
+    version = {"v": "1.0"}
+    monkeypatch.setattr(pt, "CORPUS_DISTS", ("fakepkg",))
+    monkeypatch.setattr(pt, "_dist_root", lambda name: (version["v"], pkg))
+    monkeypatch.setenv("ICML26_CACHE", str(tmp_path / "cache"))
+    pt.corpus_files.cache_clear()
+    tok1, d1 = pt.production_tokenizer("gpt2", 300, sample_bytes=5000), pt.corpus_digest(5000)
+    assert pt.production_tokenizer("gpt2", 300, sample_bytes=5000).to_str() == tok1.to_str()
+    folders = lambda: sorted(p for p in (tmp_path / "cache" / "production-tokenizer").iterdir() if p.is_dir())  # noqa: E731
+    assert len(folders()) == 1
+    f = pkg / "m1.py"
+    text = f.read_text().replace("abc", "xyz")             # same size, other bytes
+    f.write_text(text)
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 1_000_000_000))
+    pt.corpus_files.cache_clear()
+    d2 = pt.corpus_digest(5000)
+    assert d2 != d1
+    tok2 = pt.production_tokenizer("gpt2", 300, sample_bytes=5000)
+    assert len(folders()) == 2 and tok2.to_str() != tok1.to_str()
+    import json
+    assert d2 in {json.loads((p / "corpus.json").read_text())["sha256"] for p in folders()}
+    version["v"] = "2.0"                                    # same text, another installed version
+    pt.corpus_files.cache_clear()
+    pt.production_tokenizer("gpt2", 300, sample_bytes=5000)
+    assert len(folders()) == 3
+    pt.corpus_files.cache_clear()
