@@ -278,6 +278,23 @@ def test_test_time_refine_keeps_best():
     assert out["samples"] >= 3 and out["verifier_calls"] == out["samples"]
 
 
+def test_per_type_pairs_prompts_of_one_type():
+    """Review finding 3: 64 held-out prompts are 8 rubric lists x 8 contexts; a paired interval over the prompts
+    treated them as independent. ``per_type`` averages the contexts of each type (type-major order)."""
+    from icml26.agents.herl.reproduce import per_type
+
+    d = torch.tensor([1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0, 0.5, 0.5, 0.5, 0.5])
+    assert per_type(d, 3) == [1.0, -1.0, 0.5]
+    with pytest.raises(ValueError, match="types"):
+        per_type(d, 5)
+
+
+def test_default_trains_revisions_on_the_guidance_context():
+    """Review finding 5: with train_context="original" the toy policy unlearnt its revision skill during RL
+    (revision pass rate 0.93 -> 0.06); the default is now the official scripts' (h, y')."""
+    assert HeRLConfig().train_context == "hindsight"
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="group_size"):
         HeRLConfig(group_size=1)
@@ -343,3 +360,13 @@ def test_quick_reproduction_structure(tmp_path, monkeypatch):
     for c in claims[1:]:
         assert math.isfinite(c.measured)
     assert out.metrics["herl_revisions"] > 0 and out.metrics["herl_samples"] >= out.metrics["grpo_samples"] - 16
+    # review finding 3: the held-out prompts are n_types rubric lists x contexts; paired intervals are over types
+    from icml26.agents.herl.reproduce import SIZES
+    from icml26.harness import Budget
+
+    n_types = SIZES[Budget.QUICK].n_types
+    for c in claims[1:]:
+        assert c.paired is not None and len(c.paired) == n_types, c.statement
+    # review finding 2: refinement's control is the stage-0 policy refined the same way
+    ttr = next(c for c in claims if "test-time refinement" in c.statement)
+    assert ttr.control == out.metrics["ttr_stage0_refined_pass"] and "stage-0" in ttr.control_arm

@@ -18,8 +18,9 @@ One training step on prompts x_1..x_P (following the official trainer ``_augment
       on-policy tokens:  dual-clip PPO, l = max(-A rho, -A clip(rho, 1-eps, 1+eps)), and for A < 0 min(l, -A c)
       hindsight tokens:  l = -A f(rho),  f(rho) = rho / (rho + gamma),  rho = pi_theta / pi_old   (no clipping)
     so at rho = 1 a hindsight token's gradient is -A gamma/(1+gamma)^2 grad log pi.
- 8. ``train_context``: hindsight rows are trained as (x, y') ("original", our default) or (h, y') ("hindsight",
-    the official scripts' ``train_use_rewrite_prompt=True``).
+ 8. ``train_context``: hindsight rows are trained as (h, y') ("hindsight", the default since the fresh-eyes
+    review: the official scripts' ``train_use_rewrite_prompt=True``) or (x, y') ("original", the abstract's reading;
+    on the toy task it unlearns the revision skill during RL).
 
 With ``enable=False`` the same trainer is plain GRPO (same loss with an empty ``he_mask``): the baseline.
 Test-time refinement: draft, score, revise under guidance, keep the best (``test_time_refine``).
@@ -56,7 +57,7 @@ class HeRLConfig:
     bonus_alpha: float = 0.05
     shaping_gamma: float = 1.0
     revise_temperature: float = 0.3
-    train_context: str = "original"
+    train_context: str = "hindsight"
     clip_eps: float = 0.2
     clip_ratio_c: float = 3.0
     kl_coef: float = 0.0
