@@ -1,6 +1,8 @@
 """Tests for [B13] the extended score (MAD): closed forms, identities, analytic scores, sampler, validation."""
 
+import functools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -306,3 +308,42 @@ def test_jvp_extended_score_is_one_forward_mode_pass_and_relaxation_matches_eval
     calls.clear()
     s.attract(x)
     assert len(calls) == 7
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.sampling.extended_score as e
+
+    nan, D = float("nan"), torch.float64
+    gm = e.GaussianMixture(torch.zeros(1, 2, dtype=D), torch.eye(2, dtype=D)[None])
+
+    def sf(x, g):
+        return gm.score(x, g)
+
+    x0 = torch.zeros(4, 2, dtype=D)
+    return [
+        (lambda: e.extended_score(sf, torch.full((4, 2), nan, dtype=D), 0.1), ValueError, "NaN"),
+        (lambda: e.extended_score(sf, x0, 0.1, method="bogus"), ValueError, "method"),
+        (lambda: e.score_and_dgamma(sf, x0, 0.1, method="bogus"), ValueError, "method"),
+        (lambda: e.tweedie_denoiser(sf, x0, -1.0), ValueError, "gamma"),
+        (lambda: e.clean_score_fn(sf, -1.0), ValueError, "noise_var"),
+        (lambda: e.GaussianMixture(torch.zeros(2, 2), torch.eye(3)[None]), ValueError, "covs"),
+        (lambda: e.GaussianMixture(torch.zeros(1, 2), torch.eye(2)[None], torch.tensor([-1.0])), ValueError,
+         "weights"),
+        (lambda: e.CircleProduct([0.0]), ValueError, "radii"),
+        (lambda: e.ScoreMLP(0), ValueError, "dim"),
+        (lambda: e.ScoreMLP(2, parametrization="bogus"), ValueError, "parametrization"),
+        (lambda: e.train_dsm(e.ScoreMLP(2), torch.full((10, 2), nan), 0.01, 1.0, steps=2), ValueError, "NaN"),  # nan
+        (lambda: e.train_dsm(e.ScoreMLP(2), torch.zeros(10, 2), 1.0, 0.01, steps=2), ValueError, "gamma_min"),
+        (lambda: e.train_dsm(e.ScoreMLP(3), torch.zeros(10, 2), 0.01, 1.0, steps=2), ValueError, "shape (n, 3)"),
+        (lambda: e.ManifoldAttractedSampler(sf, 0.1, 2, n_steps=0), ValueError, "n_steps"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(14))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 14
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -19,6 +19,8 @@ import math
 import torch
 from torch import nn
 
+from icml26.harness import validate
+
 
 class ScoreMLP(nn.Module):
     """MLP score model s(x, gamma) for x of shape (n, dim) and gamma of shape (n,) (noise variances)."""
@@ -62,6 +64,7 @@ def train_dsm(model: ScoreMLP, data: torch.Tensor, gamma_min: float, gamma_max: 
         raise ValueError(f"need 0 < gamma_min < gamma_max, got {gamma_min}, {gamma_max}")
     if data.ndim != 2 or data.shape[1] != model.dim:
         raise ValueError(f"data must have shape (n, {model.dim}), got {tuple(data.shape)}")
+    validate.finite("data", data)  # NaN data trained to a NaN loss without a word
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
