@@ -426,3 +426,53 @@ def test_quick_reproduction_structure():
     assert min(steps) > out.metrics["env_steps_sft"] > 0
     assert out.metrics["episodes_autotool"] > out.metrics["episodes_sft"] > 0
     assert {"arms"} <= set(out.tables) and "success" in out.figures
+
+
+# bad input: every public entry point refuses it before any work [Reliability]
+
+import icml26.agents.autotool as _m  # noqa: E402
+
+_CAT = build_catalog(0)
+_TK = sample_tasks(_CAT, 4, rng=0)
+_LM = lambda: tiny_llama(len(_CAT.vocab), hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)  # noqa: E731
+_POL = AutoToolPolicy(_LM(), torch.as_tensor(_CAT.desc), dim=8, seen_tools=torch.as_tensor(_CAT.seen_tools))
+_ENV = ToolEnv(_CAT)
+_Z = torch.zeros(3, dtype=torch.long)
+_BAD = [
+    (_m.plackett_luce_log_prob, dict(scores=torch.full((2, 3), float("nan")), ranking=torch.tensor([[0, 1], [1, 2]])),
+     ValueError, "finite"),
+    (_m.sample_plackett_luce, dict(scores=torch.full((2, 3), float("nan")), k=2), ValueError, "finite"),
+    (_m.rank_by_returns, dict(returns=torch.zeros(2, 3), ties="x"), ValueError, "ties"),
+    (_m.kl_pl_loss, dict(logp=torch.zeros(2, 3), logp_ref=torch.zeros(2, 3), rewards=torch.full((2, 3), float("nan"))),
+     ValueError, "rewards"),
+    (_m.ToolEncoder, dict(vocab_size=0), ValueError, "vocab_size"),
+    (_m.AnchorToolSelector, dict(hidden_size=16, dim=8, tau=0.0), ValueError, "tau"),
+    (_m.ClosedSetToolSelector, dict(hidden_size=0, seen_tools=torch.ones(4, dtype=torch.bool)), ValueError,
+     "hidden_size"),
+    (_m.AutoToolPolicy, dict(lm="lm", tool_desc=torch.as_tensor(_CAT.desc)), TypeError, "lm must be"),
+    (_m.tiny_llama, dict(vocab_size=0), ValueError, "vocab_size"),
+    (_m.ToolCatalog, dict(vocab=None, combo_words=None, combo_names=None, seen=None, tool_combo=None, legacy=None,
+                          table=None, desc=None), TypeError, "vocab"),
+    (_m.build_catalog, dict(seed=0, seen_fraction=1.5), ValueError, "seen_fraction"),
+    (_m.sample_tasks, dict(cat=_CAT, n=0), ValueError, "n must be"),
+    (_m.Tasks, dict(start=_Z, ops=torch.zeros(2, 4, dtype=torch.long), n_ops=_Z, target=_Z,
+                    inventory=torch.zeros(3, 5, dtype=torch.long)), ValueError, "Tasks.ops"),
+    (_m.EnvState, dict(tasks=_TK, value=_Z, step=torch.zeros(4, dtype=torch.long), hist=torch.zeros(4, 20)),
+     ValueError, "EnvState.value"),
+    (_m.ToolEnv, dict(catalog="x"), TypeError, "ToolCatalog"),
+    (_m.AutoToolConfig, dict(pl_ties="x"), ValueError, "pl_ties"),
+    (_m.AutoToolTrainer, dict(policy=_POL, catalog="cat"), TypeError, "ToolCatalog"),
+    (_m.evaluate, dict(policy=_POL, catalog=_CAT, tasks=_TK, n_samples=0), ValueError, "n_samples"),
+    (_m.expert_choice, dict(tasks=_TK, t=0, legacy_rate=1.5, generator=None), ValueError, "legacy_rate"),
+    (_m.rollout, dict(policy=_POL, env=_ENV, state="x"), TypeError, "EnvState"),
+]
+
+
+@pytest.mark.parametrize("fn,kwargs,err,frag", _BAD, ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(_BAD)])
+def test_public_entry_points_refuse_bad_input(fn, kwargs, err, frag):
+    with pytest.raises(err, match=frag):
+        fn(**kwargs)
+
+
+def test_every_public_name_has_a_bad_input_case():
+    assert {c[0].__name__ for c in _BAD} == set(_m.__all__)

@@ -349,3 +349,58 @@ def test_reproduce_quick_is_well_formed():
     assert all(c.falsifier for c in claims)
     assert all(math.isfinite(v) for v in out.metrics.values())
     assert {"generation", "action_inference"} <= set(out.tables)
+
+
+# bad input: every public entry point refuses it before any work [Reliability]
+
+import icml26.embodied.mvista4d as _m  # noqa: E402
+
+_CAM = look_at_camera(0.0, 35.0, 0.9, (8, 8))
+_ST = _m.random_states(2, np.random.default_rng(0))
+_BAD = [
+    (_m.Camera, dict(K=np.eye(3), R=torch.eye(3), t=torch.zeros(3), hw=(8, 8)), TypeError, "Camera.K"),
+    (_m.look_at_camera, dict(azimuth_deg=0.0, elevation_deg=35.0, radius=-1.0, hw=(8, 8)), ValueError, "radius"),
+    (_m.backproject, dict(depth=torch.full((8, 8), float("nan")), cam=_CAM), ValueError, "NaN"),
+    (_m.project, dict(points=torch.full((4, 3), float("inf")), cam=_CAM), ValueError, "NaN"),
+    (_m.splat_zbuffer, dict(points=torch.zeros(1, 4, 3), values=torch.zeros(1, 5, 3), valid=torch.ones(1, 4, dtype=bool),
+                            cam=_CAM), ValueError, "values"),
+    (_m.warp_rgbd, dict(rgbd=torch.zeros(1, 3, 8, 8), cam_src=_CAM, cam_tgt=_CAM), ValueError, "rgbd"),
+    (_m.fuse_views, dict(depths=torch.zeros(2, 8, 8), cams=[_CAM]), ValueError, "depths"),
+    (_m.chamfer_distance, dict(p=torch.zeros(0, 3), q=torch.zeros(3, 3)), ValueError, "non-empty"),
+    (_m.completeness, dict(pred=torch.zeros(3, 3), gt=torch.zeros(3, 3), tau=-1.0), ValueError, "tau"),
+    (_m.fscore, dict(pred=torch.zeros(3, 3), gt=torch.zeros(3, 3), tau=0.0), ValueError, "tau"),
+    (_m.TabletopState, dict(ee=np.zeros((2, 3)), cube=np.zeros((3, 3)), goal=np.zeros((2, 2)),
+                            gripped=np.zeros(2, bool), offset=np.zeros((2, 3))), ValueError, "batch size"),
+    (_m.TabletopState, dict(ee=np.full((2, 3), np.nan), cube=np.zeros((2, 3)), goal=np.zeros((2, 2)),
+                            gripped=np.zeros(2, bool), offset=np.zeros((2, 3))), ValueError, "TabletopState.ee"),
+    (_m.random_states, dict(n=0, rng=np.random.default_rng(0)), ValueError, "n must be"),
+    (_m.random_states, dict(n=2, rng=0), TypeError, "rng"),
+    (_m.render_rgbd, dict(state=_ST, cams=[_CAM], ss=0), ValueError, "ss"),
+    (_m.step, dict(state=_ST, actions=np.full((2, 4), np.nan)), ValueError, "NaN"),
+    (_m.rollout, dict(state0=_ST, actions=np.zeros((3, 12, 4))), ValueError, "actions"),
+    (_m.success, dict(state="x"), TypeError, "TabletopState"),
+    (_m.scripted_demos, dict(state0="x", rng=np.random.default_rng(0)), TypeError, "TabletopState"),
+    (_m.MultiViewRGBDGenerator, dict(width=0), ValueError, "width"),
+    (_m.camera_embedding, dict(cam="x"), TypeError, "Camera"),
+    (_m.generator_loss, dict(pred=torch.zeros(1, 4, 8, 8), target=torch.zeros(1, 4, 4, 4), warped=torch.zeros(1, 4, 8, 8),
+                             mask=torch.zeros(1, 1, 8, 8)), ValueError, "target"),
+    (_m.psnr, dict(pred=torch.zeros(1, 3, 8, 8), target=torch.zeros(1, 3, 4, 4)), ValueError, "target"),
+    (_m.TrajectoryVAE, dict(horizon=0), ValueError, "horizon"),
+    (_m.ActionConditionedWorldModel, dict(hw=(0, 8)), ValueError, "hw"),
+    (_m.ResidualIDM, dict(hw=(8, -8)), ValueError, "hw"),
+    (_m.InverseDynamics, dict(hw=(0, 8)), ValueError, "hw"),
+    (_m.WindowInverseDynamics, dict(hw=8), TypeError, "hw"),
+    (_m.infer_actions, dict(world_model=ActionConditionedWorldModel((8, 8)), vae=TrajectoryVAE(12),
+                            obs0=torch.zeros(1, 4, 8, 8), prop0=torch.zeros(1, 3), target_future=torch.zeros(1, 12, 4, 8, 8),
+                            target_prop=torch.zeros(1, 12, 3), steps=0), ValueError, "steps"),
+]
+
+
+@pytest.mark.parametrize("fn,kwargs,err,frag", _BAD, ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(_BAD)])
+def test_public_entry_points_refuse_bad_input(fn, kwargs, err, frag):
+    with pytest.raises(err, match=frag):
+        fn(**kwargs)
+
+
+def test_every_public_name_has_a_bad_input_case():
+    assert {c[0].__name__ for c in _BAD} == set(_m.__all__)

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from icml26.harness import validate as v
+
 __all__ = ["ToolCatalog", "build_catalog", "Tasks", "sample_tasks", "EnvState", "ToolEnv", "MOD", "MAX_OPS",
            "PREFIX", "BLOCK"]
 
@@ -99,6 +101,16 @@ class ToolCatalog:
     table: np.ndarray
     desc: np.ndarray
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.vocab, dict) or not self.vocab:
+            raise TypeError(f"ToolCatalog.vocab must be a non-empty dict word -> token id, got {v.describe(self.vocab)}")
+        n = len(np.asarray(self.tool_combo))
+        v.positive_int("number of tools (len(tool_combo))", n)
+        for name, lead in (("legacy", n), ("table", n), ("desc", n), ("seen", len(np.asarray(self.combo_words)))):
+            a = np.asarray(getattr(self, name))
+            if a.ndim < 1 or a.shape[0] != lead:
+                raise ValueError(f"ToolCatalog.{name} must have {lead} rows, got shape {a.shape}")
+
     @property
     def n_tools(self) -> int:
         return int(self.tool_combo.shape[0])
@@ -159,6 +171,19 @@ class Tasks:
     target: Tensor
     inventory: Tensor
 
+    def __post_init__(self) -> None:
+        for name in ("start", "ops", "n_ops", "target", "inventory"):
+            if not isinstance(getattr(self, name), Tensor):
+                raise TypeError(f"Tasks.{name} must be a torch.Tensor, got {v.describe(getattr(self, name))}")
+        b = self.start.shape[0] if self.start.ndim == 1 else -1
+        for name, nd in (("start", 1), ("ops", 2), ("n_ops", 1), ("target", 1), ("inventory", 2)):
+            t = getattr(self, name)
+            if t.ndim != nd or t.shape[0] != b:
+                raise ValueError(f"Tasks.{name} must be {nd}-d with the batch size B = {b} first, got shape "
+                                 f"{tuple(t.shape)}")
+        if self.ops.shape[1] != MAX_OPS:
+            raise ValueError(f"Tasks.ops must be [B, {MAX_OPS}], got {tuple(self.ops.shape)}")
+
     def __len__(self) -> int:
         return int(self.start.shape[0])
 
@@ -178,6 +203,9 @@ def sample_tasks(cat: ToolCatalog, n: int, *, split: str = "seen", inventory_siz
     Seen tasks draw distractors from seen tools only (training never shows an unseen tool); unseen tasks draw
     them from the whole catalogue (an evolving toolset mixing old and new tools).
     """
+    if not isinstance(cat, ToolCatalog):
+        raise TypeError(f"cat must be a ToolCatalog (build_catalog()), got {v.describe(cat)}")
+    n = v.positive_int("n", n)
     if split not in ("seen", "unseen"):
         raise ValueError(f"split must be 'seen' or 'unseen', got {split!r}")
     if isinstance(inventory_size, bool) or not isinstance(inventory_size, int) or inventory_size < 1:
@@ -234,6 +262,13 @@ class EnvState:
     step: Tensor
     hist: Tensor
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.tasks, Tasks):
+            raise TypeError(f"EnvState.tasks must be Tasks, got {v.describe(self.tasks)}")
+        b = len(self.tasks)
+        for name, shp in (("value", (b,)), ("step", (b,)), ("hist", (b, BLOCK * MAX_OPS))):
+            v.shape(f"EnvState.{name}", getattr(self, name), shp)
+
     @property
     def done(self) -> Tensor:
         return self.step >= self.tasks.n_ops
@@ -252,6 +287,8 @@ class ToolEnv:
     """
 
     def __init__(self, catalog: ToolCatalog):
+        if not isinstance(catalog, ToolCatalog):
+            raise TypeError(f"catalog must be a ToolCatalog (build_catalog()), got {v.describe(catalog)}")
         self.cat = catalog
         self.table = torch.as_tensor(catalog.table, dtype=torch.long)
         self.legacy = torch.as_tensor(catalog.legacy)

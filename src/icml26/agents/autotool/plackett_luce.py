@@ -101,6 +101,8 @@ def sample_plackett_luce(scores: Tensor, k: int, generator: torch.Generator | No
         raise ValueError(f"k must be a positive int, got {k!r}")
     if k > scores.shape[-1]:
         raise ValueError(f"k = {k} exceeds the number of items n = {scores.shape[-1]}; use k <= n")
+    if not bool(torch.isfinite(scores).all()):
+        raise ValueError("scores must be finite (NaN/inf scores give no distribution to sample from)")
     if mask is not None and bool((mask.sum(-1) < k).any()):
         raise ValueError(f"every row of mask needs at least k = {k} valid items")
     s = _masked(scores.detach(), mask)

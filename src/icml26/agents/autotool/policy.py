@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from icml26.harness import validate as v
 from icml26.testbeds.llama import tiny_llama as testbed_llama
 
 __all__ = ["ToolEncoder", "AnchorToolSelector", "ClosedSetToolSelector", "AutoToolPolicy", "tiny_llama"]
@@ -36,6 +37,8 @@ class ToolEncoder(nn.Module):
 
     def __init__(self, vocab_size: int, dim: int = 64, pad_id: int = 0):
         super().__init__()
+        vocab_size, dim = v.positive_int("vocab_size", vocab_size), v.positive_int("dim", dim)
+        v.in_range("pad_id", v.non_negative_int("pad_id", pad_id), 0, vocab_size - 1)
         self.emb = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.proj = nn.Linear(dim, dim)
         self.pad_id = pad_id
@@ -71,6 +74,10 @@ class ClosedSetToolSelector(nn.Module):
 
     def __init__(self, hidden_size: int, seen_tools: Tensor):
         super().__init__()
+        hidden_size = v.positive_int("hidden_size", hidden_size)
+        v.ndim("seen_tools", seen_tools, 1)
+        if not bool(torch.as_tensor(seen_tools).bool().any()):
+            raise ValueError("seen_tools must mark at least one tool as seen (a closed-set head needs an output unit)")
         seen_tools = torch.as_tensor(seen_tools, dtype=torch.bool)
         self.register_buffer("seen", seen_tools)
         self.register_buffer("unit", torch.cumsum(seen_tools.long(), 0) - 1)   # tool id -> output unit
@@ -100,6 +107,9 @@ class AutoToolPolicy(nn.Module):
     def __init__(self, lm: nn.Module, tool_desc: Tensor, *, selector: str = "anchor", dim: int = 64,
                  tau: float = 0.1, seen_tools: Tensor | None = None):
         super().__init__()
+        if not isinstance(lm, nn.Module) or not hasattr(getattr(lm, "config", None), "hidden_size"):
+            raise TypeError(f"lm must be a Hugging Face causal LM module (with config.hidden_size), got "
+                            f"{v.describe(lm)}")
         if selector not in ("anchor", "closed"):
             raise ValueError(f"selector must be 'anchor' or 'closed', got {selector!r}")
         tool_desc = torch.as_tensor(tool_desc, dtype=torch.long)

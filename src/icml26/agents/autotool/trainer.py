@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from icml26.harness import validate as v
 from icml26.testbeds.grpo import group_advantages, grpo_loss
 
 from .env import BLOCK, MAX_OPS, PREFIX, EnvState, Tasks, ToolCatalog, ToolEnv, sample_tasks
@@ -77,6 +78,7 @@ class AutoToolConfig:
             raise ValueError(f"ops_range must satisfy 1 <= lo <= hi <= {MAX_OPS}, got {self.ops_range!r}")
         if self.kl_beta < 0:
             raise ValueError(f"kl_beta must be >= 0, got {self.kl_beta}")
+        v.one_of("pl_ties", self.pl_ties, ("group", "random", "first"))
 
 
 # helper functions
@@ -86,6 +88,13 @@ def _check_count(name: str, value: int, minimum: int) -> None:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
+def _check_policy_env(policy, env) -> None:
+    if not isinstance(policy, AutoToolPolicy):
+        raise TypeError(f"policy must be an AutoToolPolicy, got {v.describe(policy)}")
+    if env is not None and not isinstance(env, ToolEnv):
+        raise TypeError(f"env must be a ToolEnv, got {v.describe(env)}")
+
+
 def _tool_logits(policy: AutoToolPolicy, env: ToolEnv, state: EnvState, t: int) -> Tensor:
     ctx = env.context(state, t)
     return policy(ctx, torch.tensor([ctx.shape[1] - 1]), state.tasks.inventory)[:, 0]
@@ -93,6 +102,10 @@ def _tool_logits(policy: AutoToolPolicy, env: ToolEnv, state: EnvState, t: int) 
 
 def expert_choice(tasks: Tasks, t: int, legacy_rate: float, generator: torch.Generator) -> Tensor:
     """The scripted expert: the stable tool for op t, its legacy twin with probability ``legacy_rate``."""
+    if not isinstance(tasks, Tasks):
+        raise TypeError(f"tasks must be Tasks (sample_tasks()), got {v.describe(tasks)}")
+    v.in_range("t", v.non_negative_int("t", t), 0, MAX_OPS - 1)
+    legacy_rate = v.probability("legacy_rate", legacy_rate)
     c = tasks.ops[:, t].clamp_min(0)
     twin = (torch.rand(c.shape, generator=generator) < legacy_rate).long()
     return (tasks.inventory == (2 * c + twin)[:, None]).float().argmax(1)
@@ -106,6 +119,10 @@ def rollout(policy: AutoToolPolicy, env: ToolEnv, state: EnvState, *, t0: int = 
 
     Returns (final state, reward ``[B]``, choices ``[B, MAX_OPS]``, log-probs ``[B, MAX_OPS]`` of the choices).
     """
+    _check_policy_env(policy, env)
+    if not isinstance(state, EnvState):
+        raise TypeError(f"state must be an EnvState (env.reset(tasks)), got {v.describe(state)}")
+    v.in_range("t0", v.non_negative_int("t0", t0), 0, MAX_OPS - 1)
     b = len(state.tasks)
     choices = torch.zeros(b, MAX_OPS, dtype=torch.long)
     logps = torch.zeros(b, MAX_OPS)
@@ -140,6 +157,12 @@ def evaluate(policy: AutoToolPolicy, catalog: ToolCatalog, tasks: Tasks, *, n_sa
     """Per-task success (mean over ``n_samples`` sampled runs and greedy), per-step selection accuracy,
     consistency (all runs pick the same tool for the same sub-instruction) and the rate of selecting the
     needed tool when it is unseen. Uses its own environment: evaluation steps are not training budget."""
+    _check_policy_env(policy, None)
+    if not isinstance(catalog, ToolCatalog):
+        raise TypeError(f"catalog must be a ToolCatalog, got {v.describe(catalog)}")
+    if not isinstance(tasks, Tasks):
+        raise TypeError(f"tasks must be Tasks (sample_tasks()), got {v.describe(tasks)}")
+    n_samples = v.positive_int("n_samples", n_samples)
     policy.eval()
     env = ToolEnv(catalog)
     n = len(tasks)
@@ -174,6 +197,10 @@ class AutoToolTrainer:
                  seed: int = 0):
         if not isinstance(policy, AutoToolPolicy):
             raise TypeError(f"policy must be an AutoToolPolicy, got {type(policy).__name__}")
+        if not isinstance(catalog, ToolCatalog):
+            raise TypeError(f"catalog must be a ToolCatalog (build_catalog()), got {v.describe(catalog)}")
+        if not isinstance(cfg, AutoToolConfig):
+            raise TypeError(f"cfg must be an AutoToolConfig, got {v.describe(cfg)}")
         self.policy, self.cat, self.cfg = policy, catalog, cfg
         self.env = ToolEnv(catalog)
         self.opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0)

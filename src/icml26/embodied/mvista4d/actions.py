@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from icml26.harness import validate as v
+
 ACTION_SCALE = 0.1
 A_DIM = 4
 
@@ -40,11 +42,20 @@ def denormalise_actions(a: torch.Tensor) -> torch.Tensor:
     return torch.cat([a[..., :3] * ACTION_SCALE, a[..., 3:]], -1)
 
 
+def _check_hw(hw) -> tuple[int, int]:
+    """An image size (h, w) of two positive integers."""
+    if not isinstance(hw, (tuple, list)) or len(hw) != 2:
+        raise TypeError(f"hw must be an (h, w) pair of positive integers, got {v.describe(hw)}")
+    return v.positive_int("hw[0]", hw[0]), v.positive_int("hw[1]", hw[1])
+
+
 class _FrameEncoder(nn.Module):
     """Small CNN: (N, c_in, h, w) -> (N, dim)."""
 
     def __init__(self, c_in: int, hw: tuple[int, int], dim: int, width: int = 16):
         super().__init__()
+        hw = _check_hw(hw)
+        dim, width = v.positive_int("dim", dim), v.positive_int("width", width)
         self.net = nn.Sequential(
             nn.Conv2d(c_in, width, 3, padding=1), nn.GELU(),
             nn.Conv2d(width, width, 3, stride=2, padding=1), nn.GELU(),
@@ -63,6 +74,9 @@ class TrajectoryVAE(nn.Module):
 
     def __init__(self, horizon: int, z_dim: int = 8, width: int = 64, beta: float = 1e-3):
         super().__init__()
+        horizon, z_dim, width = (v.positive_int(k, x) for k, x in (("horizon", horizon), ("z_dim", z_dim),
+                                                                   ("width", width)))
+        beta = v.non_negative("beta", beta)
         self.T, self.z_dim, self.beta = horizon, z_dim, beta
         self.enc = nn.Sequential(nn.Conv1d(A_DIM, width, 3, padding=1), nn.GELU(),
                                  nn.Conv1d(width, width, 3, padding=2, dilation=2), nn.GELU(),
@@ -107,6 +121,8 @@ class ActionConditionedWorldModel(nn.Module):
 
     def __init__(self, hw: tuple[int, int], width: int = 16, dim: int = 64):
         super().__init__()
+        hw = _check_hw(hw)
+        width, dim = v.positive_int("width", width), v.positive_int("dim", dim)
         if hw[0] % 4 or hw[1] % 4:
             raise ValueError(f"hw must be divisible by 4, got {hw}")
         self.hw, self.width = hw, width

@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from icml26.harness import validate as v
+
 from .geometry import Camera, camera_angles, warp_rgbd
 
 DEPTH_OFFSET = 0.9   # network depth = metric depth - DEPTH_OFFSET (cameras sit ~0.9 m from the table)
@@ -28,6 +30,9 @@ DEPTH_OFFSET = 0.9   # network depth = metric depth - DEPTH_OFFSET (cameras sit 
 
 def camera_embedding(cam: Camera, n_freq: int = 3) -> torch.Tensor:
     """Sinusoidal embedding of the camera's spherical coordinates (azimuth, elevation, radius): (6 * n_freq,)."""
+    if not isinstance(cam, Camera):
+        raise TypeError(f"cam must be a Camera, got {v.describe(cam)}")
+    n_freq = v.positive_int("n_freq", n_freq)
     ang = torch.tensor(camera_angles(cam), dtype=torch.float32)
     f = 2.0 ** torch.arange(n_freq, dtype=torch.float32)
     x = ang[:, None] * f
@@ -87,6 +92,7 @@ class MultiViewRGBDGenerator(nn.Module):
 
     def __init__(self, width: int = 16, *, use_geometry: bool = True, cross_modal: bool = True, n_freq: int = 3):
         super().__init__()
+        width, n_freq = v.positive_int("width", width), v.positive_int("n_freq", n_freq)
         self.use_geometry, self.cross_modal, self.n_freq = bool(use_geometry), bool(cross_modal), n_freq
         emb = 2 * 6 * n_freq
         self.cam_mlp = nn.Sequential(nn.Linear(emb, 64), nn.GELU(), nn.Linear(64, 64))
@@ -151,6 +157,13 @@ class MultiViewRGBDGenerator(nn.Module):
 def generator_loss(pred: torch.Tensor, target: torch.Tensor, warped: torch.Tensor, mask: torch.Tensor,
                    reproj_weight: float = 0.1) -> torch.Tensor:
     """L1(rgb) + L1(depth) + reproj_weight * masked L1(pred depth, warped depth); all in network scale."""
+    for name, t in (("pred", pred), ("target", target), ("warped", warped)):
+        v.ndim(name, t, 4)
+        if t.shape[1] != 4 or tuple(t.shape) != tuple(pred.shape):
+            raise ValueError(f"{name} must be (B, 4, H, W) like pred {tuple(pred.shape)}, got {tuple(t.shape)}")
+        v.finite(name, t)
+    v.shape("mask", mask, (pred.shape[0], 1, pred.shape[2], pred.shape[3]))
+    reproj_weight = v.non_negative("reproj_weight", reproj_weight)
     l_rgb = (pred[:, :3] - target[:, :3]).abs().mean()
     l_dep = (pred[:, 3:] - target[:, 3:]).abs().mean()
     l_rep = ((pred[:, 3:] - warped[:, 3:]).abs() * mask).sum() / mask.sum().clamp_min(1.0)
@@ -159,5 +172,9 @@ def generator_loss(pred: torch.Tensor, target: torch.Tensor, warped: torch.Tenso
 
 def psnr(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Per-image PSNR (dB) of RGB in [0, 1]: -10 log10 MSE. pred/target (B, 3, H, W) -> (B,)."""
+    v.ndim("pred", pred, 4)
+    v.shape("target", target, tuple(pred.shape))
+    v.finite("pred", pred)
+    v.finite("target", target)
     mse = ((pred.clamp(0, 1) - target) ** 2).flatten(1).mean(1).clamp_min(1e-10)
     return -10.0 * torch.log10(mse)

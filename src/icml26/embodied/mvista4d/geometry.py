@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from icml26.harness import validate as _val
+
 # helper functions
 
 
@@ -160,6 +162,15 @@ def splat_zbuffer(points: torch.Tensor, values: torch.Tensor, valid: torch.Tenso
 
     points (B, N, 3), values (B, N, C), valid (B, N) -> (depth (B, H, W), values (B, C, H, W), mask (B, H, W)).
     """
+    if not isinstance(cam, Camera):
+        raise TypeError(f"cam must be a Camera, got {_val.describe(cam)}")
+    _val.ndim("points", points, 3)
+    if points.shape[-1] != 3:
+        raise ValueError(f"points must be (B, N, 3), got shape {tuple(points.shape)}")
+    _val.ndim("values", values, 3)
+    if tuple(values.shape[:2]) != tuple(points.shape[:2]):
+        raise ValueError(f"values must be (B, N, C) with (B, N) = {tuple(points.shape[:2])}, got {tuple(values.shape)}")
+    _val.shape("valid", valid, tuple(points.shape[:2]))
     B, N, _ = points.shape
     h, w = cam.hw
     uv, z = project(points, cam)
@@ -225,6 +236,7 @@ def chamfer_distance(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 def completeness(pred: torch.Tensor, gt: torch.Tensor, tau: float = 0.02) -> float:
     """Fraction of ground-truth points within ``tau`` of the predicted cloud (0 when ``pred`` is empty)."""
+    tau = _val.positive("tau", tau)
     _check_points(gt, "gt")
     if len(pred) == 0:
         return 0.0

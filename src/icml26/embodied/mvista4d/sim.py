@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from icml26.harness import validate as v
+
 from .geometry import Camera, pixel_grid
 
 TABLE = 0.35           # half extent of the table (m)
@@ -48,6 +50,22 @@ class TabletopState:
     gripped: np.ndarray
     offset: np.ndarray
 
+    def __post_init__(self) -> None:
+        n = None
+        for name, want in (("ee", 3), ("cube", 3), ("goal", 2), ("offset", 3)):
+            a = np.asarray(getattr(self, name), dtype=float)
+            if a.ndim != 2 or a.shape[1] != want:
+                raise ValueError(f"TabletopState.{name} must be (B, {want}), got shape {a.shape}")
+            v.finite(f"TabletopState.{name}", a)
+            n = len(a) if n is None else n
+            if len(a) != n:
+                raise ValueError(f"TabletopState fields must share the batch size B = {n}; {name} has {len(a)}")
+            setattr(self, name, a)
+        g = np.asarray(self.gripped, dtype=bool)
+        if g.shape != (n,):
+            raise ValueError(f"TabletopState.gripped must be (B,) = ({n},), got shape {g.shape}")
+        self.gripped = g
+
     def copy(self) -> "TabletopState":
         return TabletopState(self.ee.copy(), self.cube.copy(), self.goal.copy(), self.gripped.copy(),
                              self.offset.copy())
@@ -58,6 +76,9 @@ class TabletopState:
 
 def random_states(n: int, rng: np.random.Generator, ee_random: bool = False) -> TabletopState:
     """Random cube and goal positions (at least 10 cm apart) inside |x|, |y| <= 0.2; ee at EE_START (or random)."""
+    n = v.positive_int("n", n)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {v.describe(rng)}")
     cube = np.concatenate([rng.uniform(-0.2, 0.2, (n, 2)), np.full((n, 1), CUBE_H)], 1)
     goal = rng.uniform(-0.2, 0.2, (n, 2))
     for _ in range(100):                                   # resample the (few) goals too close to the cube
@@ -219,8 +240,14 @@ def rollout(state0: TabletopState, actions: np.ndarray) -> tuple[list[TabletopSt
     return states, grasp_t
 
 
+def _check_state(state, name: str = "state") -> None:
+    if not isinstance(state, TabletopState):
+        raise TypeError(f"{name} must be a TabletopState, got {v.describe(state)}")
+
+
 def success(state: TabletopState) -> np.ndarray:
     """Task success per environment: the cube released on the table within SUCCESS_TOL of the goal."""
+    _check_state(state)
     return (~state.gripped) & (np.linalg.norm(state.cube[:, :2] - state.goal, axis=1) < SUCCESS_TOL)
 
 
@@ -231,6 +258,9 @@ def scripted_demos(state0: TabletopState, rng: np.random.Generator) -> tuple[np.
     g = +1), lift, carry in 2 steps (split beta), descend, release (still, g = -1), retreat. Style: alpha, beta,
     the hover and lift heights, s.
     """
+    _check_state(state0, "state0")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {v.describe(rng)}")
     n = len(state0)
     ee0, cube, goal = state0.ee, state0.cube, state0.goal
     alpha, beta = rng.uniform(0.35, 0.65, n), rng.uniform(0.35, 0.65, n)
