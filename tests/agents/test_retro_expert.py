@@ -83,6 +83,48 @@ def test_atom_mapped_smiles_match_their_unmapped_form():
     assert verify_rationale(mapped, Rationale(0, (1, 3), ("[NH2:4][CH2:5]c1ccccc1", "[CH3:1][C:2](=O)O")))
 
 
+def test_centres_are_in_the_callers_atom_order(spec):
+    """Review finding 5: centres referred to RDKit's canonical SMILES, not to the molecule as the user wrote it: for
+    c1ccccc1CNC(C)=O apply() returned (1, 3), two non-bonded aromatic carbons of the user's molecule, and
+    verify_rationale rejected the user's own amide-bond indices (7, 8)."""
+    from rdkit import Chem
+
+    from icml26.agents.retro_expert import execute
+
+    user = "c1ccccc1CNC(C)=O"                     # atoms 7 (N) and 8 (carbonyl C) form the amide bond
+    truth = ("CC(=O)O", "NCc1ccccc1")
+    assert TEMPLATES[0].apply(user) == [((7, 8), truth)]
+    assert retro_outcomes(user) == [(0, (7, 8), truth)]
+    assert verify_rationale(user, Rationale(0, (7, 8), truth))
+    assert not verify_rationale(user, Rationale(0, (1, 3), truth))
+    assert execute(user, 0, (8, 7)) == truth
+    mol = Chem.MolFromSmiles(user)
+    d = spec.decision_space(user)
+    assert d and all(mol.GetBondBetweenAtoms(*c.centre) is not None for c in d)
+    assert all(verify_rationale(user, Rationale(c.template_id, c.centre, c.reactants)) for c in d)
+    # canonical input: unchanged indices
+    assert TEMPLATES[0].apply(AMIDE) == [((1, 3), truth)]
+
+
+def test_reasoner_refuses_what_it_has_no_tokens_for(tok, rset):
+    """Review finding 6: atom indices >= max_atoms were clamped to <i39> (16 atoms of a 55-atom amide shared it),
+    grounded_completion emitted <unk>, and bracket atoms outside the vocabulary became <unk>."""
+    big = "CC(=O)N" + "C" * 51                   # 55 atoms; the amide bond is atoms 1-3
+    far = Candidate(0, (38, 50), ("CC(=O)O", "N" + "C" * 51), 0.9)
+    with pytest.raises(ValueError, match="max_atoms"):
+        ds_prompt([far], rset.stock)
+    with pytest.raises(ValueError, match="max_atoms"):
+        grounded_completion(far, 0)
+    with pytest.raises(ValueError, match="55 atoms"):
+        product_prompt(big)
+    with pytest.raises(ValueError, match=r"\[C@H\]"):
+        product_prompt("C[C@H](N)C(=O)O")
+    # every product built from the bundled catalogue tokenises (20 of the 1,200 standard ones held an <unk>)
+    for smi in ("C[As](C)c1ccccc1", "CC(=O)NCC[Hg]Cl", "[O]c1ccccc1"):
+        ids = tok(product_prompt(smi), add_special_tokens=False)["input_ids"]
+        assert tok.unk_token_id not in ids
+
+
 def test_amide_retro_template_gives_the_truth_at_the_amide_bond():
     outs = TEMPLATES[0].apply(AMIDE)
     assert outs == [((1, 3), ("CC(=O)O", "NCc1ccccc1"))]
@@ -301,7 +343,7 @@ def test_quick_reproduction_structure():
             assert c.falsifier
     assert {r["arm"] for r in out.tables["arms"]} and "arms" in out.figures
     rl = [r for r in out.tables["arms"] if r["samples"]]
-    assert len(rl) == 3 and len({r["samples"] for r in rl}) == 1                 # equal samples per RL arm
+    assert len(rl) == 4 and len({r["samples"] for r in rl}) == 1                 # equal samples per RL arm
     sft = [r for r in out.tables["arms"] if r["labelled_examples"]]
     assert len(sft) == 2 and len({r["labelled_examples"] for r in sft}) == 1     # both SFT arms: equal labels
     llm_only = next(c for c in out.claims if "LLM-only" in c.statement)
@@ -309,3 +351,8 @@ def test_quick_reproduction_structure():
                                        "no decision space, KGPO (same samples)"}
     grounded = next(c for c in out.claims if "execute" in c.statement)
     assert grounded.control is not None and grounded.control_arm
+    # review findings 1, 2: the LLM-only claim's control is the untrained policy on the same decision space, the
+    # grounding claim's the arm without r_ground (r_center and r_type kept)
+    assert llm_only.control == out.metrics["top1_untrained"] and "untrained" in llm_only.control_arm
+    ground = next(c for c in out.claims if "grounding reward" in c.statement)
+    assert ground.control == out.metrics["executable_kgpo_noground"] and "r_ground removed" in ground.control_arm

@@ -35,17 +35,47 @@ def canonical_smiles(smiles: str, *, what: str = "molecule") -> str:
     """Canonical SMILES of ``smiles`` with atom-map numbers cleared (an atom-mapped, USPTO-style
     ``[CH3:1][C:2](=[O:3])[OH:4]`` and ``CC(=O)O`` give the same string); ``ValueError`` naming the molecule when
     RDKit cannot parse it."""
-    if not isinstance(smiles, str):
-        raise TypeError(f"{what} must be a SMILES string, got {type(smiles).__name__}")
+    return _canonical_and_order(smiles, what)[0]
+
+
+def canonical_atom_order(smiles: str) -> tuple[int, ...]:
+    """For each atom of ``canonical_smiles(smiles)`` (in RDKit's parse order of that string), the index of the same
+    atom in ``smiles`` as given: ``order[k]`` is the input atom that canonical atom ``k`` is. Identity when
+    ``smiles`` is already canonical. Centres returned by the public functions are in the input's atom order."""
+    return _canonical_and_order(smiles, "molecule")[1]
+
+
+@lru_cache(maxsize=200_000)
+def _canonical_and_order_cached(smiles: str) -> tuple[str, tuple[int, ...]] | None:
     mol = Chem.MolFromSmiles(smiles) if smiles.strip() else None
     if mol is None:
+        return None
+    mapped = any(a.GetAtomMapNum() for a in mol.GetAtoms())
+    for a in mol.GetAtoms():
+        a.SetAtomMapNum(0)
+    smi = Chem.MolToSmiles(mol)
+    order = tuple(int(i) for i in mol.GetPropsAsDict(True, True)["_smilesAtomOutputOrder"])
+    if mapped:                           # re-parse: explicit [CH3] brackets become plain atoms
+        mol = Chem.MolFromSmiles(smi)
+        smi = Chem.MolToSmiles(mol)
+        order2 = mol.GetPropsAsDict(True, True)["_smilesAtomOutputOrder"]
+        order = tuple(order[int(k)] for k in order2)
+    return smi, order
+
+
+def _canonical_and_order(smiles: str, what: str) -> tuple[str, tuple[int, ...]]:
+    if not isinstance(smiles, str):
+        raise TypeError(f"{what} must be a SMILES string, got {type(smiles).__name__}")
+    out = _canonical_and_order_cached(smiles)
+    if out is None:
         raise ValueError(f"invalid SMILES for {what}: {smiles!r} (RDKit cannot parse it); pass a valid SMILES "
                          "string such as 'CC(=O)Nc1ccccc1'")
-    if any(a.GetAtomMapNum() for a in mol.GetAtoms()):
-        for a in mol.GetAtoms():
-            a.SetAtomMapNum(0)
-        mol = Chem.MolFromSmiles(Chem.MolToSmiles(mol))   # re-parse: explicit [CH3] brackets become plain atoms
-    return Chem.MolToSmiles(mol)
+    return out
+
+
+def _to_input(order: tuple[int, ...], centre: "Centre") -> "Centre":
+    a, b = order[centre[0]], order[centre[1]]
+    return (min(a, b), max(a, b))
 
 
 def reactant_set(smiles: "str | list[str] | tuple[str, ...]") -> ReactantSet:
@@ -74,8 +104,10 @@ class ReactionTemplate:
     centre_maps: tuple[int, int]
 
     def apply(self, product: str) -> list[tuple[Centre, ReactantSet]]:
-        """All (centre, reactant set) outcomes of the retro template on ``product`` (deduplicated, sorted)."""
-        return list(_apply(self, canonical_smiles(product, what="product")))
+        """All (centre, reactant set) outcomes of the retro template on ``product`` (deduplicated, sorted). The
+        centre's atom indices are those of ``product`` as given (RDKit's parse order of the caller's SMILES)."""
+        smi, order = _canonical_and_order(product, "product")
+        return sorted((_to_input(order, c), r) for c, r in _apply(self, smi))
 
     def run_forward(self, reactants: "tuple[str, ...] | list[str]") -> list[str]:
         """Canonical products of the forward template on the two reactants (either order), deduplicated."""
@@ -172,19 +204,21 @@ class Rationale:
 
 def retro_outcomes(product: str, templates: tuple[ReactionTemplate, ...] = TEMPLATES
                    ) -> list[tuple[int, Centre, ReactantSet]]:
-    """Every (template id, centre, reactants) the templates produce on ``product``; ValueError names a bad SMILES."""
-    smi = canonical_smiles(product, what="product")
-    return [(t, c, r) for t, tpl in enumerate(templates) for c, r in _apply(tpl, smi)]
+    """Every (template id, centre, reactants) the templates produce on ``product``; ValueError names a bad SMILES.
+    Centres are atom indices of ``product`` as given."""
+    smi, order = _canonical_and_order(product, "product")
+    return [(t, _to_input(order, c), r) for t, tpl in enumerate(templates) for c, r in _apply(tpl, smi)]
 
 
 def verify_rationale(product: str, rationale: Rationale, templates: tuple[ReactionTemplate, ...] = TEMPLATES
                      ) -> bool:
     """r_ground [B06]: True iff executing template ``rationale.template_id`` at ``rationale.centre`` on the
-    product gives exactly ``rationale.reactants`` (as canonical, order-invariant sets)."""
-    smi = canonical_smiles(product, what="product")
+    product gives exactly ``rationale.reactants`` (as canonical, order-invariant sets). ``rationale.centre`` holds
+    atom indices of ``product`` as given (RDKit's parse order of that SMILES)."""
+    smi, order = _canonical_and_order(product, "product")
     t = rationale.template_id
     if not (isinstance(t, int) and 0 <= t < len(templates)):
         return False
     c = tuple(sorted(int(a) for a in rationale.centre))
     want = reactant_set(list(rationale.reactants))      # canonical, maps cleared, order-invariant
-    return any(cc == c and rr == want for cc, rr in _apply(templates[t], smi))
+    return any(_to_input(order, cc) == c and rr == want for cc, rr in _apply(templates[t], smi))

@@ -25,7 +25,7 @@ import torch
 
 from icml26.testbeds.grpo import GRPOConfig, generate_with_logprobs, group_advantages, grpo_step, token_logprobs
 
-from .chemistry import TEMPLATES, Rationale, ReactantSet, _apply, verify_rationale
+from .chemistry import TEMPLATES, Rationale, ReactantSet, _apply, _canonical_and_order, _to_input, verify_rationale
 from .data import Reaction
 from .reasoner import grounded_completion, parse_completion
 from .specialist import Candidate
@@ -74,10 +74,13 @@ class Judged:
 # reward
 
 def execute(product: str, template_id: int, centre: tuple[int, int]) -> ReactantSet | None:
-    """The reactant set RDKit gives for (template, centre) on the product, or None when it does not execute."""
+    """The reactant set RDKit gives for (template, centre) on the product, or None when it does not execute.
+    ``centre`` holds atom indices of ``product`` as given."""
     if not 0 <= template_id < len(TEMPLATES):
         return None
-    hits = [r for c, r in _apply(TEMPLATES[template_id], product) if c == centre]
+    smi, order = _canonical_and_order(product, "product")
+    want = (min(centre), max(centre))
+    hits = [r for c, r in _apply(TEMPLATES[template_id], smi) if _to_input(order, c) == want]
     return hits[0] if len(hits) == 1 else None
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from rdkit import Chem
 from rdkit.Chem import rdFingerprintGenerator
 
-from .chemistry import TEMPLATES, Centre, ReactantSet, ReactionTemplate, canonical_smiles, retro_outcomes
+from .chemistry import TEMPLATES, Centre, ReactantSet, ReactionTemplate, _canonical_and_order, _to_input, retro_outcomes
 from .data import Reaction
 
 FP_BITS = 256
@@ -126,7 +126,8 @@ class SpecialistModel:
         k = self.k if k is None else k
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
-        smis = [canonical_smiles(p, what="product") for p in products]
+        canon = [_canonical_and_order(p, "product") for p in products]
+        smis = [c for c, _ in canon]
         pairs = [_outcomes_and_features(s, self.templates) for s in smis]
         outs = [o for o, _ in pairs]
         feats = [f for o, f in pairs if o]
@@ -135,13 +136,14 @@ class SpecialistModel:
         scores = iter(np.split(self.mlp_.predict_proba(np.concatenate(feats))[:, 1],
                                np.cumsum([len(o) for o in outs if o])[:-1]))
         res = []
-        for o in outs:
+        for o, (_, atoms) in zip(outs, canon):
             if not o:
                 res.append([])
                 continue
             s = next(scores)
             order = sorted(range(len(o)), key=lambda i: (-s[i], o[i]))[:k]
-            res.append([Candidate(o[i][0], o[i][1], o[i][2], float(s[i])) for i in order])
+            # centres in the caller's atom order (identity for canonical SMILES)
+            res.append([Candidate(o[i][0], _to_input(atoms, o[i][1]), o[i][2], float(s[i])) for i in order])
         return res
 
 
