@@ -315,8 +315,14 @@ def reproduce(
 
         console.print(f"\nReport: {build_report(root).resolve()}")
     if result.crashed:
+        from .harness.runner import error_summary, missing_extra
+
         for r in result.crashed:
-            err.print(f"[red]{r['paper']} seed {r['seed']} crashed:[/]\n{escape(str(r['error']))}", highlight=False)
+            if missing_extra(r["error"]):  # the message says what to install; its traceback is in the run record
+                err.print(f"[red]{r['paper']} seed {r['seed']} crashed:[/] {escape(error_summary(r['error']))}",
+                          highlight=False)
+            else:
+                err.print(f"[red]{r['paper']} seed {r['seed']} crashed:[/]\n{escape(str(r['error']))}", highlight=False)
         raise typer.Exit(code=1)
 
 

@@ -19,6 +19,8 @@ FAKE = textwrap.dedent('''
 
     def reproduce(budget, seed):
         time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+        if os.environ.get("FAKE_MISSING"):
+            raise ModuleNotFoundError("the PC baseline needs the causal extra: pip install 'icml26[causal]'")
         if os.environ.get("FAKE_PEER"):
             from icml26.harness.peers import peer_available
             peer_available(os.environ["FAKE_PEER"], "peers", "the fake cross-check")
@@ -154,3 +156,11 @@ def test_a_peer_skipped_for_a_missing_package_is_named_with_its_extra(fake_paper
     monkeypatch.setenv("FAKE_PEER", "json")   # installed: nothing skipped
     r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "q"), "--no-report"])
     assert "Skipped because" not in r.output
+
+
+def test_a_missing_extra_is_one_clear_line_not_two_tracebacks(fake_papers, monkeypatch):
+    monkeypatch.setenv("FAKE_MISSING", "1")
+    r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "m"), "--no-report"])
+    assert r.exit_code == 1
+    assert "Traceback" not in r.output, r.output
+    assert r.output.count("needs the causal extra: pip install 'icml26[causal]'") == 2   # the log line, the summary

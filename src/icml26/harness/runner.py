@@ -197,8 +197,8 @@ def execute(
             atomic_write_bytes(store.root / rel, data)
         store.save(rec)
         records.append(rec)
-        if rec["status"] != "ok":
-            log.error("%s seed %s crashed:\n%s", rec["paper"], rec["seed"], rec["error"])
+        if rec["status"] != "ok":  # one line now; the CLI prints the traceback once, after the summary
+            log.error("%s seed %s crashed: %s", rec["paper"], rec["seed"], error_summary(rec["error"]))
         elif log.isEnabledFor(logging.INFO):  # -v: every claim and check of the seed as it arrives
             log.info("%s seed %s (%s) finished in %.1f s: %d claims and checks", rec["paper"], rec["seed"],
                      rec["budget"], rec.get("wall_time") or 0.0, len(rec["claims"]))
@@ -442,6 +442,18 @@ def _set_threads(n: int) -> None:
         torch.set_num_threads(max(1, n))
     except ImportError:  # pragma: no cover
         pass
+
+
+def error_summary(error: Any) -> str:
+    """The last line of a recorded traceback (``ExceptionType: message``)."""
+    lines = [line for line in str(error or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown error"
+
+
+def missing_extra(error: Any) -> bool:
+    """Whether a recorded crash is a missing optional package whose message already says what to install."""
+    last = error_summary(error)
+    return last.startswith(("ImportError", "ModuleNotFoundError")) and "pip install" in last
 
 
 def _unique(items: list[Any]) -> list[Any]:
