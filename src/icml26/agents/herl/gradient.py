@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from icml26.harness import validate as v
+
 
 def patterns(k: int) -> np.ndarray:
     """All 2^k binary rubric patterns, ``[2^k, k]`` (row index = the pattern read as a binary number)."""
@@ -34,6 +36,18 @@ def setup(k: int = 6, p: float = 0.35, beta: float = 0.1) -> dict[str, np.ndarra
     pi_star = w / w.sum()
     J = float(pi @ r)
     return {"Y": Y, "r": r, "pi": pi, "pi_star": pi_star, "g_star": pi_star - pi, "grad_J": pi * (r - J)}
+
+
+def _study_params(*, k: int = 6, p: float = 0.35, fix_prob: float = 0.8, keep_prob: float = 0.95,
+                  alpha: float = 0.05, gamma: float = 1.0, beta: float = 0.1) -> None:
+    if v.positive_int("k", k) > 16:
+        raise ValueError(f"k must be at most 16 (2^k response patterns are enumerated), got {k}")
+    v.probability("p", p, open_=True)
+    v.probability("fix_prob", fix_prob)
+    v.probability("keep_prob", keep_prob)
+    v.in_range("alpha", alpha, 0.0, 1.0)
+    v.non_negative("gamma", gamma)
+    v.positive("beta", beta)
 
 
 def _cos(G: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -57,8 +71,11 @@ def batch_gradients(n: int, batches: int, rng: np.random.Generator, *, k: int = 
                     fix_prob: float = 0.8, keep_prob: float = 0.95, alpha: float = 0.05, gamma: float = 1.0,
                     beta: float = 0.1) -> dict[str, np.ndarray]:
     """GRPO and HeRL batch gradients on the same ``batches`` x ``n`` samples (common random numbers)."""
-    if n < 2:
-        raise ValueError(f"batch size n must be >= 2 (group baseline), got {n}")
+    n = v.positive_int("batch size n", n, minimum=2)            # a group baseline needs two samples
+    batches = v.positive_int("batches", batches)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {v.describe(rng)}")
+    _study_params(k=k, p=p, fix_prob=fix_prob, keep_prob=keep_prob, alpha=alpha, gamma=gamma, beta=beta)
     s = setup(k, p, beta)
     Y, r, pi = s["Y"], s["r"], s["pi"]
     weights = 2 ** np.arange(k)
@@ -91,6 +108,12 @@ def batch_gradients(n: int, batches: int, rng: np.random.Generator, *, k: int = 
 def direction_study(ns=(4, 8, 16), batches: int = 3000, seed: int = 0, **kw) -> list[dict]:
     """Per N: mean per-batch cos(g_hat, g*) for GRPO and HeRL (and the per-batch paired differences), and the
     cosine of each method's *expected* gradient (batch mean) with grad J (HeRL's bias w.r.t. the true gradient)."""
+    v.keys("kw", kw, ("k", "p", "fix_prob", "keep_prob", "alpha", "gamma", "beta"))
+    _study_params(**kw)
+    v.non_empty("ns", ns)
+    ns = [v.positive_int("ns entry", x, minimum=2) for x in ns]
+    batches = v.positive_int("batches", batches)
+    seed = v.non_negative_int("seed", seed)
     s = setup(kw.get("k", 6), kw.get("p", 0.35), kw.get("beta", 0.1))
     rng = np.random.default_rng(seed)
     out = []

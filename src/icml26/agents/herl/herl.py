@@ -35,9 +35,10 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
+from icml26.harness import validate as v
 from icml26.testbeds.grpo import Rollout, generate_with_logprobs, group_advantages, token_logprobs
 
-from .rubrics import RubricResult, RubricVerifier
+from .rubrics import RubricList, RubricResult, RubricVerifier
 
 TRAIN_CONTEXTS = ("original", "hindsight")
 REPLACE_RULES = ("official", "strict")
@@ -73,23 +74,34 @@ class HeRLConfig:
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2 (GRPO/HeRL need a group baseline), got {self.group_size}")
-        if self.replace_rule not in REPLACE_RULES:
-            raise ValueError(f"replace_rule must be one of {REPLACE_RULES}, got {self.replace_rule!r}")
-        if not (self.adv_eps > 0 and math.isfinite(self.adv_eps)):
-            raise ValueError(f"adv_eps must be a finite number > 0, got {self.adv_eps!r}")
-        if self.train_context not in TRAIN_CONTEXTS:
-            raise ValueError(f"train_context must be one of {TRAIN_CONTEXTS}, got {self.train_context!r}")
-        if self.candidate_limit < 0 or self.replace_top_n < 1:
-            raise ValueError(f"need candidate_limit >= 0 and replace_top_n >= 1, got {self.candidate_limit}, "
-                             f"{self.replace_top_n}")
-        if not 0.0 <= self.bonus_alpha <= 1.0:
-            raise ValueError(f"bonus_alpha must be in [0, 1], got {self.bonus_alpha}")
+        self.group_size = v.positive_int("group_size", self.group_size, minimum=2)   # GRPO/HeRL need a group baseline
+        self.threshold = v.finite_number("threshold", self.threshold)
+        self.candidate_limit = v.non_negative_int("candidate_limit", self.candidate_limit)
+        self.replace_top_n = v.positive_int("replace_top_n", self.replace_top_n)
+        if self.replace_top_n > self.group_size:
+            raise ValueError(f"replace_top_n ({self.replace_top_n}) cannot exceed group_size ({self.group_size})")
+        self.bonus_alpha = v.in_range("bonus_alpha", self.bonus_alpha, 0.0, 1.0)
+        self.shaping_gamma = v.non_negative("shaping_gamma", self.shaping_gamma)
+        self.revise_temperature = v.non_negative("revise_temperature", self.revise_temperature)
+        v.one_of("train_context", self.train_context, TRAIN_CONTEXTS)
+        self.clip_eps = v.in_range("clip_eps", self.clip_eps, 0.0, 1.0, low_open=True, high_open=True)
+        self.clip_ratio_c = v.finite_number("clip_ratio_c", self.clip_ratio_c)
         if self.clip_ratio_c <= 1.0:
             raise ValueError(f"clip_ratio_c (dual clip) must be > 1, got {self.clip_ratio_c}")
-        if self.lr <= 0 or self.max_new_tokens < 1 or self.revise_temperature < 0 or self.temperature < 0:
-            raise ValueError("need lr > 0, max_new_tokens >= 1, temperatures >= 0")
+        self.kl_coef = v.non_negative("kl_coef", self.kl_coef)
+        self.lr = v.positive("lr", self.lr)
+        self.max_new_tokens = v.positive_int("max_new_tokens", self.max_new_tokens)
+        self.temperature = v.non_negative("temperature", self.temperature)
+        v.one_of("replace_rule", self.replace_rule, REPLACE_RULES)
+        self.adv_eps = v.positive("adv_eps", self.adv_eps)
+        for name in ("fallback", "enable"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {v.describe(getattr(self, name))}")
+        if self.max_grad_norm is not None:
+            self.max_grad_norm = v.positive("max_grad_norm", self.max_grad_norm)
+        if self.eos_token_id is not None:
+            self.eos_token_id = v.non_negative_int("eos_token_id", self.eos_token_id)
+        self.pad_token_id = v.non_negative_int("pad_token_id", self.pad_token_id)
 
 
 # guidance prompts (text form, for real LLMs)
@@ -102,6 +114,12 @@ DEFAULT_TEMPLATE = ("You are a rewrite assistant. Keep satisfied rubrics intact 
 def build_guidance_prompt(prompt: str, draft: str, met: Sequence[str], unmet: Sequence[str],
                           template: str = DEFAULT_TEMPLATE) -> str:
     """Guidance prompt h from the instruction, the draft and its satisfied / unmet rubric descriptions."""
+    for name, val in (("prompt", prompt), ("draft", draft), ("template", template)):
+        if not isinstance(val, str):
+            raise TypeError(f"{name} must be a string, got {v.describe(val)}")
+    for name, val in (("met", met), ("unmet", unmet)):
+        if isinstance(val, str) or not isinstance(val, Sequence) or not all(isinstance(x, str) for x in val):
+            raise TypeError(f"{name} must be a list of rubric descriptions (strings), got {v.describe(val)}")
     for name in ("{prompt}", "{draft}", "{met}", "{unmet}"):
         if name not in template:
             raise ValueError(f"template must contain the field {name}")
@@ -112,6 +130,11 @@ def build_guidance_prompt(prompt: str, draft: str, met: Sequence[str], unmet: Se
 def text_guide(tokenizer, rubric_lists, template: str = DEFAULT_TEMPLATE) -> GuideFn:
     """A :data:`GuideFn` for a text policy: decode prompt and draft, build the text guidance prompt from the rubric
     descriptions, encode it (``tokenizer`` is any HF tokenizer)."""
+    if not (callable(tokenizer) and hasattr(tokenizer, "decode")):
+        raise TypeError(f"tokenizer must be a Hugging Face tokenizer (callable, with .decode), got "
+                        f"{v.describe(tokenizer)}")
+    _rubric_lists(rubric_lists)
+    build_guidance_prompt("", "", [], [], template)          # the template's fields, before any work
 
     def guide(p: int, prompt_ids: Tensor, draft: Tensor, met_row: Tensor) -> Tensor:
         met, unmet = rubric_lists[p].split(met_row)
@@ -123,14 +146,48 @@ def text_guide(tokenizer, rubric_lists, template: str = DEFAULT_TEMPLATE) -> Gui
     return guide
 
 
+# argument checks
+
+def _rubric_lists(rubric_lists) -> None:
+    if isinstance(rubric_lists, RubricList) or not isinstance(rubric_lists, Sequence):
+        raise TypeError(f"rubric_lists must be a sequence of RubricList (one per prompt), got "
+                        f"{v.describe(rubric_lists)}")
+    v.non_empty("rubric_lists", rubric_lists)
+    for rl in rubric_lists:
+        if not isinstance(rl, RubricList):
+            raise TypeError(f"rubric_lists must hold RubricList instances, got {type(rl).__name__}")
+
+
+def _config(cfg) -> "HeRLConfig":
+    if not isinstance(cfg, HeRLConfig):
+        raise TypeError(f"cfg must be a HeRLConfig, got {v.describe(cfg)}")
+    return cfg
+
+
+def _tensor(name: str, value, *, dim: int | None = None, integer: bool = False, finite: bool = False) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch tensor, got {v.describe(value)}")
+    if dim is not None and value.dim() != dim:
+        raise ValueError(f"{name} must have {dim} dimension(s), got shape {tuple(value.shape)}")
+    if integer and (value.is_floating_point() or value.is_complex()):
+        raise TypeError(f"{name} must hold integers, got a {value.dtype} tensor")
+    if finite:
+        v.finite(name, value)
+    return value
+
+
 # selection, replacement, bonus (pure tensor functions)
 
 def select_hindsight(rewards: Tensor, n_met: Tensor, cfg: HeRLConfig) -> Tensor:
     """Rows to revise: in each group whose best reward is below ``cfg.threshold``, the best-reward responses
     (ties within 1e-6, ordered by rubrics met, then index), at most ``cfg.candidate_limit`` per group."""
-    G = cfg.group_size
-    if rewards.dim() != 1 or rewards.numel() % G:
+    G = _config(cfg).group_size
+    _tensor("rewards", rewards, finite=True)
+    if rewards.dim() != 1 or rewards.numel() % G or rewards.numel() == 0:
         raise ValueError(f"rewards must be 1-D with a multiple of group_size={G} entries, got {tuple(rewards.shape)}")
+    _tensor("n_met", n_met, integer=True)
+    if n_met.shape != rewards.shape:
+        raise ValueError(f"n_met must have the shape of rewards {tuple(rewards.shape)}, got {tuple(n_met.shape)}")
     r = rewards.view(-1, G)
     best = r.max(1, keepdim=True).values
     tie = (r - best).abs() < 1e-6
@@ -159,6 +216,14 @@ class Augmented:
     groups_revised: int = 0
     groups_replaced: int = 0
 
+    def __post_init__(self) -> None:
+        _tensor("rewards", self.rewards, dim=1)
+        for name in ("he_mask", "source") + (("copy_of",) if self.copy_of is not None else ()):
+            t = _tensor(name, getattr(self, name), dim=1)
+            if t.shape != self.rewards.shape:
+                raise ValueError(f"Augmented.{name} must have the shape of rewards {tuple(self.rewards.shape)}, got "
+                                 f"{tuple(t.shape)}")
+
 
 def augment_group(rewards: Tensor, owner: Tensor, revision_rewards: Tensor, cfg: HeRLConfig,
                   generator: torch.Generator | None = None, n_met: Tensor | None = None) -> Augmented:
@@ -176,10 +241,16 @@ def augment_group(rewards: Tensor, owner: Tensor, revision_rewards: Tensor, cfg:
     - ``"strict"``: only revisions with ``r' > max_i r_i`` (``cfg.fallback``: ``>=`` to fill up); a group with
       no better revision is left unchanged.
     """
-    G = cfg.group_size
+    G = _config(cfg).group_size
+    _tensor("rewards", rewards, dim=1, finite=True)
     B = rewards.numel()
+    if B == 0 or B % G:
+        raise ValueError(f"rewards must hold a multiple of group_size={G} entries, got {B}")
+    _tensor("owner", owner, dim=1, integer=True)
+    _tensor("revision_rewards", revision_rewards, dim=1, finite=True)
     if owner.shape != revision_rewards.shape:
         raise ValueError("owner and revision_rewards must have the same shape [R]")
+    v.indices("owner", owner, B)
     if n_met is not None and n_met.shape != rewards.shape:
         raise ValueError(f"n_met must have the shape of rewards {tuple(rewards.shape)}, got {tuple(n_met.shape)}")
     new = rewards.clone().float()
@@ -232,6 +303,7 @@ def augment_group(rewards: Tensor, owner: Tensor, revision_rewards: Tensor, cfg:
 
 def shaping(rho: Tensor, gamma: float) -> Tensor:
     """f(rho) = rho / (rho + gamma) (gamma <= 0: f = rho); f'(1) = gamma / (1 + gamma)^2."""
+    gamma = v.finite_number("gamma", gamma)
     return rho if gamma <= 0 else rho / (rho + gamma)
 
 
@@ -241,8 +313,23 @@ def herl_policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: T
     """The official ``mixpolicy_vanilla`` loss, token mean over ``mask``: dual-clip PPO on on-policy tokens and
     the unclipped shaped surrogate ``-A f(rho)`` on hindsight tokens (``he_mask`` rows ``[B]`` or ``[B, T]``).
     ``he_logp`` (default ``old_logp``) is the denominator of rho for hindsight tokens."""
-    if logp.shape != old_logp.shape or logp.shape != mask.shape:
+    for name, t in (("logp", logp), ("old_logp", old_logp), ("advantages", advantages), ("mask", mask)):
+        _tensor(name, t, finite=True)
+    if logp.dim() != 2 or logp.shape != old_logp.shape or logp.shape != mask.shape:
         raise ValueError("logp, old_logp and mask must have the same [B, T] shape")
+    if advantages.shape not in (logp.shape[:1], logp.shape):
+        raise ValueError(f"advantages must be [B] or [B, T] for logp of shape {tuple(logp.shape)}, got "
+                         f"{tuple(advantages.shape)}")
+    if he_mask is not None and (not isinstance(he_mask, Tensor) or he_mask.shape not in (logp.shape[:1], logp.shape)):
+        raise ValueError(f"he_mask must be a [B] or [B, T] tensor for logp of shape {tuple(logp.shape)}, got "
+                         f"{v.describe(he_mask)}")
+    if he_logp is not None:
+        _tensor("he_logp", he_logp, finite=True)
+        if he_logp.shape != logp.shape:
+            raise ValueError(f"he_logp must have the shape of logp {tuple(logp.shape)}, got {tuple(he_logp.shape)}")
+    clip_eps = v.in_range("clip_eps", clip_eps, 0.0, 1.0, low_open=True, high_open=True)
+    if v.finite_number("clip_ratio_c", clip_ratio_c) <= 1.0:
+        raise ValueError(f"clip_ratio_c (dual clip) must be > 1, got {clip_ratio_c}")
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     mask = mask.to(logp.dtype)
     if he_mask is None:
@@ -290,6 +377,20 @@ def assemble(model: nn.Module, prompts: Sequence[Tensor], completions: Tensor, c
              pad: int = 0, num_return_sequences: int = 1) -> Rollout:
     """A :class:`Rollout` from per-row prompts (unpadded, any lengths; left-padded here) and completions
     ``[B, C]`` with their mask; ``old_logp`` = ``token_logprobs`` of ``model`` (no gradient)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (a causal LM), got {v.describe(model)}")
+    _tensor("completions", completions, dim=2, integer=True)
+    _tensor("completion_mask", completion_mask, dim=2)
+    if completion_mask.shape != completions.shape:
+        raise ValueError(f"completion_mask must have the shape of completions {tuple(completions.shape)}, got "
+                         f"{tuple(completion_mask.shape)}")
+    if isinstance(prompts, Tensor) or not isinstance(prompts, Sequence) or len(prompts) != completions.shape[0]:
+        raise ValueError(f"prompts must be a list of {completions.shape[0]} 1-D id tensors (one per completion row), "
+                         f"got {v.describe(prompts)}")
+    for i, pr in enumerate(prompts):
+        _tensor(f"prompts[{i}]", pr, dim=1, integer=True)
+    pad = v.non_negative_int("pad", pad)
+    num_return_sequences = v.positive_int("num_return_sequences", num_return_sequences)
     p_ids, p_mask = _left_pad(prompts, pad)
     L = p_ids.shape[1]
     seq = torch.cat([p_ids, completions], 1)
@@ -324,6 +425,24 @@ def revise(policy: nn.Module, guide: GuideFn, prompt_index: Sequence[int], promp
     return roll.completion_ids, roll.completion_token_mask, hs
 
 
+def _check_prompts(prompt_ids, prompt_mask, prompt_index, verifier) -> Tensor:
+    """``prompt_ids [P, L]`` integer ids, ``prompt_mask`` the same shape, ``prompt_index [P]`` (in range of the
+    verifier's rubric lists when it is a :class:`ListVerifier`); returns ``prompt_index`` as a long tensor."""
+    _tensor("prompt_ids", prompt_ids, dim=2, integer=True)
+    v.non_empty("prompt_ids", prompt_ids)
+    _tensor("prompt_mask", prompt_mask, dim=2)
+    if prompt_mask.shape != prompt_ids.shape:
+        raise ValueError(f"prompt_mask must have the shape of prompt_ids {tuple(prompt_ids.shape)}, got "
+                         f"{tuple(prompt_mask.shape)}")
+    lists = getattr(verifier, "lists", None)
+    v.indices("prompt_index", prompt_index, len(lists) if lists is not None else 2 ** 62)
+    prompt_index = torch.as_tensor(prompt_index, dtype=torch.long)
+    if prompt_index.dim() != 1 or prompt_index.shape[0] != prompt_ids.shape[0]:
+        raise ValueError(f"{prompt_index.shape[0] if prompt_index.dim() else 0} prompt indices for "
+                         f"{prompt_ids.shape[0]} prompts")
+    return prompt_index
+
+
 class HeRLTrainer:
     """HeRL (or, with ``cfg.enable=False``, GRPO) on a Hugging Face causal LM.
 
@@ -343,10 +462,21 @@ class HeRLTrainer:
         if not isinstance(policy, nn.Module):
             raise TypeError(f"policy must be a torch.nn.Module (e.g. a transformers PreTrainedModel), got "
                             f"{type(policy).__name__}")
+        if not callable(verifier):
+            raise TypeError(f"verifier must be a RubricVerifier (e.g. ListVerifier), got {v.describe(verifier)}")
+        _config(cfg)
         if cfg.enable and guide is None:
             raise ValueError("HeRL needs a guide function that builds guidance prompts (or set enable=False)")
+        if guide is not None and not callable(guide):
+            raise TypeError(f"guide must be a function (text_guide(...) or make_guide(...)), got {v.describe(guide)}")
         if cfg.kl_coef > 0 and ref is None:
             raise ValueError("kl_coef > 0 needs a reference policy (ref=...)")
+        if ref is not None and not isinstance(ref, nn.Module):
+            raise TypeError(f"ref must be a torch.nn.Module or None, got {v.describe(ref)}")
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got {v.describe(optimizer)}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {v.describe(generator)}")
         self.policy, self.verifier, self.cfg, self.guide, self.ref = policy, verifier, cfg, guide, ref
         self.opt = optimizer or torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0)
         self.gen = generator or torch.Generator().manual_seed(0)
@@ -356,9 +486,7 @@ class HeRLTrainer:
         """One HeRL/GRPO update on ``P`` prompts (``prompt_ids [P, L]`` left-padded, ``prompt_index [P]`` into the
         verifier's rubric lists). Returns metrics (rewards, zero-advantage groups, revisions, loss ...)."""
         cfg, G = self.cfg, self.cfg.group_size
-        prompt_index = torch.as_tensor(prompt_index, dtype=torch.long)
-        if prompt_index.shape[0] != prompt_ids.shape[0]:
-            raise ValueError(f"{prompt_index.shape[0]} prompt indices for {prompt_ids.shape[0]} prompts")
+        prompt_index = _check_prompts(prompt_ids, prompt_mask, prompt_index, self.verifier)
         roll = generate_with_logprobs(self.policy, prompt_ids, prompt_mask, num_return_sequences=G,
                                       max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                       eos_token_id=cfg.eos_token_id, generator=self.gen, pad_token_id=cfg.pad_token_id)
@@ -445,9 +573,16 @@ def test_time_refine(policy: nn.Module, prompt_ids: Tensor, prompt_mask: Tensor,
 
     Returns ``{"responses", "masks", "initial": RubricResult, "final": RubricResult, "samples", "verifier_calls"}``.
     """
-    if rounds < 0:
-        raise ValueError(f"rounds must be >= 0, got {rounds}")
-    prompt_index = torch.as_tensor(prompt_index, dtype=torch.long)
+    if not isinstance(policy, nn.Module):
+        raise TypeError(f"policy must be a torch.nn.Module (a causal LM), got {v.describe(policy)}")
+    rounds = v.non_negative_int("rounds", rounds)
+    max_new_tokens = v.positive_int("max_new_tokens", max_new_tokens)
+    v.non_negative("temperature", temperature)
+    v.non_negative("revise_temperature", revise_temperature)
+    pad_token_id = v.non_negative_int("pad_token_id", pad_token_id)
+    if not callable(verifier) or not callable(guide):
+        raise TypeError("verifier and guide must be callables (ListVerifier, make_guide / text_guide)")
+    prompt_index = _check_prompts(prompt_ids, prompt_mask, prompt_index, verifier)
     roll = generate_with_logprobs(policy, prompt_ids, prompt_mask, num_return_sequences=1,
                                   max_new_tokens=max_new_tokens, temperature=temperature, eos_token_id=eos_token_id,
                                   generator=generator, pad_token_id=pad_token_id)

@@ -18,8 +18,27 @@ from typing import Protocol, Sequence, runtime_checkable
 import torch
 from torch import Tensor
 
+from icml26.harness import validate as v
+
+
+def _check_batch(responses: Tensor, mask: Tensor | None) -> None:
+    """``responses [B, T]`` integer token ids, ``mask`` None or the same shape."""
+    if not isinstance(responses, Tensor):
+        raise TypeError(f"responses must be a [B, T] tensor of token ids, got {v.describe(responses)}")
+    if responses.dim() != 2:
+        raise ValueError(f"responses must be [B, T] token ids, got shape {tuple(responses.shape)}")
+    if responses.is_floating_point() or responses.is_complex():
+        raise TypeError(f"responses must hold integer token ids, got a {responses.dtype} tensor")
+    if mask is not None:
+        if not isinstance(mask, Tensor):
+            raise TypeError(f"mask must be a [B, T] tensor (1 = valid token) or None, got {v.describe(mask)}")
+        if mask.shape != responses.shape:
+            raise ValueError(f"mask must have the shape of responses {tuple(responses.shape)}, got "
+                             f"{tuple(mask.shape)}")
+
 
 def _valid(responses: Tensor, mask: Tensor | None) -> Tensor:
+    _check_batch(responses, mask)
     return torch.ones_like(responses, dtype=torch.bool) if mask is None else mask.bool()
 
 
@@ -45,7 +64,12 @@ class TokenAt(Rubric):
     pos: int
     token: int
 
+    def __post_init__(self) -> None:
+        v.non_negative_int("TokenAt.pos", self.pos)
+        v.non_negative_int("TokenAt.token", self.token)
+
     def check(self, responses: Tensor, mask: Tensor | None = None) -> Tensor:
+        _check_batch(responses, mask)
         if self.pos >= responses.shape[1]:
             return torch.zeros(responses.shape[0], dtype=torch.bool, device=responses.device)
         return (responses[:, self.pos] == self.token) & _valid(responses, mask)[:, self.pos]
@@ -64,6 +88,10 @@ class Contains(Rubric):
     token: int
     count: int = 1
 
+    def __post_init__(self) -> None:
+        v.non_negative_int("Contains.token", self.token)
+        v.positive_int("Contains.count", self.count)
+
     def check(self, responses: Tensor, mask: Tensor | None = None) -> Tensor:
         return ((responses == self.token) & _valid(responses, mask)).sum(1) >= self.count
 
@@ -76,6 +104,9 @@ class Excludes(Rubric):
     """Forbidden word: ``token`` does not occur."""
 
     token: int
+
+    def __post_init__(self) -> None:
+        v.non_negative_int("Excludes.token", self.token)
 
     def check(self, responses: Tensor, mask: Tensor | None = None) -> Tensor:
         return ~((responses == self.token) & _valid(responses, mask)).any(1)
@@ -90,6 +121,12 @@ class LengthBetween(Rubric):
 
     lo: int
     hi: int
+
+    def __post_init__(self) -> None:
+        v.non_negative_int("LengthBetween.lo", self.lo)
+        v.non_negative_int("LengthBetween.hi", self.hi)
+        if self.lo > self.hi:
+            raise ValueError(f"LengthBetween needs lo <= hi, got lo={self.lo}, hi={self.hi}")
 
     def check(self, responses: Tensor, mask: Tensor | None = None) -> Tensor:
         n = _valid(responses, mask).sum(1)
@@ -106,8 +143,14 @@ class AllOf(Rubric):
     parts: tuple[Rubric, ...]
 
     def __post_init__(self) -> None:
+        if not isinstance(self.parts, (tuple, list)):
+            raise TypeError(f"AllOf.parts must be a tuple of Rubric, got {v.describe(self.parts)}")
         if not self.parts:
             raise ValueError("AllOf needs at least one part")
+        for r in self.parts:
+            if not isinstance(r, Rubric):
+                raise TypeError(f"AllOf.parts must hold Rubric instances, got {type(r).__name__}")
+        object.__setattr__(self, "parts", tuple(self.parts))
 
     def check(self, responses: Tensor, mask: Tensor | None = None) -> Tensor:
         out = self.parts[0].check(responses, mask)
@@ -128,6 +171,17 @@ class RubricResult:
 
     met: Tensor
     weights: Tensor
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.met, Tensor) or self.met.dtype != torch.bool or self.met.dim() != 2:
+            raise TypeError(f"met must be a [B, K] bool tensor, got {v.describe(self.met)}"
+                            + (f" of dtype {self.met.dtype}" if isinstance(self.met, Tensor) else ""))
+        if not isinstance(self.weights, Tensor):
+            raise TypeError(f"weights must be a [K] or [B, K] tensor, got {v.describe(self.weights)}")
+        if tuple(self.weights.shape) not in ((self.met.shape[1],), tuple(self.met.shape)):
+            raise ValueError(f"weights must have shape ({self.met.shape[1]},) or {tuple(self.met.shape)}, got "
+                             f"{tuple(self.weights.shape)}")
+        v.finite("weights", self.weights)
 
     @property
     def scores(self) -> Tensor:
@@ -158,6 +212,8 @@ class RubricList:
         for r in self.rubrics:
             if not isinstance(r, Rubric):
                 raise TypeError(f"rubrics must be Rubric instances (TokenAt, Contains, ...), got {type(r).__name__}")
+        if self.weights is not None:
+            v.finite("weights", self.weights)
         w = [1.0] * len(self.rubrics) if self.weights is None else [float(x) for x in self.weights]
         if len(w) != len(self.rubrics):
             raise ValueError(f"{len(w)} weights for {len(self.rubrics)} rubrics; give one weight per rubric")
@@ -170,13 +226,15 @@ class RubricList:
 
     def evaluate(self, responses: Tensor, mask: Tensor | None = None) -> RubricResult:
         """Check every rubric on a batch of responses ``[B, T]`` (ids of the response only)."""
-        if responses.dim() != 2:
-            raise ValueError(f"responses must be [B, T] token ids, got shape {tuple(responses.shape)}")
+        _check_batch(responses, mask)
         met = torch.stack([r.check(responses, mask) for r in self.rubrics], dim=1)
         return RubricResult(met=met, weights=torch.tensor(self.weights, dtype=torch.float32))
 
     def split(self, met_row: Tensor) -> tuple[list[Rubric], list[Rubric]]:
         """``(met rubrics, unmet rubrics)`` for one response's ``met`` row."""
+        if not isinstance(met_row, Tensor) or met_row.dim() != 1 or met_row.numel() != len(self.rubrics):
+            raise ValueError(f"met_row must be a [K={len(self.rubrics)}] bool tensor (one flag per rubric), got "
+                             f"{v.describe(met_row)}")
         met = [r for r, m in zip(self.rubrics, met_row.tolist()) if m]
         unmet = [r for r, m in zip(self.rubrics, met_row.tolist()) if not m]
         return met, unmet
@@ -198,15 +256,22 @@ class ListVerifier:
     calls: int = field(default=0)
 
     def __post_init__(self) -> None:
+        if isinstance(self.lists, RubricList) or not isinstance(self.lists, Sequence):
+            raise TypeError(f"lists must be a sequence of RubricList (one per prompt), got {v.describe(self.lists)}")
         if len(self.lists) == 0:
             raise ValueError("ListVerifier needs at least one rubric list")
+        for rl in self.lists:
+            if not isinstance(rl, RubricList):
+                raise TypeError(f"lists must hold RubricList instances, got {type(rl).__name__}")
         ks = {len(rl) for rl in self.lists}
         if len(ks) != 1:
             raise ValueError(f"all rubric lists must have the same number of rubrics, got sizes {sorted(ks)}")
 
     def __call__(self, prompt_index: Tensor, responses: Tensor, mask: Tensor | None = None) -> RubricResult:
+        _check_batch(responses, mask)
+        v.indices("prompt_index", prompt_index, len(self.lists))
         prompt_index = torch.as_tensor(prompt_index, dtype=torch.long)
-        if prompt_index.shape[0] != responses.shape[0]:
+        if prompt_index.dim() != 1 or prompt_index.shape[0] != responses.shape[0]:
             raise ValueError(f"{prompt_index.shape[0]} prompt indices for {responses.shape[0]} responses")
         self.calls += int(responses.shape[0])
         K = len(self.lists[0])

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from icml26.harness import validate as v
 from icml26.testbeds.cache import load_cached
 from icml26.testbeds.llama import tiny_llama
 from icml26.testbeds.progress import BuildProgress
@@ -52,14 +53,19 @@ class TaskConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not 1 <= self.n_types <= N_TYPES_MAX:
+        if v.positive_int("n_types", self.n_types) > N_TYPES_MAX:
             raise ValueError(f"n_types must be in 1..{N_TYPES_MAX}, got {self.n_types}")
+        v.non_negative_int("n_single", self.n_single)
+        v.non_negative_int("n_pair", self.n_pair)
+        v.non_negative_int("seed", self.seed)
         if self.n_single + self.n_pair < 1 or self.n_single + 2 * self.n_pair > RESP_LEN:
             raise ValueError(f"need 1 <= n_single + n_pair and n_single + 2 n_pair <= {RESP_LEN}")
 
 
 def make_rubrics(cfg: TaskConfig) -> list[RubricList]:
     """One hidden rubric list per prompt type (deterministic in ``cfg.seed``)."""
+    if not isinstance(cfg, TaskConfig):
+        raise TypeError(f"cfg must be a TaskConfig, got {v.describe(cfg)}")
     g = torch.Generator().manual_seed(10_000 + cfg.seed)
     out = []
     for _ in range(cfg.n_types):
@@ -76,14 +82,19 @@ def make_rubrics(cfg: TaskConfig) -> list[RubricList]:
 
 def make_prompts(types: Tensor, generator: torch.Generator) -> Tensor:
     """``[P, 6]`` prompts [TYPE_t, 4 random context tokens, ANS]."""
+    if not isinstance(types, Tensor) or types.dim() != 1:
+        raise TypeError(f"types must be a 1-D tensor of prompt types, got {v.describe(types)}")
+    v.indices("types", types, N_TYPES_MAX)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {v.describe(generator)}")
     ctx = torch.randint(0, N_CONTENT, (types.numel(), CTX_LEN), generator=generator)
     return torch.cat([TYPE0 + types[:, None], ctx, torch.full((types.numel(), 1), ANS)], 1)
 
 
 def _slots(cons: list[tuple[int, int]]) -> list[int]:
     out = [NONE] * RESP_LEN
-    for p, v in cons:
-        out[p] = v
+    for p, tok in cons:
+        out[p] = tok
     return out
 
 
@@ -99,6 +110,9 @@ def guidance_ids(prompt: Tensor, draft: Tensor, met: list[tuple[int, int]], unme
 
 def make_guide(rubric_lists: list[RubricList]):
     """The toy task's :data:`~icml26.agents.herl.herl.GuideFn`: rubric lists -> positional constraints."""
+    from .herl import _rubric_lists
+
+    _rubric_lists(rubric_lists)
 
     def guide(p: int, prompt_ids: Tensor, draft: Tensor, met_row: Tensor) -> Tensor:
         met, unmet = rubric_lists[p].split(met_row)
@@ -127,6 +141,16 @@ class SFTConfig:
     guide_frac: float = 0.75
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("hidden", "layers", "heads", "steps", "batch"):
+            v.positive_int(name, getattr(self, name))
+        if self.hidden % self.heads or (self.hidden // self.heads) % 2:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}) with an even head "
+                             "size (rotary embeddings)")
+        v.positive("lr", self.lr)
+        v.probability("guide_frac", self.guide_frac)
+        v.non_negative_int("seed", self.seed)
+
 
 def build_policy(cfg: SFTConfig):
     """A fresh tiny ``LlamaForCausalLM`` over the task vocabulary (~100k parameters at d=64, 2 layers)."""
@@ -154,8 +178,8 @@ def sft_batch(n: int, guide_frac: float, g: torch.Generator) -> tuple[Tensor, Te
             met = [c for c, s in zip(cons, split.tolist()) if s and drafts[i, c[0]] == c[1]]
             unmet = [c for c in cons if c not in met]
             ans = drafts[i].clone()
-            for p, v in cons:
-                ans[p] = v
+            for p, tok in cons:
+                ans[p] = tok
             seqs.append(guidance_ids(prompts[i], drafts[i], met, unmet))
             targets.append(ans)
         else:
@@ -197,6 +221,8 @@ def train_sft(cfg: SFTConfig):
 
 def load_sft_policy(cfg: SFTConfig = SFTConfig()):
     """The cached stage-0 policy (built once, ~1 min on one idle core)."""
+    if not isinstance(cfg, SFTConfig):
+        raise TypeError(f"cfg must be an SFTConfig, got {v.describe(cfg)}")
     from transformers import LlamaForCausalLM
 
     return load_cached("herl_sft", asdict(cfg), lambda d: train_sft(cfg).save_pretrained(Path(d)),
