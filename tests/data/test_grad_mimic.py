@@ -1,7 +1,9 @@
 """Tests for [A11] Grad-Mimic: per-sample gradients, mimic-score math, weights, filters, validation."""
 
 import copy
+import functools
 import math
+import re
 
 import pytest
 import torch
@@ -282,3 +284,52 @@ def test_reproduce_quick_well_formed():
     assert det.bar and det.control == out.metrics["auroc_ref_disagreement"]
     direct = next(c for c in out.claims if c.baselines)
     assert len(direct.baselines) == 3 and direct.reference == max(direct.baselines.values())
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    torch.manual_seed(0)
+    m, r = nn.Linear(3, 2), nn.Linear(3, 2)
+    nan_ref = nn.Linear(3, 2)
+    with torch.no_grad():
+        nan_ref.weight.fill_(float("nan"))
+    x, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    y_bad = torch.tensor([0, 5, 0, 1])
+    h, lg, dw, db = torch.randn(4, 3), torch.randn(4, 2), torch.randn(2, 3), torch.randn(2)
+    nan = float("nan")
+    return [
+        (lambda: per_sample_grads("m", x, y), TypeError, "model must be a torch.nn.Module"),      # AttributeError
+        (lambda: per_sample_grads(m, x, y_bad), ValueError, "y of shape (4,)"),                    # RuntimeError
+        (lambda: per_sample_grads(m, torch.randn(4, 5), y), ValueError, "x of shape (4, 5)"),      # RuntimeError
+        (lambda: per_sample_grads(m, x, y, loss_fn=3), TypeError, "loss_fn must be callable"),
+        (lambda: mimic_scores(m, "r", x, y), TypeError, "ref_model must be a torch.nn.Module"),    # AttributeError
+        (lambda: mimic_scores(m, nan_ref, x, y), ValueError, "reference parameter 'weight' has 6 NaN"),  # silent
+        (lambda: last_linear_mimic_scores(h * nan, lg, y, dw, db), ValueError, "h has 12 NaN"),    # silent
+        (lambda: last_linear_mimic_scores(h, lg, y, dw * nan, db), ValueError, "delta_w has 6 NaN"),  # silent
+        (lambda: last_linear_mimic_scores(h, lg, y_bad, dw, db), ValueError, "y must hold indices in [0, 2)"),
+        (lambda: last_linear_mimic_scores(h, lg, y.float(), dw, db), TypeError, "y must hold integers"),
+        (lambda: last_linear_mimic_scores(h[:3], lg, y, dw, db), ValueError, "h has 3, logits has 4"),
+        (lambda: last_linear_mimic_scores(h, lg, y, dw[:, :2], db), ValueError, "delta_w must have shape (2, 3)"),
+        (lambda: last_linear_mimic_scores(h, lg, y, dw, db[:1]), ValueError, "delta_b must have shape"),  # silent
+        (lambda: last_linear_mimic_scores(h[:0], lg[:0], y[:0], dw, db), ValueError, "h is empty"),       # silent
+        (lambda: gradmimic_weights(torch.randn(4), "a"), TypeError, "temperature must be a real number"),
+        (lambda: gradmimic_weights(torch.randn(4), nan), ValueError, "temperature must be > 0"),
+        (lambda: MimicScoreLog(True), TypeError, "num_samples (the dataset size) must be an integer"),
+        (lambda: MimicScoreLog(4).record(torch.arange(4), torch.full((4,), nan)), ValueError, "scores has 4 NaN"),
+        (lambda: MimicScoreLog(4).record(torch.arange(2), torch.zeros(2, 2)), ValueError, "scores must be a 1-D"),
+        (lambda: MimicScoreLog(4).record(torch.tensor([0.5, 1.5]), torch.zeros(2)), TypeError,
+         "index must hold integer dataset positions"),                                             # silent
+        (lambda: GradMimic(m, r, loss_fn=3), TypeError, "loss_fn must be callable"),               # silent
+        (lambda: GradMimic(m, r, standardize="no"), TypeError, "standardize must be True or False"),  # silent
+        (lambda: GradMimic(m, r, temperature=0.0), ValueError, "temperature must be > 0"),
+        (lambda: GradMimic(m, r).weighted_loss(x, y_bad), ValueError, "per-sample gradients failed"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(24))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 24
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -15,6 +15,7 @@ Stage 2 (offline): s_i = mean_t m_{i,t};  votes  s_i > 0,  s_i > q_10/20/30(s), 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Callable, Iterable, Sequence
 
 import torch
@@ -22,9 +23,26 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
+from icml26.harness import validate as v
+
 LossFn = Callable[[Tensor, Tensor], Tensor]
 
 # helper functions
+
+
+def _check_modules(**modules: object) -> None:
+    for name, mod in modules.items():
+        if not isinstance(mod, nn.Module):
+            raise TypeError(f"{name} must be a torch.nn.Module, got {type(mod).__name__}")
+
+
+def _check_temperature(temperature: object) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a real number > 0 (math.inf for uniform weights), "
+                        f"got {v.describe(temperature)}")
+    if not (temperature > 0):
+        raise ValueError(f"temperature must be > 0 (math.inf for uniform weights), got {temperature}")
+    return float(temperature)
 
 
 def _check_batch(x: Tensor, y: Tensor) -> None:
@@ -98,7 +116,10 @@ def per_sample_grads(model: nn.Module, x: Tensor, y: Tensor, loss_fn: LossFn = F
     Vectorised with ``torch.func.vmap(grad(...))``: one batched call, no Python loop over samples. The model
     must not mix samples in its forward pass (no train-mode BatchNorm).
     """
+    _check_modules(model=model)
     _check_batch(x, y)
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable (logits, targets) -> loss, got {v.describe(loss_fn)}")
     names = _select_params(model, params)
     p_all = {n: p.detach() for n, p in model.named_parameters()}
     buffers = {n: b.detach() for n, b in model.named_buffers()}
@@ -108,7 +129,13 @@ def per_sample_grads(model: nn.Module, x: Tensor, y: Tensor, loss_fn: LossFn = F
         out = functional_call(model, ({**p_all, **pg}, buffers), (xi.unsqueeze(0),))
         return loss_fn(out, yi.unsqueeze(0))
 
-    return vmap(grad(loss_one), in_dims=(None, 0, 0))(p_grad, x, y)
+    try:
+        return vmap(grad(loss_one), in_dims=(None, 0, 0))(p_grad, x, y)
+    except RuntimeError as err:  # no extra forward pass up front: it would move dropout's RNG and BN statistics
+        raise ValueError(
+            f"per-sample gradients failed for x of shape {tuple(x.shape)} and y of shape {tuple(y.shape)}: "
+            f"{str(err).splitlines()[0]}. Check that x fits the model's input and y fits loss_fn "
+            "(class labels in [0, number of outputs) for cross-entropy)") from None
 
 
 def _direction(model: nn.Module, ref_model: nn.Module, names: list[str]) -> dict[str, Tensor]:
@@ -119,6 +146,8 @@ def _direction(model: nn.Module, ref_model: nn.Module, names: list[str]) -> dict
             raise ValueError(f"reference model has no parameter {n!r}; it must share the model's architecture")
         if ref[n].shape != cur[n].shape:
             raise ValueError(f"parameter {n!r}: model shape {tuple(cur[n].shape)} != reference {tuple(ref[n].shape)}")
+        v.finite(f"reference parameter {n!r}", ref[n].detach())
+        v.finite(f"model parameter {n!r}", cur[n].detach())
     return {n: (ref[n].detach() - cur[n].detach()) for n in names}
 
 
@@ -131,11 +160,12 @@ def mimic_scores(model: nn.Module, ref_model: nn.Module, x: Tensor, y: Tensor, l
     when unambiguous: the model's only Linear or the end of an ``nn.Sequential``; otherwise a ValueError asks
     for the layer); or a list of parameter names. When theta = theta_ref (v = 0) the scores are 0, not NaN.
     """
+    _check_modules(model=model, ref_model=ref_model)
     names = _select_params(model, params)
-    v = _direction(model, ref_model, names)
+    d = _direction(model, ref_model, names)
     g = per_sample_grads(model, x, y, loss_fn, names)
-    norm = torch.sqrt(sum((vn.double() ** 2).sum() for vn in v.values()))
-    dot = sum(g[n].flatten(1).double() @ v[n].flatten().double() for n in names)
+    norm = torch.sqrt(sum((dn.double() ** 2).sum() for dn in d.values()))
+    dot = sum(g[n].flatten(1).double() @ d[n].flatten().double() for n in names)
     if norm == 0:
         return torch.zeros(x.shape[0], dtype=x.dtype if x.is_floating_point() else torch.float32)
     return (-dot / norm).to(g[names[0]].dtype)
@@ -149,6 +179,24 @@ def last_linear_mimic_scores(h: Tensor, logits: Tensor, y: Tensor, delta_w: Tens
     O(B C H), no backward pass at all. ``h``: [B, H] features, ``logits``: [B, C], ``delta_w``: [C, H] and
     ``delta_b``: [C] (or None) the reference-minus-current weights.
     """
+    for name, t in (("h", h), ("logits", logits), ("y", y), ("delta_w", delta_w)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch Tensor, got {type(t).__name__}")
+    if delta_b is not None and not isinstance(delta_b, Tensor):
+        raise TypeError(f"delta_b must be a torch Tensor or None, got {type(delta_b).__name__}")
+    v.ndim("h", h, 2)
+    v.ndim("logits", logits, 2)
+    v.ndim("y", y, 1)
+    v.non_empty("h", h)
+    v.same_length(h=h, logits=logits, y=y)
+    num_classes, hidden = logits.shape[1], h.shape[1]
+    v.shape("delta_w", delta_w, (num_classes, hidden))
+    if delta_b is not None:
+        v.shape("delta_b", delta_b, (num_classes,))
+        v.finite("delta_b", delta_b)
+    for name, t in (("h", h), ("logits", logits), ("delta_w", delta_w)):
+        v.finite(name, t)
+    v.indices("y", y, num_classes)
     r = torch.softmax(logits, dim=-1) - F.one_hot(y, logits.shape[-1]).to(logits.dtype)
     dz = h @ delta_w.T + (0 if delta_b is None else delta_b)
     norm = torch.sqrt((delta_w ** 2).sum() + (0 if delta_b is None else (delta_b ** 2).sum()))
@@ -167,8 +215,7 @@ def gradmimic_weights(scores: Tensor, temperature: float = 1.0, standardize: boo
         raise ValueError("scores must be a non-empty 1-D tensor (one mimic score per sample)")
     if not torch.isfinite(scores).all():
         raise ValueError("scores contain NaN or inf")
-    if not (temperature > 0):
-        raise ValueError(f"temperature must be > 0 (math.inf for uniform weights), got {temperature}")
+    temperature = _check_temperature(temperature)
     s = scores.detach().double()
     if standardize:
         sd = s.std(unbiased=False)
@@ -189,8 +236,7 @@ class MimicScoreLog:
     """
 
     def __init__(self, num_samples: int) -> None:
-        if not isinstance(num_samples, int) or num_samples <= 0:
-            raise ValueError(f"num_samples must be a positive int (the dataset size), got {num_samples!r}")
+        num_samples = v.positive_int("num_samples (the dataset size)", num_samples)
         self.num_samples = num_samples
         self.epoch = 0
         self._sum: list[Tensor] = [torch.zeros(num_samples, dtype=torch.float64)]
@@ -204,7 +250,13 @@ class MimicScoreLog:
             self._cnt.append(torch.zeros(self.num_samples, dtype=torch.float64))
 
     def record(self, index: Tensor, scores: Tensor) -> None:
-        index = torch.as_tensor(index, dtype=torch.long).reshape(-1)
+        if not isinstance(scores, Tensor) or scores.dim() != 1:
+            raise ValueError(f"scores must be a 1-D tensor (one mimic score per sample), got {v.describe(scores)}")
+        v.finite("scores", scores)
+        index = torch.as_tensor(index)
+        if index.is_floating_point() or index.is_complex():
+            raise TypeError(f"index must hold integer dataset positions, got a {index.dtype} tensor")
+        index = index.to(torch.long).reshape(-1)
         if index.shape[0] != scores.shape[0]:
             raise ValueError(f"index ({index.shape[0]}) and scores ({scores.shape[0]}) must have the same length")
         if index.numel() and (index.min() < 0 or index.max() >= self.num_samples):
@@ -266,10 +318,12 @@ class GradMimic:
                  temperature: float = 1.0, standardize: bool = True,
                  params: str | Sequence[str] | nn.Module = "all",
                  loss_fn: LossFn = F.cross_entropy) -> None:
-        if not isinstance(model, nn.Module) or not isinstance(ref_model, nn.Module):
-            raise TypeError("model and ref_model must be torch.nn.Module instances")
-        if not (temperature > 0):
-            raise ValueError(f"temperature must be > 0, got {temperature}")
+        _check_modules(model=model, ref_model=ref_model)
+        temperature = _check_temperature(temperature)
+        if not isinstance(standardize, bool):
+            raise TypeError(f"standardize must be True or False, got {v.describe(standardize)}")
+        if not callable(loss_fn):
+            raise TypeError(f"loss_fn must be callable (logits, targets) -> loss, got {v.describe(loss_fn)}")
         self.names = _select_params(model, params)
         _direction(model, ref_model, self.names)  # validate architecture up front
         self.model, self.ref_model = model, ref_model
