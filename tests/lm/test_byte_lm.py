@@ -10,11 +10,22 @@ import numpy as np
 import pytest
 import torch
 
-from icml26.lm.byte_lm import (EOS, ByteBPE, ByteEnsemble, ByteLevelLM, PretokTree, ProxyTunedByteLM, StreamingBPETree,
-                               canonical_token_logprob, is_canonical, is_valid_pair, naive_next_byte_logprobs,
-                               token_healing_next, validity_table)
+from icml26.lm.byte_lm import (
+    EOS,
+    ByteBPE,
+    ByteEnsemble,
+    ByteLevelLM,
+    PretokTree,
+    ProxyTunedByteLM,
+    StreamingBPETree,
+    canonical_token_logprob,
+    is_canonical,
+    is_valid_pair,
+    naive_next_byte_logprobs,
+    token_healing_next,
+    validity_table,
+)
 from icml26.testbeds.causal_lm import TokenizerConfig, corpus_texts, load_tokenizer
-
 
 # fixtures
 
@@ -578,3 +589,70 @@ def test_special_token_text_is_plain_bytes_and_tokenizer_json_loads(gpt2_tok, tm
     assert lm.generate(b"def ", 6, seed=0).stopped_by in ("eos", "max_bytes")
     with pytest.raises(ValueError, match="covering"):
         lm.generate(b"x", 4, method="covering")
+
+
+# bad input at every public entry point (issue "Reliability"): (callable on the fixtures, error, message fragment)
+
+def _bad_input_cases():
+    from icml26.lm.byte_lm import ByteStream, regex_tokenizer
+
+    nan, inf = float("nan"), float("inf")
+    return {
+        "ByteLevelLM speculate": (lambda f: ByteLevelLM(f["model"], f["tok"], speculate=0), ValueError, "speculate"),
+        "ByteLevelLM renormalize": (lambda f: ByteLevelLM(f["model"], f["tok"], renormalize="yes"), TypeError,
+                                    "renormalize"),
+        "ByteLevelLM model": (lambda f: ByteLevelLM("model", f["tok"]), TypeError, "model"),
+        "ByteLevelLM bos negative": (lambda f: ByteLevelLM(f["model"], f["tok"], bos_token_id=-1), ValueError,
+                                     "bos_token_id"),
+        "ByteLevelLM bos too large": (lambda f: ByteLevelLM(f["model"], f["tok"], bos_token_id=10**6), ValueError,
+                                      "bos_token_id"),
+        "ByteLevelLM vocab mismatch": (lambda f: ByteLevelLM(_tiny_llama(100, dtype=torch.float32), f["tok"]),
+                                       ValueError, "mismatch"),
+        "generate max_bytes": (lambda f: f["lm"].generate(b"a", -1), ValueError, "max_bytes"),
+        "generate temperature": (lambda f: f["lm"].generate(b"a", 4, temperature=nan), ValueError, "temperature"),
+        "generate stop": (lambda f: f["lm"].generate(b"a", 4, stop=[b""]), ValueError, "stop"),
+        "generate seed": (lambda f: f["lm"].generate(b"a", 4, seed=-3), ValueError, "seed"),
+        "generate greedy": (lambda f: f["lm"].generate(b"a", 4, greedy="no"), TypeError, "greedy"),
+        "generate method": (lambda f: f["lm"].generate(b"a", 4, method="fast"), ValueError, "method"),
+        "next_byte_logprobs prefix": (lambda f: f["lm"].next_byte_logprobs(123), TypeError, "bytes"),
+        "logprob text": (lambda f: f["lm"].logprob(3.5), TypeError, "text"),
+        "stream push": (lambda f: f["lm"].stream().push(256), ValueError, "byte"),
+        "ByteStream lm": (lambda f: ByteStream("lm"), TypeError, "ByteLevelLM"),
+        "canonical_token_logprob lm": (lambda f: canonical_token_logprob("lm", b"x"), TypeError, "ByteLevelLM"),
+        "canonical_token_logprob add_eos": (lambda f: canonical_token_logprob(f["lm"], b"x", add_eos="no"),
+                                            TypeError, "add_eos"),
+        "ByteBPE tokenizer": (lambda f: ByteBPE("gpt2"), TypeError, "tokenizer"),
+        "ByteBPE masks": (lambda f: ByteBPE(f["tok"], masks="fast"), ValueError, "masks"),
+        "is_valid_pair id": (lambda f: is_valid_pair(f["bpe"], 0, 5), ValueError, "token id"),
+        "is_canonical float ids": (lambda f: is_canonical(f["bpe"], [1.5, 2]), TypeError, "ids"),
+        "is_canonical str": (lambda f: is_canonical(f["bpe"], "ab"), TypeError, "ids"),
+        "validity_table method": (lambda f: validity_table(f["bpe"], "guess"), ValueError, "method"),
+        "StreamingBPETree push": (lambda f: StreamingBPETree(f["bpe"]).push(-1), ValueError, "byte"),
+        "PretokTree pairwise": (lambda f: PretokTree(f["bpe"]), ValueError, "regex"),
+        "ByteEnsemble empty": (lambda f: ByteEnsemble([]), ValueError, "at least one"),
+        "ByteEnsemble nan weight": (lambda f: ByteEnsemble([f["lm"], f["lm"]], weights=[1.0, nan]), ValueError,
+                                    "weights"),
+        "ByteEnsemble str weights": (lambda f: ByteEnsemble([f["lm"], f["lm"]], weights="ab"), TypeError,
+                                     "weights"),
+        "ByteEnsemble weight count": (lambda f: ByteEnsemble([f["lm"], f["lm"]], weights=[1.0]), ValueError,
+                                      "weights"),
+        "ByteEnsemble mode": (lambda f: ByteEnsemble([f["lm"]], mode="median"), ValueError, "mode"),
+        "ByteEnsemble member": (lambda f: ByteEnsemble([f["lm"], "model"]), TypeError, "ByteModel"),
+        "ProxyTunedByteLM alpha": (lambda f: ProxyTunedByteLM(f["lm"], f["lm"], f["lm"], alpha=inf), ValueError,
+                                   "alpha"),
+        "naive model": (lambda f: naive_next_byte_logprobs("model", f["bpe"], b"x"), TypeError, "model"),
+        "naive bos": (lambda f: naive_next_byte_logprobs(f["model"], f["bpe"], b"x", bos_token_id=10**6),
+                      ValueError, "bos_token_id"),
+        "token_healing empty": (lambda f: token_healing_next(f["model"], f["bpe"], b""), ValueError,
+                                "non-empty prompt"),
+        "token_healing prompt": (lambda f: token_healing_next(f["model"], f["bpe"], 5), TypeError, "prompt"),
+        "regex_tokenizer style": (lambda f: regex_tokenizer("bert", 320), ValueError, "style"),
+        "regex_tokenizer vocab": (lambda f: regex_tokenizer("gpt2", 100), ValueError, "vocab_size"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_input_cases()))
+def test_public_entry_points_reject_bad_input(case, lm300, tok300, bpe300):
+    fn, err, fragment = _bad_input_cases()[case]
+    with pytest.raises(err, match=fragment):
+        fn({"lm": lm300, "model": lm300.model, "tok": tok300, "bpe": bpe300})

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from icml26.harness import validate as v
+
 from .bpe import ByteBPE, _as_bytes
 from .lm import EOS, N_OUT, _scatter_logsumexp
 
@@ -19,11 +21,16 @@ __all__ = ["naive_next_byte_logprobs", "token_healing_next"]
 
 
 def _setup(model, tokenizer, prompt, bos_token_id):
+    if not callable(model) or not hasattr(model, "parameters"):
+        raise TypeError(f"model must be a torch causal LM, got {v.describe(model)}")
+    data = _as_bytes(prompt, "prompt")
     bpe = tokenizer if isinstance(tokenizer, ByteBPE) else ByteBPE(tokenizer)
-    if not callable(model):
-        raise TypeError(f"model must be a torch causal LM, got {type(model).__name__}")
     bos = bos_token_id if bos_token_id is not None else getattr(bpe.tokenizer, "bos_token_id", None)
-    return bpe, bpe.eos_id if bos is None else int(bos), _as_bytes(prompt, "prompt")
+    bos = bpe.eos_id if bos is None else v.non_negative_int("bos_token_id", bos)
+    n_model = getattr(getattr(model, "config", None), "vocab_size", None)
+    if n_model is not None and bos >= n_model:
+        raise ValueError(f"bos_token_id must be a token id below the model's vocabulary size {n_model}, got {bos}")
+    return bpe, bos, data
 
 
 @torch.no_grad()

@@ -414,8 +414,12 @@ def is_valid_pair(tokenizer, a: int, b: int) -> bool:
 
 def is_canonical(tokenizer, ids: Sequence[int]) -> bool:
     """t is canonical <=> encode(decode(t)) = t  (the definition; [B11])."""
+    from icml26.harness import validate as v
+
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"ids must be a sequence of token ids, got {v.describe(ids)}")
+    ids = [v.non_negative_int("ids[i]", i) for i in ids]
     bpe = tokenizer if isinstance(tokenizer, ByteBPE) else ByteBPE(tokenizer)
-    ids = [int(i) for i in ids]
     if any(not 0 <= i < bpe.vocab_size or bpe.token_bytes[i] is None for i in ids):
         return False
     return bpe.encode(bpe.decode(ids)) == ids
@@ -423,6 +427,8 @@ def is_canonical(tokenizer, ids: Sequence[int]) -> bool:
 
 def validity_table(tokenizer, method: str = "merges") -> np.ndarray:
     """[V, V] boolean table of valid pairs, from the merge list (fast) or by encoding every pair (reference)."""
+    if method not in ("merges", "encode"):
+        raise ValueError(f"method must be 'merges' or 'encode', got {method!r}")
     bpe = tokenizer if isinstance(tokenizer, ByteBPE) else ByteBPE(tokenizer)
     V = bpe.vocab_size
     if bpe.pretok is not None:

@@ -15,6 +15,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from icml26.harness import validate as v
+
 from .bpe import _as_bytes
 from .lm import ByteModel
 
@@ -58,7 +60,10 @@ class ByteEnsemble(ByteModel):
         self.lms = _check_members(lms)
         if mode not in ("mixture", "product"):
             raise ValueError(f"unknown mode {mode!r}; use 'mixture' or 'product'")
-        w = [1.0 / len(self.lms)] * len(self.lms) if weights is None else [float(x) for x in weights]
+        if weights is not None and (isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__")):
+            raise TypeError(f"weights must be a sequence of numbers, got {type(weights).__name__}")
+        w = [1.0 / len(self.lms)] * len(self.lms) if weights is None else \
+            [v.finite_number(f"weights[{i}]", x) for i, x in enumerate(weights)]
         if len(w) != len(self.lms):
             raise ValueError(f"got {len(w)} weights for {len(self.lms)} models")
         if any(not math.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:

@@ -43,6 +43,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from icml26.harness import validate as v
+
 from .bpe import ByteBPE, _as_bytes
 from .tree import PretokTree, StreamingBPETree, TreeNode
 
@@ -219,8 +221,12 @@ class ByteModel:
 
 
 def _check_generate_args(max_bytes, temperature, greedy, stop, seed):
-    if not isinstance(max_bytes, int) or max_bytes < 0:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
         raise ValueError(f"max_bytes must be a non-negative int, got {max_bytes!r}")
+    if not isinstance(greedy, bool):
+        raise TypeError(f"greedy must be True or False, got {greedy!r}")
+    if seed is not None:
+        v.non_negative_int("seed", seed)
     if not greedy and not (isinstance(temperature, (int, float)) and temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
     if isinstance(stop, (bytes, str)):
@@ -278,7 +284,7 @@ class ByteLevelLM(ByteModel):
         if getattr(model, "training", False):
             log.warning("model is in training mode (dropout on); call model.eval() for deterministic results")
         bos = bos_token_id if bos_token_id is not None else getattr(tokenizer, "bos_token_id", None)
-        self.bos_id = int(self.bpe.eos_id if bos is None else bos)
+        self.bos_id = self.bpe.eos_id if bos is None else v.non_negative_int("bos_token_id", bos)
         if not 0 <= self.bos_id < n_model:
             raise ValueError(f"bos_token_id {self.bos_id} is outside the model vocabulary")
         self.device = next(model.parameters()).device
@@ -473,6 +479,11 @@ class ByteLevelLM(ByteModel):
 def canonical_token_logprob(lm: ByteLevelLM, text: bytes | str, add_eos: bool = True, masked: bool = True) -> float:
     """log p(encode(text) || EOS | BOS), summed over tokens in one forward pass; ``masked`` uses the canonical
     renormalisation p~ (what the byte LM is exact for), otherwise the raw softmax."""
+    if not isinstance(lm, ByteLevelLM):
+        raise TypeError(f"lm must be a ByteLevelLM, got {type(lm).__name__}")
+    for name, flag in (("add_eos", add_eos), ("masked", masked)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     ids, masks = lm._text_masks(_as_bytes(text))
     ids = ids + ([lm.bpe.eos_id] if add_eos else [])
     if not ids:
@@ -716,6 +727,9 @@ class ByteStream(_ModelStream, StreamingBPETree):
     """The valid covering tree of the bytes pushed so far (pairwise canonicity), with model data on every node."""
 
     def __init__(self, lm: ByteLevelLM, prompt: bytes = b"") -> None:
+        if not isinstance(lm, ByteLevelLM):
+            raise TypeError(f"lm must be a ByteLevelLM, got {type(lm).__name__}")
+        prompt = _as_bytes(prompt, "prompt")
         StreamingBPETree.__init__(self, lm.bpe)
         self._start(lm, prompt)
 
@@ -749,6 +763,9 @@ class PretokByteStream(_ModelStream, PretokTree):
     """
 
     def __init__(self, lm: ByteLevelLM, prompt: bytes = b"") -> None:
+        if not isinstance(lm, ByteLevelLM):
+            raise TypeError(f"lm must be a ByteLevelLM, got {type(lm).__name__}")
+        prompt = _as_bytes(prompt, "prompt")
         PretokTree.__init__(self, lm.bpe)
         self._start(lm, prompt)
 

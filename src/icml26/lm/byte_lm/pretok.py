@@ -33,8 +33,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
 __all__ = ["GPT2_PATTERN", "LLAMA3_PATTERN", "PROBES", "Pretokenizer", "utf8_completions"]
 
 # the published pre-tokenizer patterns

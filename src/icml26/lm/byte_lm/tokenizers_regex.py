@@ -47,6 +47,11 @@ def regex_tokenizer(style: str = "gpt2", vocab_size: int = 320):
 
     from icml26.testbeds.cache import load_cached
 
+    if style not in ("gpt2", "llama3"):
+        raise ValueError(f"style must be 'gpt2' or 'llama3', got {style!r}")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 256 + len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must be an int above {256 + len(SPECIAL_TOKENS)} (bytes + special tokens), "
+                         f"got {vocab_size!r}")
     cfg = RegexTokenizerConfig(style, vocab_size)
     return load_cached("b11-regex-tokenizer", asdict(cfg),
                        lambda d: train_regex_tokenizer(cfg).save(str(d / "tokenizer.json")),
