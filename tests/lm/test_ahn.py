@@ -12,12 +12,14 @@ from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralFo
 
 from icml26.harness import Budget, Outcome
 from icml26.lm.ahn import (
+    AHNCache,
     AHNConfig,
     AHNMemory,
     attended_keys,
     attention_flops,
     augment_with_ahn,
     chunk_memory_rule,
+    decoder_flops,
     kv_cache_bytes,
     memory_step,
     self_distill_ahn,
@@ -353,33 +355,176 @@ def test_cost_accounting():
     assert attention_flops(1024, num_layers=1, num_heads=1, head_dim=1, window=1024) == full
 
 
-# bad input
-
-@pytest.mark.parametrize("w", [0, -3, 2.5, True])
-def test_bad_window_raises(base, w):
-    with pytest.raises(ValueError, match="window"):
-        AHNConfig(window=w)
-    m = augment_with_ahn(base, window=4)
-    with pytest.raises(ValueError, match="window"):
-        m(torch.zeros(1, 5, dtype=torch.long), window=w)
-    with pytest.raises(ValueError, match="window"):
-        sliding_window_mask(5, w)
+def test_state_bytes_follow_the_dtype_unless_told():
+    """Review finding 3: kv_cache_bytes counted the AHN state and gates at 4 bytes whatever dtype_bytes said."""
+    kw = dict(num_layers=2, num_kv_heads=2, head_dim=8, window=8, num_sinks=2, num_heads=4, memory=True)
+    kv = 2 * 2 * 2 * 8 * (2 + 8)                          # K and V, 2 layers x 2 KV heads x d 8 x 10 slots
+    state = 2 * 4 * (8 * 8 + 2 * 8)                       # per layer and query head: d x d state + 2 gates per slot
+    assert kv_cache_bytes(60, dtype_bytes=2, **kw) == 2 * (kv + state)
+    assert kv_cache_bytes(60, dtype_bytes=2, state_bytes=4, **kw) == 2 * kv + 4 * state
 
 
-def test_bad_inputs_raise(base):
-    with pytest.raises(ValueError, match="LlamaForCausalLM"):
-        augment_with_ahn(torch.nn.Linear(3, 3))
-    with pytest.raises(ValueError, match="kind"):
-        AHNConfig(kind="lstm")
-    with pytest.raises(ValueError, match="num_sinks"):
-        AHNConfig(num_sinks=-1)
-    m = augment_with_ahn(base, window=4)
-    with pytest.raises(ValueError, match="out of range"):
-        m(torch.full((1, 5), V, dtype=torch.long))
-    with pytest.raises(ValueError, match="batch, seq_len"):
-        m(torch.zeros(5, dtype=torch.long))
-    with pytest.raises(ValueError, match="T/8 < W < T"):
-        self_distill_ahn(m, torch.zeros(2, 16, dtype=torch.long), steps=1, windows=(64,))
+def test_decoder_flops_counts_linear_layers_and_attention():
+    kw = dict(num_layers=1, hidden_size=4, intermediate_size=8, num_heads=2, num_kv_heads=1, head_dim=2, vocab_size=10)
+    per_token = 4 * 4 * 2 + 2 * 4 * 2 + 3 * 4 * 8 + 4 * 10   # q,o; k,v; MLP; head (multiply-adds)
+    assert decoder_flops(5, **kw) == 2 * per_token * 5 + attention_flops(5, num_layers=1, num_heads=2, head_dim=2)
+    # the abstract's setting: the package's cost model lands near the paper's -74.0% cache and -40.5% FLOPs
+    from icml26.lm.ahn.reproduce import paper_costs
+    c = paper_costs()
+    assert 0.72 < c["paper_cache_cut_bf16_state"] < 0.74 and c["paper_cache_cut_fp32_state"] < 0.72
+    assert 0.41 < c["paper_flops_cut"] < 0.44
+
+
+def test_far_bigram_mask_excludes_a_pair_whose_second_token_is_still_in_the_window():
+    """Review finding 5: j = t - W counted as 'beyond the window', but x_{j+1} = x_{t-W+1} is the window's oldest
+    key, where in-window induction can still read it."""
+    from icml26.lm.ahn.reproduce import _far_bigram_mask
+    W, S, T = 4, 0, 16
+    ids = torch.arange(100, 100 + T)[None].clone()
+    t = 12
+    ids[0, t - W], ids[0, t - W + 1] = ids[0, t], ids[0, t + 1]          # the bigram at j = t - W exactly
+    assert not bool(_far_bigram_mask(ids, W, S)[0, t])
+    ids = torch.arange(100, 100 + T)[None].clone()
+    ids[0, t - W - 1], ids[0, t - W] = ids[0, t], ids[0, t + 1]          # j = t - W - 1: x_{j+1} has left
+    assert bool(_far_bigram_mask(ids, W, S)[0, t])
+
+
+def test_quick_base_plants_copies_beyond_the_quick_window():
+    """Review finding 1: the copy recipe that makes full attention beat the window (span 32 of 96 tokens)."""
+    from icml26.lm.ahn.reproduce import BASES, SIZES
+    sz = SIZES[Budget.QUICK]
+    cfg = BASES[sz.base]
+    assert cfg.seq_len == sz.seq_len and cfg.span + cfg.min_gap > sz.window + sz.sinks
+    assert cfg.span >= sz.seq_len // 3 and sz.steps >= 800
+
+
+# bad input: every public entry point refuses it before doing any work
+
+def _rule(T=5, B=1, H=2, d=4):
+    z = torch.zeros(B, H, T, d)
+    return dict(q=z, k=z, v=z, beta=torch.zeros(B, H, T), g=torch.zeros(B, H, T))
+
+
+def _step_args(B=1, H=2, d=4):
+    return dict(state=torch.zeros(B, H, d, d), k=torch.zeros(B, H, d), v=torch.zeros(B, H, d),
+                beta=torch.zeros(B, H), g=torch.zeros(B, H))
+
+
+_NAN4 = torch.full((1, 2, 5, 4), float("nan"))
+_LONG = torch.zeros(2, 40, dtype=torch.long)
+
+
+def _bad_model_call(name):
+    def call(**kw):
+        m = augment_with_ahn(_llama(), kind="gdn", window=8, num_sinks=2)
+        return getattr(m, name)(**kw)
+    call.__name__ = f"AHNModel.{name}"
+    return call
+
+
+BAD_INPUTS = [
+    ("sliding_window_mask", dict(T=0, window=4), ValueError, "T must be"),
+    ("sliding_window_mask", dict(T=5, window=0), ValueError, "window"),
+    ("attended_keys", dict(T=-5, window=4), ValueError, "T must be"),
+    ("attended_keys", dict(T=5, window=4, num_sinks=-1), ValueError, "num_sinks"),
+    ("attention_flops", dict(T=8, num_layers=0, num_heads=1, head_dim=1), ValueError, "num_layers"),
+    ("decoder_flops", dict(T=8, num_layers=1, hidden_size=4, intermediate_size=8, num_heads=2, num_kv_heads=1,
+                           head_dim=2, vocab_size=0), ValueError, "vocab_size"),
+    ("kv_cache_bytes", dict(T=8, num_layers=1, num_kv_heads=1, head_dim=4, dtype_bytes=0), ValueError, "dtype_bytes"),
+    ("kv_cache_bytes", dict(T=-1, num_layers=1, num_kv_heads=1, head_dim=4), ValueError, "T must be"),
+    ("AHNMemory", dict(kind="gdn", hidden_size=0, num_heads=2, head_dim=4), ValueError, "hidden_size"),
+    ("AHNMemory", dict(kind="lstm", hidden_size=8, num_heads=2, head_dim=4), ValueError, "kind"),
+    ("GatedDeltaNetMemory", dict(hidden_size=8, num_heads=0, head_dim=4), ValueError, "num_heads"),
+    ("DeltaNetMemory", dict(hidden_size=8, num_heads=2, head_dim=4, chunk_size=0), ValueError, "chunk_size"),
+    ("Mamba2Memory", dict(hidden_size=8, num_heads=2, head_dim=4, use_q_proj="yes"), TypeError, "use_q_proj"),
+    ("chunk_memory_rule", _rule() | dict(q=_NAN4), ValueError, "q has 40 NaN"),
+    ("chunk_memory_rule", _rule() | dict(beta=torch.zeros(1, 2, 4)), ValueError, "beta must have shape"),
+    ("chunk_memory_rule", _rule() | dict(g=torch.ones(1, 2, 5)), ValueError, "log-decay"),
+    ("chunk_memory_rule", _rule() | dict(chunk_size=0), ValueError, "chunk_size"),
+    ("chunk_memory_rule", _rule() | dict(initial_state=torch.zeros(1, 2, 4, 3)), ValueError, "state must have shape"),
+    ("memory_step", _step_args() | dict(k=torch.zeros(1, 3, 4)), ValueError, "v must match k"),
+    ("memory_step", _step_args() | dict(state=torch.zeros(1, 2, 4)), ValueError, "state must have 4 dimensions"),
+    ("memory_read", dict(state=torch.zeros(1, 2, 4, 4), q=torch.zeros(1, 2, 5)), ValueError, "q must have shape"),
+    ("memory_read", dict(state=[[0.0]], q=torch.zeros(1, 2, 4)), TypeError, "state must be a torch.Tensor"),
+    ("AHNConfig", dict(window=0), ValueError, "window"),
+    ("AHNConfig", dict(seed=-1), ValueError, "seed"),
+    ("AHNConfig", dict(kind="lstm"), ValueError, "kind"),
+    ("AHNModel", dict(base=torch.nn.Linear(3, 3), cfg=AHNConfig()), ValueError, "LlamaForCausalLM"),
+    ("AHNModel", dict(base=_llama, cfg=dict(window=4)), TypeError, "AHNConfig"),
+    ("AHNModel.forward", dict(input_ids=torch.full((1, 5), V, dtype=torch.long)), ValueError, "out of range"),
+    ("AHNModel.forward", dict(input_ids=torch.zeros(5, dtype=torch.long)), ValueError, "batch, seq_len"),
+    ("AHNModel.forward", dict(input_ids=torch.zeros(2, 20, dtype=torch.long), memory_from=torch.tensor([0])),
+     ValueError, "memory_from"),
+    ("AHNModel.new_cache", dict(batch=0), ValueError, "batch"),
+    ("AHNModel.new_cache", dict(batch=1, window=None), ValueError, "capacity"),
+    ("AHNModel.step", dict(token=torch.zeros(2, 1, dtype=torch.long), cache=None), TypeError, "AHNCache"),
+    ("AHNModel.generate", dict(input_ids=torch.zeros(1, 4, dtype=torch.long), max_new_tokens=-1), ValueError,
+     "max_new_tokens"),
+    ("AHNModel.prefill", dict(input_ids=torch.zeros(1, 4, dtype=torch.long), extra_capacity=-1), ValueError,
+     "extra_capacity"),
+    ("AHNOutput", dict(logits=[[0.0]]), TypeError, "logits"),
+    ("AHNCache", dict(window=4, num_sinks=1, k=[], v=[]), ValueError, "one tensor per layer"),
+    ("AHNCache", dict(window=-4, num_sinks=1, k=[torch.zeros(1)], v=[torch.zeros(1)]), ValueError, "window"),
+    ("augment_with_ahn", dict(model=torch.nn.Linear(3, 3)), ValueError, "LlamaForCausalLM"),
+    ("augment_with_ahn", dict(model="llama"), TypeError, "torch.nn.Module"),
+    ("self_distill_ahn", dict(model="ahn", data=_LONG, steps=1), TypeError, "AHNModel"),
+    ("self_distill_ahn", dict(model=_llama, data=_LONG, steps=0), ValueError, "steps"),
+    ("self_distill_ahn", dict(model=_llama, data=_LONG, steps=1, lr=float("nan")), ValueError, "lr"),
+    ("self_distill_ahn", dict(model=_llama, data=torch.full((2, 40), V, dtype=torch.long), steps=1), ValueError,
+     "out of range"),
+    ("self_distill_ahn", dict(model=_llama, data=torch.zeros(2, 16, dtype=torch.long), steps=1, windows=(64,)),
+     ValueError, "T/8 < W < T"),
+    ("self_distill_ahn", dict(model=_llama, data=_LONG, steps=1, loss_mask=torch.ones(3, 3, dtype=torch.bool)),
+     ValueError, "loss_mask"),
+    ("DistillResult", dict(losses=3.0), TypeError, "losses must be a list"),
+    ("CopyLMConfig", dict(span=0), ValueError, "span"),
+    ("CopyLMConfig", dict(seq_len=64, span=32, min_gap=10), ValueError, "too short"),
+    ("CopyLMConfig", dict(lr=-1.0), ValueError, "lr"),
+    ("load_copy_lm", dict(cfg="copy-2L"), TypeError, "CopyLMConfig"),
+    ("plant_copies", dict(seqs=torch.zeros(2, 40, dtype=torch.long), span=0, min_gap=4), ValueError, "span"),
+    ("plant_copies", dict(seqs=torch.zeros(40, dtype=torch.long), span=4, min_gap=4), ValueError, "seqs"),
+    ("plant_copies", dict(seqs=torch.zeros(2, 20, dtype=torch.long), span=8, min_gap=8), ValueError, "too short"),
+]
+
+
+def _entry(name):
+    import icml26.lm.ahn as pkg
+    if name.startswith("AHNModel."):
+        return _bad_model_call(name.split(".")[1])
+    return getattr(pkg, name)
+
+
+def _materialise(kw):
+    out = {}
+    for k, val in kw.items():
+        if val is _llama:
+            val = augment_with_ahn(_llama(), kind="gdn", window=8, num_sinks=2) if k == "model" else _llama()
+        out[k] = val
+    return out
+
+
+@pytest.mark.parametrize("name,kwargs,err,fragment", BAD_INPUTS, ids=[f"{c[0]}-{i}" for i, c in enumerate(BAD_INPUTS)])
+def test_bad_inputs_raise_clear_errors(name, kwargs, err, fragment):
+    import re
+    with pytest.raises(err, match=re.escape(fragment)):
+        _entry(name)(**_materialise(kwargs))
+
+
+def test_every_public_entry_point_has_a_bad_input_case():
+    import icml26.lm.ahn as pkg
+    constants = {"COPY_4L", "COPY_2L"}
+    covered = {c[0].split(".")[0] for c in BAD_INPUTS}
+    assert set(pkg.__all__) - constants <= covered
+
+
+def test_bad_window_raises_everywhere(base):
+    for w in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="window"):
+            AHNConfig(window=w)
+        m = augment_with_ahn(base, window=4)
+        with pytest.raises(ValueError, match="window"):
+            m(torch.zeros(1, 5, dtype=torch.long), window=w)
+    assert AHNCache(window=None, num_sinks=0, k=[torch.zeros(1)], v=[torch.zeros(1)]).slot(3) == 3
 
 
 # reproduction

@@ -159,10 +159,10 @@ TESTBEDS: dict[str, Testbed] = {t.name: t for t in (
             loader="icml26.testbeds.learning_curves:mixture_runs", cache_kind="mixture_runs"),
     # est_cpu_s below: from timed training steps on a machine at load 8-13 (rough, on the high side)
     Testbed("ahn-copy-4L", "artefact", "icml26.lm.ahn.testbed:COPY_4L",
-            "4-layer Llama trained with planted copy spans, AHN's frozen base [A07]", 150.0,
+            "4-layer Llama (1000 steps) trained with planted 85-token copy spans, AHN's frozen base [A07]", 300.0,
             loader="icml26.lm.ahn.testbed:load_copy_lm", cache_kind="ahn_base"),
     Testbed("ahn-copy-2L", "artefact", "icml26.lm.ahn.testbed:COPY_2L",
-            "2-layer Llama (d=64, 80 steps) with planted copy spans, the quick-budget AHN base [A07]", 15.0,
+            "2-layer Llama (d=64, 1000 steps) with planted 32-token copy spans, the quick-budget AHN base [A07]", 30.0,
             loader="icml26.lm.ahn.testbed:load_copy_lm", cache_kind="ahn_base"),
     Testbed("vlm-6L", "artefact", "icml26.interpret.layer_skip.testbed:VLM_6L",
             "6-block vision-language transformer (d=64, 1200 steps) on digit-patch VQA [A14]", 150.0,

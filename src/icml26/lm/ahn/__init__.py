@@ -5,7 +5,7 @@ RNN (Gated DeltaNet, DeltaNet or Mamba2-style) that compresses out-of-window tok
 ByteDance Seed; arXiv 2510.07318).
 """
 
-from .attention import attended_keys, attention_flops, kv_cache_bytes, sliding_window_mask
+from .attention import attended_keys, attention_flops, decoder_flops, kv_cache_bytes, sliding_window_mask
 from .distill import DistillResult, self_distill_ahn
 from .memory import (
                      AHNMemory,
@@ -20,7 +20,7 @@ from .model import AHNCache, AHNConfig, AHNModel, AHNOutput, augment_with_ahn
 from .testbed import COPY_2L, COPY_4L, CopyLMConfig, load_copy_lm, plant_copies
 
 __all__ = [
-    "sliding_window_mask", "attended_keys", "attention_flops", "kv_cache_bytes",
+    "sliding_window_mask", "attended_keys", "attention_flops", "decoder_flops", "kv_cache_bytes",
     "AHNMemory", "GatedDeltaNetMemory", "DeltaNetMemory", "Mamba2Memory", "chunk_memory_rule", "memory_step",
     "memory_read",
     "AHNConfig", "AHNModel", "AHNOutput", "AHNCache", "augment_with_ahn",

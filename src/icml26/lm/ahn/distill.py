@@ -17,14 +17,23 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from icml26.harness import validate as _chk
+
 from .model import AHNModel
 
 
 @dataclass
 class DistillResult:
+    """Per-step record of :func:`self_distill_ahn`."""
+
     losses: list[float] = field(default_factory=list)   # KL per step
     windows: list[int] = field(default_factory=list)    # W sampled per step
     sinks: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in ("losses", "windows", "sinks"):
+            if not isinstance(getattr(self, name), list):
+                raise TypeError(f"{name} must be a list, got {_chk.describe(getattr(self, name))}")
 
 
 def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
@@ -53,8 +62,22 @@ def self_distill_ahn(model: AHNModel, data: torch.Tensor, *, steps: int, batch_s
         raise TypeError(f"model must be an AHNModel (see augment_with_ahn), got {type(model).__name__}")
     if not isinstance(data, torch.Tensor) or data.dim() != 2 or data.dtype != torch.long:
         raise ValueError("data must be a LongTensor [N, T] of token sequences")
-    if not isinstance(steps, int) or steps < 1 or batch_size < 1 or not lr > 0:
-        raise ValueError(f"need steps >= 1, batch_size >= 1 and lr > 0; got steps={steps}, batch_size={batch_size}, lr={lr}")
+    _chk.positive_int("steps", steps)
+    _chk.positive_int("batch_size", batch_size)
+    _chk.positive("lr", lr)
+    _chk.non_negative("weight_decay", weight_decay)
+    _chk.non_negative_int("seed", seed)
+    _chk.non_empty("windows", windows)
+    _chk.non_empty("sinks", sinks)
+    for w in windows:
+        _chk.positive_int("windows entry", w)
+    for s_ in sinks:
+        _chk.non_negative_int("sinks entry", s_)
+    if data.shape[0] == 0 or data.shape[1] < 2:
+        raise ValueError(f"data must hold at least one sequence of >= 2 tokens, got shape {tuple(data.shape)}")
+    V = model.base.config.vocab_size
+    if data.min() < 0 or data.max() >= V:
+        raise ValueError(f"data token ids out of range [0, {V}); check the tokenizer matches the model")
     T = data.shape[1]
     if loss_mask is not None and (not isinstance(loss_mask, torch.Tensor) or loss_mask.shape != data.shape
                                   or loss_mask.dtype != torch.bool):

@@ -22,14 +22,61 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate as _chk
+
 KINDS = ("gdn", "deltanet", "mamba2")
 
 
 # helper functions
 
+def _tensor(name: str, x, dims: int) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor with {dims} dimensions, got {_chk.describe(x)}")
+    if x.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dimensions, got shape {tuple(x.shape)}")
+    _chk.finite(name, x)
+    return x
+
+
+def _check_rule_inputs(q, k, v_, beta, g, state=None, *, step: bool = False) -> None:
+    """Shapes (and finiteness) of the memory-rule inputs: [B, H, (T,) d] and gates [B, H, (T)]."""
+    n = 3 if step else 4
+    _tensor("k", k, n)
+    _tensor("v", v_, n)
+    if q is not None:
+        _tensor("q", q, n)
+        if q.shape != k.shape:
+            raise ValueError(f"q and k must have the same shape, got {tuple(q.shape)} and {tuple(k.shape)}")
+    if v_.shape[:-1] != k.shape[:-1]:
+        raise ValueError(f"v must match k in every dimension but the last, got {tuple(v_.shape)} and {tuple(k.shape)}")
+    for name, x in (("beta", beta), ("g", g)):
+        _tensor(name, x, n - 1)
+        if x.shape != k.shape[:-1]:
+            raise ValueError(f"{name} must have shape {tuple(k.shape[:-1])} (one gate per token and head), got "
+                             f"{tuple(x.shape)}")
+    if (g > 0).any():
+        raise ValueError("g is the log-decay log a_t and must be <= 0 (a_t in (0, 1])")
+    if state is not None:
+        _tensor("state" if step else "initial_state", state, 4)
+        want = (k.shape[0], k.shape[1], k.shape[-1], v_.shape[-1])
+        if tuple(state.shape) != want:
+            raise ValueError(f"the state must have shape [B, H, d_k, d_v] = {want}, got {tuple(state.shape)}")
+
+
 def chunk_memory_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor, *,
                       delta_rule: bool = True, chunk_size: int = 64,
                       initial_state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chunked parallel form of the (gated) delta rule / scalar-decay linear recurrence (arguments checked; see
+    :func:`_chunk_memory_rule`)."""
+    _check_rule_inputs(q, k, v, beta, g, initial_state)
+    chunk_size = _chk.positive_int("chunk_size", chunk_size)
+    return _chunk_memory_rule(q, k, v, beta, g, delta_rule=delta_rule, chunk_size=chunk_size,
+                              initial_state=initial_state)
+
+
+def _chunk_memory_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor, *,
+                       delta_rule: bool = True, chunk_size: int = 64,
+                       initial_state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunked parallel form of the (gated) delta rule / scalar-decay linear recurrence.
 
     With log-decay g_t = log a_t, per head: S_t = e^{g_t} (I - b_t k_t k_t^T)^{[delta]} S_{t-1} + b_t k_t v_t^T and
@@ -83,6 +130,12 @@ def memory_step(state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: tor
     """Absorb one token into the state: S <- e^g (I - b k k^T)^{[delta]} S + b k v^T.
 
     Shapes: state [B, H, d_k, d_v]; k [B, H, d_k]; v [B, H, d_v]; beta, g [B, H]. Returns the new state."""
+    _check_rule_inputs(None, k, v, beta, g, state, step=True)
+    return _memory_step(state, k, v, beta, g, delta_rule=delta_rule)
+
+
+def _memory_step(state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor, *,
+                 delta_rule: bool = True) -> torch.Tensor:
     S = state * g.exp()[..., None, None]
     if delta_rule:
         v = v - (k[..., None, :] @ S).squeeze(-2)
@@ -91,6 +144,15 @@ def memory_step(state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: tor
 
 def memory_read(state: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """o = q^T S: state [B, H, d_k, d_v], q [B, H, d_k] -> [B, H, d_v]."""
+    _tensor("state", state, 4)
+    _tensor("q", q, 3)
+    if q.shape != state.shape[:3]:
+        raise ValueError(f"q must have shape [B, H, d_k] = {tuple(state.shape[:3])} to read the state, got "
+                         f"{tuple(q.shape)}")
+    return _memory_read(state, q)
+
+
+def _memory_read(state: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return (q[..., None, :] @ state).squeeze(-2)
 
 
@@ -145,6 +207,11 @@ class AHNMemory(nn.Module):
             raise ValueError(f"unknown AHN kind {kind!r}; use one of {', '.join(KINDS)}")
         if style not in STYLES:
             raise ValueError(f"unknown AHN style {style!r}; use one of {', '.join(STYLES)}")
+        for name, val in (("hidden_size", hidden_size), ("num_heads", num_heads), ("head_dim", head_dim),
+                          ("chunk_size", chunk_size)):
+            _chk.positive_int(name, val)
+        if not isinstance(use_q_proj, bool):
+            raise TypeError(f"use_q_proj must be a bool, got {_chk.describe(use_q_proj)}")
         self.kind, self.num_heads, self.head_dim, self.chunk_size = kind, num_heads, head_dim, chunk_size
         self.style = style
         self.delta_rule = kind != "mamba2"
@@ -209,20 +276,37 @@ class AHNMemory(nn.Module):
         query q_i (and output gate from x_q[i], the reading token's normalised input; needed by the official
         style). k, q [B, H, n, d]; v [B, H, n, d]; x, x_q [B, n, hidden]. Returns (readout [B, H, n, d], final
         state [B, H, d, d])."""
+        self._check_io(k, v, x, q, x_q, 4)
         beta, g = self.gates(x)
-        o, S = chunk_memory_rule(self.prep_q(q), self.prep_k(k), v.float(), beta, g, delta_rule=self.delta_rule,
-                                 chunk_size=self.chunk_size, initial_state=state)
+        o, S = _chunk_memory_rule(self.prep_q(q), self.prep_k(k), v.float(), beta, g, delta_rule=self.delta_rule,
+                                  chunk_size=self.chunk_size, initial_state=state)
         return self.project(o, x_q), S
+
+    def _check_io(self, k, v, x, q, x_q, dims: int) -> None:
+        """Cheap shape checks of forward/step inputs (no pass over the data)."""
+        H, d = self.num_heads, self.head_dim
+        for name, t in (("k", k), ("v", v), ("q", q)):
+            if not isinstance(t, torch.Tensor) or t.dim() != dims or t.shape[1] != H or t.shape[-1] != d:
+                raise ValueError(f"{name} must be a tensor [B, {H}, {'n, ' if dims == 4 else ''}{d}] (heads, head_dim "
+                                 f"of this memory), got {_chk.describe(t)}")
+        hidden = self.b_proj.in_features
+        for name, t in (("x", x), ("x_q", x_q)):
+            if t is None and name == "x_q":
+                continue
+            if not isinstance(t, torch.Tensor) or t.dim() != dims - 1 or t.shape[-1] != hidden:
+                raise ValueError(f"{name} must be a tensor [B, {'n, ' if dims == 4 else ''}{hidden}] (the tokens' "
+                                 f"normalised hidden states), got {_chk.describe(t)}")
 
     def absorb(self, state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor,
                g: torch.Tensor) -> torch.Tensor:
         """Recurrent form: absorb one evicted token (k [B, H, d], v, and its gates [B, H]) into the state."""
-        return memory_step(state, self.prep_k(k), v.float(), beta, g, delta_rule=self.delta_rule)
+        return _memory_step(state, self.prep_k(k), v.float(), beta, g, delta_rule=self.delta_rule)
 
     def step(self, state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
              q: torch.Tensor, x_q: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """One recurrent step (absorb token (k, v, x), then read with q and the reading token's x_q): the decoding
         form of :meth:`forward`. k, v, q [B, H, d]; x, x_q [B, hidden]. Returns (readout [B, H, d], new state)."""
+        self._check_io(k, v, x, q, x_q, 3)
         beta, g = self.gates(x[:, None])
         state = self.absorb(state, k, v, beta[..., 0], g[..., 0])
         return self.read(state, q, x_q), state
@@ -231,7 +315,7 @@ class AHNMemory(nn.Module):
         """Readout for queries q [B, H, d] (x_q [B, hidden]) or [B, H, n, d] (x_q [B, n, hidden])."""
         if q.dim() == 3:
             xq = None if x_q is None else x_q[:, None]
-            return self.project(memory_read(state, self.prep_q(q))[:, :, None], xq)[:, :, 0]
+            return self.project(_memory_read(state, self.prep_q(q))[:, :, None], xq)[:, :, 0]
         return self.project(self.prep_q(q) @ state, x_q)
 
     def project(self, o: torch.Tensor, x_q: torch.Tensor | None = None) -> torch.Tensor:

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate as _chk
+
 from .attention import check_window, sliding_window_mask
 from .memory import KINDS, STYLES, AHNMemory
 
@@ -60,12 +62,23 @@ class AHNConfig:
             raise ValueError(f"unknown AHN style {self.style!r}; use one of {', '.join(STYLES)}")
         if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive int, got {self.chunk_size!r}")
+        if not isinstance(self.use_q_proj, bool):
+            raise TypeError(f"use_q_proj must be a bool, got {_chk.describe(self.use_q_proj)}")
+        _chk.non_negative_int("seed", self.seed)
 
 
 @dataclass
 class AHNOutput:
+    """What :meth:`AHNModel.forward` returns: logits [B, T, V] and, with ``return_cache``, the cache."""
+
     logits: torch.Tensor
     cache: "AHNCache | None" = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.logits, torch.Tensor):
+            raise TypeError(f"logits must be a torch.Tensor, got {_chk.describe(self.logits)}")
+        if self.cache is not None and not isinstance(self.cache, AHNCache):
+            raise TypeError(f"cache must be an AHNCache or None, got {type(self.cache).__name__}")
 
 
 @dataclass
@@ -84,8 +97,22 @@ class AHNCache:
     state: list[torch.Tensor] | None = None
     pos: int = 0
 
+    def __post_init__(self) -> None:
+        check_window(self.window, self.num_sinks)
+        _chk.non_negative_int("pos", self.pos)
+        for name in ("k", "v", "beta", "g", "state"):
+            ts = getattr(self, name)
+            if ts is None and name not in ("k", "v"):
+                continue
+            if not isinstance(ts, list) or not all(isinstance(t, torch.Tensor) for t in ts):
+                raise TypeError(f"{name} must be a list of tensors (one per layer), got {_chk.describe(ts)}")
+        if len(self.k) != len(self.v) or not self.k:
+            raise ValueError(f"k and v must hold one tensor per layer (at least one), got {len(self.k)} and "
+                             f"{len(self.v)}")
+
     def slot(self, j: int) -> int:
         """Buffer slot of token j."""
+        _chk.non_negative_int("j", j)
         if self.window is None or j < self.num_sinks:
             return j
         return self.num_sinks + (j - self.num_sinks) % self.window
@@ -232,6 +259,9 @@ class AHNModel(nn.Module):
     def new_cache(self, batch: int, *, window: int | None | str = "cfg", num_sinks: int | None = None,
                   use_memory: bool = True, capacity: int | None = None) -> AHNCache:
         """An empty cache. ``window=None`` (full attention) needs ``capacity`` (max tokens)."""
+        _chk.positive_int("batch", batch)
+        if capacity is not None:
+            _chk.positive_int("capacity", capacity)
         W = self.cfg.window if window == "cfg" else window
         S = self.cfg.num_sinks if num_sinks is None else num_sinks
         check_window(W, S)
@@ -269,6 +299,15 @@ class AHNModel(nn.Module):
     def step(self, token: torch.Tensor, cache: AHNCache) -> torch.Tensor:
         """Decode one token per row (token [B]) at position ``cache.pos``, updating ``cache`` in place; returns
         logits [B, V]. Cost per token is O(S + W) attention + one AHN update, independent of the position."""
+        if not isinstance(cache, AHNCache):
+            raise TypeError(f"cache must be an AHNCache (from new_cache or prefill), got {type(cache).__name__}")
+        if not isinstance(token, torch.Tensor) or token.dim() != 1 or token.dtype not in (torch.long, torch.int):
+            raise ValueError(f"token must be an integer tensor [batch] (one token per row), got {_chk.describe(token)}")
+        if token.shape[0] != cache.k[0].shape[0]:
+            raise ValueError(f"token has {token.shape[0]} rows but the cache was made for {cache.k[0].shape[0]}")
+        V = self.base.config.vocab_size
+        if token.min() < 0 or token.max() >= V:
+            raise ValueError(f"token out of range [0, {V}); check the tokenizer matches the model")
         inner = self.base.model
         t, W, S = cache.pos, cache.window, cache.num_sinks
         B = token.shape[0]
@@ -338,6 +377,8 @@ class AHNModel(nn.Module):
 def augment_with_ahn(model: nn.Module, cfg: AHNConfig | None = None, **kw) -> AHNModel:
     """Wrap a Hugging Face Llama-style causal LM with per-layer AHNs; the base is frozen (``requires_grad=False``)
     and otherwise unchanged [A07]. ``augment_with_ahn(model, kind="gdn", window=32)`` also works."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a Hugging Face causal LM (a torch.nn.Module), got {type(model).__name__}")
     if cfg is None:
         cfg = AHNConfig(**kw)
     elif kw:
