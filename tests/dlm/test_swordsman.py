@@ -1,6 +1,8 @@
 """Tests for [A15] Swordsman: boundary rule, dynamic threshold, equivalence with Fast-dLLM, invariants."""
 
+import functools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -179,3 +181,46 @@ def test_reproduce_quick_is_well_formed():
     align = [c for c in claims if "align with constituent boundaries" in c.statement]
     assert len(align) == 2 and all(len(c.baselines) == 4 and c.strongest_baseline for c in align)
     assert out.metrics["t1c-oracle/f1_best_baseline"] == align[0].reference
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    H = torch.rand(20, generator=torch.Generator().manual_seed(0))
+    nan = float("nan")
+    return [
+        (lambda: entropy_shift_boundary(H * nan, 0), ValueError, "entropies has 20 NaN"),              # silent
+        (lambda: entropy_shift_boundary(torch.zeros(0), 0), ValueError, "entropies is empty"),         # IndexError
+        (lambda: entropy_shift_boundary(torch.zeros(2, 3, 4), 0), ValueError, "1 or 2 dimensions"),   # RuntimeError
+        (lambda: entropy_shift_boundary(-H, 0), ValueError, "entropies must be >= 0"),                 # silent
+        (lambda: entropy_shift_boundary(H, -3), ValueError, "start must hold indices in [0, 20)"),     # silent
+        (lambda: entropy_shift_boundary(H, 25), ValueError, "start must hold indices in [0, 20)"),     # silent
+        (lambda: entropy_shift_boundary(H, 1.5), TypeError, "start must hold integers"),               # silent
+        (lambda: entropy_shift_boundary(torch.rand(3, 20), torch.tensor([0, 1])), ValueError,
+         "one block start per row of entropies (3)"),                                                  # RuntimeError
+        (lambda: entropy_shift_boundary(H, 0, b_min=0), ValueError, "b_min must be a positive int"),
+        (lambda: entropy_shift_boundary(H, 0, delta=-1.0), ValueError, "delta must be a number >= 0"),  # silent
+        (lambda: dynamic_threshold(0, 0), ValueError, "n (the block size) must be >= 1"),               # nan
+        (lambda: dynamic_threshold(5, 3), ValueError, "u (positions already unmasked"),                 # silent
+        (lambda: dynamic_threshold(1, 3, nan), ValueError, "tau_hi must be a number in (0, 1]"),        # nan
+        (lambda: dynamic_threshold(1, 3, 0.5, 0.9), ValueError, "need tau_lo <= tau_hi"),               # silent
+        (lambda: dynamic_threshold(torch.tensor([1, 2]), torch.tensor([3, 3, 3])), ValueError,
+         "u and n must have the same shape"),                                                           # RuntimeError
+        (lambda: dynamic_threshold(0.5, 3), TypeError, "u must hold integers"),
+        (lambda: token_entropy(torch.full((2, 5), nan)), ValueError, "logits has 10 NaN or +inf"),       # nan
+        (lambda: token_entropy(torch.zeros(3, 0)), ValueError, "non-empty last (vocabulary) axis"),      # zeros
+        (lambda: token_entropy([1.0, 2.0]), TypeError, "logits must be a torch Tensor"),                 # AttributeError
+        (lambda: SwordsmanDecoder(b_min=0), ValueError, "b_min must be a positive int"),
+        (lambda: SwordsmanDecoder(tau_hi=1.5), ValueError, "tau_hi must be a number in (0, 1]"),
+        (lambda: SwordsmanDecoder(use_cache="no"), TypeError, "use_cache must be True or False"),       # silent
+        (lambda: SwordsmanDecoder().decode(None, torch.zeros(1, 3, dtype=torch.long), 0), ValueError,
+         "gen_length must be a positive int"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(23))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 23
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from icml26.harness import validate as v
 from icml26.testbeds.diffusion_lm.decoding import (
     MaskedDiffusionDecoder,
     RoundView,
@@ -30,14 +31,32 @@ from icml26.testbeds.diffusion_lm.decoding import (
     check_positive_int,
     check_tau,
     threshold_commit,
-    token_entropy,
 )
+from icml26.testbeds.diffusion_lm.decoding import token_entropy as _token_entropy
 
 SHIFTS = ("rise", "abs")
 SELECTS = ("largest", "first")
 
 
 # helper functions
+
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy (nats) of softmax(logits) over the last axis, shape ``logits.shape[:-1]`` [A15].
+
+    ``-inf`` logits (banned tokens) are fine; NaN or ``+inf`` logits, a 0-d tensor or an empty vocabulary axis
+    are refused.
+    """
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"logits must be a torch Tensor (..., vocab), got {v.describe(logits)}")
+    if logits.dim() == 0 or logits.shape[-1] == 0:
+        raise ValueError(f"logits must have a non-empty last (vocabulary) axis, got shape {tuple(logits.shape)}")
+    if logits.is_floating_point():
+        bad = int((torch.isnan(logits) | (logits == float("inf"))).sum())
+        if bad:
+            raise ValueError(f"logits has {bad} NaN or +inf entries (of {logits.numel()}); -inf is allowed "
+                             "for banned tokens")
+    return _token_entropy(logits)
+
 
 def entropy_shift_boundary(entropies: torch.Tensor, start: int | torch.Tensor, b_min: int = 2, b_max: int = 16,
                            delta: float = 0.5, shift: str = "rise", b_default: int = 8,
@@ -52,16 +71,27 @@ def entropy_shift_boundary(entropies: torch.Tensor, start: int | torch.Tensor, b
         raise ValueError(f"shift must be one of {SHIFTS}, got {shift!r}")
     if select not in SELECTS:
         raise ValueError(f"select must be one of {SELECTS}, got {select!r}")
-    b_min, b_max, b_default = (check_positive_int(v, n) for v, n in ((b_min, "b_min"), (b_max, "b_max"), (b_default, "b_default")))
+    b_min, b_max, b_default = (check_positive_int(val, n) for val, n in ((b_min, "b_min"), (b_max, "b_max"), (b_default, "b_default")))
     if not b_min <= b_max:
         raise ValueError(f"need b_min <= b_max, got b_min={b_min}, b_max={b_max}")
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or math.isnan(delta):
-        raise ValueError(f"delta must be a number (inf disables adaptive ends), got {delta!r}")
-    H = torch.as_tensor(entropies, dtype=torch.float64)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or math.isnan(delta) or delta < 0:
+        raise ValueError(f"delta must be a number >= 0 (inf disables adaptive ends), got {delta!r}")
+    H = v.finite("entropies", entropies)
+    H = torch.as_tensor(H, dtype=torch.float64)
+    v.ndim("entropies", H, 1, 2)
+    if H.shape[-1] == 0:
+        raise ValueError(f"entropies is empty (shape {tuple(H.shape)}); pass one entropy per response position")
+    if H.numel() and float(H.min()) < 0:
+        raise ValueError(f"entropies must be >= 0 (Shannon entropies in nats), got a minimum of {float(H.min())}")
     single = H.dim() == 1
     H = H[None] if single else H
-    s = torch.as_tensor(start, dtype=torch.long).reshape(-1).expand(H.shape[0])
     G = H.shape[1]
+    start_t = torch.as_tensor(start)
+    v.indices("start", start_t, G)
+    if start_t.dim() > 1 or start_t.numel() not in (1, H.shape[0]):
+        raise ValueError(f"start must be an int or hold one block start per row of entropies ({H.shape[0]}), "
+                         f"got shape {tuple(start_t.shape)}")
+    s = start_t.to(torch.long).reshape(-1).expand(H.shape[0])
     dH = torch.full_like(H, float("-inf"))
     dH[:, 1:] = H[:, 1:] - H[:, :-1]
     if shift == "abs":
@@ -78,8 +108,25 @@ def entropy_shift_boundary(entropies: torch.Tensor, start: int | torch.Tensor, b
 
 
 def dynamic_threshold(u: int | torch.Tensor, n: int | torch.Tensor, tau_hi: float = 0.95, tau_lo: float = 0.7):
-    """tau(u) = tau_hi - (tau_hi - tau_lo) * u / n: strict while the block is empty, relaxing as it fills [A15]."""
-    return tau_hi - (tau_hi - tau_lo) * torch.as_tensor(u, dtype=torch.float64) / torch.as_tensor(n, dtype=torch.float64)
+    """tau(u) = tau_hi - (tau_hi - tau_lo) * u / n: strict while the block is empty, relaxing as it fills [A15].
+
+    ``u`` (positions already unmasked, 0 <= u <= n) and ``n`` (block size, >= 1) are ints or tensors of one shape.
+    """
+    tau_hi, tau_lo = check_tau(tau_hi, "tau_hi"), check_tau(tau_lo, "tau_lo")
+    if tau_lo > tau_hi:
+        raise ValueError(f"need tau_lo <= tau_hi, got tau_lo={tau_lo}, tau_hi={tau_hi}")
+    u_t, n_t = torch.as_tensor(u), torch.as_tensor(n)
+    for name, t in (("u", u_t), ("n", n_t)):
+        if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integers (a count of positions), got a {t.dtype} tensor")
+    if u_t.dim() and n_t.dim() and u_t.shape != n_t.shape:
+        raise ValueError(f"u and n must have the same shape, got {tuple(u_t.shape)} and {tuple(n_t.shape)}")
+    if n_t.numel() and int(n_t.min()) < 1:
+        raise ValueError(f"n (the block size) must be >= 1, got a minimum of {int(n_t.min())}")
+    if u_t.numel() and (int(u_t.min()) < 0 or bool((u_t > n_t).any())):
+        raise ValueError("u (positions already unmasked in the block) must lie in [0, n], "
+                         f"got u from {int(u_t.min())} to {int(u_t.max())} with n from {int(n_t.min())}")
+    return tau_hi - (tau_hi - tau_lo) * u_t.to(torch.float64) / n_t.to(torch.float64)
 
 
 # main class
@@ -89,8 +136,8 @@ class SwordsmanDecoder(MaskedDiffusionDecoder):
 
     def __init__(self, b_min: int = 2, b_max: int = 16, b_default: int = 8, delta: float = 0.5, shift: str = "rise",
                  tau_hi: float = 0.95, tau_lo: float = 0.7, use_cache: bool = True, select: str = "largest") -> None:
-        for v, n in ((b_min, "b_min"), (b_max, "b_max"), (b_default, "b_default")):
-            check_positive_int(v, n)
+        for val, n in ((b_min, "b_min"), (b_max, "b_max"), (b_default, "b_default")):
+            check_positive_int(val, n)
         if not b_min <= b_default <= b_max:
             raise ValueError(f"need b_min <= b_default <= b_max, got {b_min}, {b_default}, {b_max}")
         if shift not in SHIFTS:
@@ -103,7 +150,9 @@ class SwordsmanDecoder(MaskedDiffusionDecoder):
         self.tau_hi, self.tau_lo = check_tau(tau_hi, "tau_hi"), check_tau(tau_lo, "tau_lo")
         if self.tau_lo > self.tau_hi:
             raise ValueError(f"need tau_lo <= tau_hi, got tau_lo={tau_lo}, tau_hi={tau_hi}")
-        self.use_cache, self.select_rule = bool(use_cache), select
+        if not isinstance(use_cache, bool):
+            raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
+        self.use_cache, self.select_rule = use_cache, select
 
     def partition(self, view: RoundView) -> torch.Tensor:
         return entropy_shift_boundary(view.entropy, view.block_start, self.b_min, self.b_max, self.delta,
