@@ -1,8 +1,10 @@
 """Tests for [A01] token search: tokenizers' prefix readouts, priors, exact search on known optima, call budgets,
 bad input, determinism, and the quick reproduction's structure."""
 
+import functools
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -142,7 +144,7 @@ def test_tokenizer_bad_input(setup):
         OrderedPCATokenizer().fit(np.full((30, 64), np.nan))
     with pytest.raises(ValueError, match="divide"):
         GridVQTokenizer(patch=3).fit(X)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(ValueError, match="not fitted"):
         OrderedPCATokenizer().encode(X)
     with pytest.raises(ValueError, match="n_tokens"):
         OrderedPCATokenizer(n_tokens=0)
@@ -248,7 +250,7 @@ def test_search_bad_input(setup, digits):
         best_of_n(tok, prior, ver, [1], 4, max_verifier_calls=0)
     with pytest.raises(ValueError, match="needs 128 verifier calls"):
         beam_search(tok, prior, ver, [1], beam_width=2, expand=4, max_verifier_calls=64)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
         best_of_n(tok, prior, ver, [1], 0)
     with pytest.raises(ValueError, match="non-empty"):
         beam_search(tok, prior, ver, [], beam_width=2, expand=2)
@@ -325,17 +327,65 @@ def test_scaling_slope_is_the_least_squares_slope_in_log_calls():
         scaling_slope(succ[:1], calls[:1])
 
 
-def test_readme_example_runs_as_written():
-    """Every python block of the README runs in a fresh namespace (the example once used undefined X, y)."""
-    import pathlib
-    import re
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.generation.token_search as h
 
-    import icml26.generation.token_search as pkg
+    rng = np.random.default_rng(0)
+    X, y = rng.random((60, 16)), np.arange(60) % 3
+    nan = X.copy()
+    nan[0, 0] = np.nan
+    tok, up, ver = h.OrderedPCATokenizer(4, 4).fit(X), h.UniformPrior(4, 4), h.fit_logistic_verifier(X, y)
+    z = tok.encode(X)
+    ev = h.HeldOutEvaluator.fit(X, y)
+    nan_ver = lambda im, c: np.full(len(im), np.nan)                      # noqa: E731
+    return [
+        (lambda: h.planned_verifier_calls(4, -1, 2, 1), ValueError, "beam_width must be an integer >= 1"),  # was -30
+        (lambda: h.planned_verifier_calls(4, 2, 2, 0), ValueError, "step must be an integer >= 1"),     # hung
+        (lambda: h.planned_verifier_calls(0, 2, 2, 1), ValueError, "seq_len must be"),                 # was 0
+        (lambda: h.planned_verifier_calls(4, 2, 2, 1, vocab_size=0), ValueError, "vocab_size must be"),  # was 0
+        (lambda: h.UniformPrior(2.5, 4), TypeError, "vocab_size must be an integer"),                  # was silent
+        (lambda: up.expand(np.zeros((2, 0), np.int64), None, 0, 1, 0), ValueError, "k must be"),        # empty array
+        (lambda: h.ARPrior(0, 4, 3), ValueError, "vocab_size must be an integer >= 2"),                # was silent
+        (lambda: h.ARPrior(4, 4, 0), ValueError, "n_classes must be"),                                 # was silent
+        (lambda: h.train_ar_prior(z, y + 5, 4, 3, steps=1), ValueError, "labels must hold indices"),   # IndexError
+        (lambda: h.train_ar_prior(z, y, 4, 3, steps=0), ValueError, "steps must be"),                  # untrained
+        (lambda: h.train_ar_prior(z, y, 4, 3, steps=1, cond_dropout=2), ValueError, "cond_dropout"),   # was silent
+        (lambda: h.train_ar_prior(z[:0], y[:0], 4, 3, steps=1), ValueError, "tokens is empty"),       # RuntimeError
+        (lambda: h.OrderedPCATokenizer(0), ValueError, "n_tokens must be"),
+        (lambda: h.OrderedPCATokenizer(4, 4).fit(nan), ValueError, "NaN"),
+        (lambda: h.OrderedPCATokenizer(4, 4).encode(X), ValueError, "not fitted yet"),                # RuntimeError
+        (lambda: tok.encode(X[:, :8]), ValueError, "fitted on images with 16 pixels"),
+        (lambda: h.GridVQTokenizer(0), ValueError, "patch must be"),
+        (lambda: h.GridVQTokenizer(2, 4).decode(np.zeros((1, 4), int)), ValueError, "not fitted yet"),  # RuntimeError
+        (lambda: h.NestedDropoutTokenizer(4, 4, steps=0), ValueError, "steps must be"),                # was silent
+        (lambda: h.NestedDropoutTokenizer(4, 4, lr=float("nan")), ValueError, "lr must be finite"),    # was silent
+        (lambda: h.NestedDropoutTokenizer(4, 4).load_state_dict({}), ValueError, "keys 'mean'"),      # KeyError
+        (lambda: h.SklearnClassifierVerifier(object()), TypeError, "predict_log_proba"),
+        (lambda: ver(nan, y), ValueError, "images has 1 NaN"),
+        (lambda: ver(X, y + 7), ValueError, "does not know"),
+        (lambda: h.fit_logistic_verifier(X, y, C=0), ValueError, "C must be > 0"),
+        (lambda: h.fit_logistic_verifier(X, y[:5]), ValueError, "same length"),
+        (lambda: h.fit_mlp_verifier(X, y, hidden=0), ValueError, "hidden must be"),
+        (lambda: h.HeldOutEvaluator.fit(X, np.zeros(60, int)), ValueError, "at least 2 classes"),
+        (lambda: h.HeldOutEvaluator(None, None), TypeError, "HeldOutEvaluator.fit"),                 # AttributeError
+        (lambda: ev(X[:, :3], y), ValueError, "images must have shape (n, 16)"),
+        (lambda: h.best_of_n(tok, up, ver, [0], 0), ValueError, "n must be an integer >= 1"),
+        (lambda: h.best_of_n(object(), up, ver, [0], 2), TypeError, "tokenizer must have a decode"),  # AttributeError
+        (lambda: h.best_of_n(tok, object(), ver, [0], 2), TypeError, "prior must be"),               # AttributeError
+        (lambda: h.best_of_n(h.OrderedPCATokenizer(4, 4), up, ver, [0], 2), ValueError, "not fitted yet"),
+        (lambda: h.best_of_n(tok, up, nan_ver, [0], 2), ValueError, "verifier returned NaN"),         # was silent
+        (lambda: h.beam_search(tok, up, ver, [0], beam_width=-1, expand=2), ValueError, "beam_width must be"),
+        (lambda: h.lookahead_search(tok, up, ver, [0], beam_width=1, expand=2, horizon=-1), ValueError, "horizon"),
+        (lambda: h.lookahead_search(tok, up, nan_ver, [0], beam_width=1, expand=2), ValueError,
+         "verifier returned NaN"),                                                                  # was silent
+    ]
 
-    text = (pathlib.Path(pkg.__file__).parent / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert blocks
-    for b in blocks:
-        ns: dict = {}
-        exec(compile(b, "README.md", "exec"), ns)
-    assert ns["res"].n_verifier_calls == 128 and ns["res"].image.shape == (2, 64)
+
+@pytest.mark.parametrize("case", range(38))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 38
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

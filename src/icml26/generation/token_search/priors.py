@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...harness import validate as v
+
 # helper functions
 
 def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
@@ -38,15 +40,14 @@ class UniformPrior:
     without_replacement = True   # expand() draws distinct continuations
 
     def __init__(self, vocab_size: int, seq_len: int) -> None:
-        if vocab_size < 2 or seq_len < 1:
-            raise ValueError(f"need vocab_size >= 2 and seq_len >= 1, got {vocab_size}, {seq_len}")
-        self.V, self.L = int(vocab_size), int(seq_len)
+        self.V = v.positive_int("vocab_size", vocab_size, minimum=2)
+        self.L = v.positive_int("seq_len", seq_len)
 
     def extend(self, prefix: np.ndarray, cond: np.ndarray | None, n_tokens: int,
                rng: np.random.Generator | int | None = None) -> np.ndarray:
         """Append ``n_tokens`` i.i.d. uniform tokens to each row of ``prefix`` (n, t) -> (n, t + n_tokens)."""
         z = _check_prefix(prefix, None, self.L, self.V)
-        n_tokens = min(int(n_tokens), self.L - z.shape[1])
+        n_tokens = min(v.non_negative_int("n_tokens", n_tokens), self.L - z.shape[1])
         return np.concatenate([z, _as_rng(rng).integers(self.V, size=(len(z), n_tokens))], 1)
 
     def expand(self, prefix: np.ndarray, cond: np.ndarray | None, k: int, s: int,
@@ -55,10 +56,11 @@ class UniformPrior:
 
         Returns (n * k', t + s) with k' = min(k, V^s), rows grouped by prefix.
         """
+        k, s = v.positive_int("k", k), v.positive_int("s", s)
         z = _check_prefix(prefix, None, self.L, self.V)
-        s = min(int(s), self.L - z.shape[1])
+        s = min(s, self.L - z.shape[1])
         total = self.V ** s
-        k = min(int(k), total)
+        k = min(k, total)
         rng = _as_rng(rng)
         if total <= 4096:                                   # random keys: k smallest of V^s uniforms per prefix
             codes = np.argsort(rng.random((len(z), total)), axis=1)[:, :k]
@@ -82,7 +84,9 @@ class ARPrior(nn.Module):
 
     def __init__(self, vocab_size: int, seq_len: int, n_classes: int, d_model: int = 48) -> None:
         super().__init__()
-        self.V, self.L, self.n_classes = int(vocab_size), int(seq_len), int(n_classes)
+        self.V = v.positive_int("vocab_size", vocab_size, minimum=2)
+        self.L, self.n_classes = v.positive_int("seq_len", seq_len), v.positive_int("n_classes", n_classes)
+        d_model = v.positive_int("d_model", d_model)
         self.tok = nn.Embedding(self.V + 1, d_model)            # last id = BOS
         self.pos = nn.Embedding(self.L, d_model)
         self.cls = nn.Embedding(self.n_classes + 1, d_model)    # last id = null class
@@ -111,7 +115,7 @@ class ARPrior(nn.Module):
         """Sample ``n_tokens`` more tokens for each row of ``prefix`` (n, t) -> (n, t + n_tokens)."""
         z = _check_prefix(prefix, None, self.L, self.V)
         n, t = z.shape
-        n_tokens = min(int(n_tokens), self.L - t)
+        n_tokens = min(v.non_negative_int("n_tokens", n_tokens), self.L - t)
         gumbel = _as_rng(rng).gumbel(size=(n, n_tokens, self.V))
         if n_tokens == 0:
             return z
@@ -130,6 +134,7 @@ class ARPrior(nn.Module):
     def expand(self, prefix: np.ndarray, cond: np.ndarray | None, k: int, s: int,
                rng: np.random.Generator | int | None = None) -> np.ndarray:
         """k i.i.d. s-token continuations per prefix: (n * k, t + s), rows grouped by prefix."""
+        k, s = v.positive_int("k", k), v.positive_int("s", s)
         z = _check_prefix(prefix, None, self.L, self.V)
         c = None if cond is None else np.repeat(np.broadcast_to(np.asarray(cond), (len(z),)), k)
         return self.extend(np.repeat(z, k, 0), c, s, rng)
@@ -152,10 +157,17 @@ def train_ar_prior(tokens: np.ndarray, labels: np.ndarray, vocab_size: int, n_cl
                    d_model: int = 48, lr: float = 5e-3, cond_dropout: float = 0.3, batch_size: int = 128,
                    seed: int = 0) -> ARPrior:
     """Fit an :class:`ARPrior` by teacher-forced cross-entropy, dropping the class with prob ``cond_dropout``."""
+    vocab_size, n_classes = v.positive_int("vocab_size", vocab_size, minimum=2), v.positive_int("n_classes", n_classes)
+    steps, batch_size = v.positive_int("steps", steps), v.positive_int("batch_size", batch_size)
+    lr, cond_dropout = v.positive("lr", lr), v.probability("cond_dropout", cond_dropout)
+    tokens = np.asarray(v.non_empty("tokens", tokens))
+    if tokens.ndim != 2 or tokens.shape[1] == 0:
+        raise ValueError(f"tokens must be a 2D integer array (n_sequences, L) with L >= 1, got shape {tokens.shape}")
     z = torch.as_tensor(_check_prefix(tokens, None, tokens.shape[1], vocab_size))
+    labels = v.indices("labels", np.asarray(labels), n_classes)
+    if len(z) != len(labels):
+        raise ValueError(f"tokens and labels differ in length: {len(z)} vs {len(labels)}")
     y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
-    if len(z) != len(y):
-        raise ValueError(f"tokens and labels differ in length: {len(z)} vs {len(y)}")
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     model = ARPrior(vocab_size, z.shape[1], n_classes, d_model)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ...harness import validate as v
 from .verifiers import check_cond
 
 
@@ -63,10 +64,8 @@ def _rng(rng: np.random.Generator | int | None) -> np.random.Generator:
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
-def _pos_int(name: str, v: Any) -> int:
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return int(v)
+def _pos_int(name: str, value: Any) -> int:
+    return v.positive_int(name, value)
 
 
 def _distinct(prior: Prior) -> bool:
@@ -77,6 +76,10 @@ def planned_verifier_calls(seq_len: int, beam_width: int, expand: int, step: int
                            ) -> int:
     """Verifier calls per target of beam/lookahead search: B*K*ceil(L/s), fewer when continuations are drawn
     without replacement from V^s possibilities (pass ``vocab_size`` for a uniform prior)."""
+    seq_len, beam_width = v.positive_int("seq_len", seq_len), v.positive_int("beam_width", beam_width)
+    expand, step = v.positive_int("expand", expand), v.positive_int("step", step)
+    if vocab_size is not None:
+        vocab_size = v.positive_int("vocab_size", vocab_size, minimum=2)
     calls, b, t = 0, 1, 0
     while t < seq_len:
         s = min(step, seq_len - t)
@@ -101,6 +104,18 @@ def _check_budget(planned: int, max_verifier_calls: int | None, what: str) -> No
 
 
 def _setup(tokenizer: Tokenizer, prior: Prior, verifier: Any, cond: Any) -> tuple[int, np.ndarray]:
+    if not callable(getattr(tokenizer, "decode", None)):
+        raise TypeError(f"tokenizer must have a decode(tokens) method (e.g. OrderedPCATokenizer), got "
+                        f"{v.describe(tokenizer)}")
+    if callable(getattr(tokenizer, "_require_fit", None)):
+        tokenizer._require_fit()
+    if not all(hasattr(tokenizer, a) for a in ("n_tokens", "vocab_size")):
+        raise TypeError(f"tokenizer must have n_tokens and vocab_size, got {v.describe(tokenizer)}")
+    if not all(hasattr(prior, a) for a in ("V", "L", "extend", "expand")):
+        raise TypeError(f"prior must be a prior over tokens with V, L, extend() and expand() (UniformPrior or "
+                        f"ARPrior), got {v.describe(prior)}")
+    if not callable(verifier):
+        raise TypeError(f"verifier must be callable as verifier(images, cond) -> scores, got {v.describe(verifier)}")
     L = int(tokenizer.n_tokens)
     if prior.L != L or prior.V != tokenizer.vocab_size:
         raise ValueError(f"prior is over V={prior.V}, L={prior.L} but the tokenizer has V={tokenizer.vocab_size}, "
@@ -108,6 +123,15 @@ def _setup(tokenizer: Tokenizer, prior: Prior, verifier: Any, cond: Any) -> tupl
     classes = getattr(verifier, "classes_", None)
     c = check_cond(cond, np.unique(np.asarray(cond)) if classes is None else classes)
     return L, c
+
+
+def _scores(scores: Any, n: int) -> np.ndarray:
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape != (n,):
+        raise ValueError(f"verifier must return one score per image, shape ({n},), got shape {scores.shape}")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("verifier returned NaN or infinite scores; a search cannot rank candidates by them")
+    return scores
 
 
 # main functions
@@ -127,7 +151,7 @@ def best_of_n(tokenizer: Tokenizer, prior: Prior, verifier: Any, cond: np.ndarra
     cc = np.tile(c, n)                                        # row i*T + j: sample i of target j
     z = prior.extend(np.zeros((n * T, 0), np.int64), cc if condition_prior else None, L, _rng(rng))
     images = tokenizer.decode(z)
-    scores = verifier(images, cc).reshape(n, T)
+    scores = _scores(verifier(images, cc), n * T).reshape(n, T)
     best = scores.argmax(0)
     rows = best * T + np.arange(T)
     trace = [{"step": 1, "prefix_len": L, "n_candidates": n, "best_score": scores.max(0)}]
@@ -166,7 +190,7 @@ def lookahead_search(tokenizer: Tokenizer, prior: Prior, verifier: Any, cond: np
         if horizon and t + se < L:
             rolled = prior.extend(cands, ccand if condition_prior else None, horizon, rng)
             prior_tokens += m * (rolled.shape[1] - cands.shape[1])
-        scores = verifier(tokenizer.decode(rolled), ccand).reshape(T, m)
+        scores = _scores(verifier(tokenizer.decode(rolled), ccand), T * m).reshape(T, m)
         calls += m
         batches += 1
         order = np.argsort(-scores, axis=1, kind="stable")[:, :B]

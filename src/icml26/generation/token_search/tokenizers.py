@@ -23,6 +23,8 @@ import math
 import numpy as np
 from sklearn.cluster import KMeans
 
+from ...harness import validate as v
+
 # helper functions
 
 def check_images(X: np.ndarray, name: str = "X", n_features: int | None = None, fitted_shape: tuple | None = None
@@ -59,17 +61,13 @@ def check_tokens(tokens: np.ndarray, L: int, V: int, prefix_len: int | None) -> 
 
 
 def _check_sizes(n_tokens: int, vocab_size: int) -> None:
-    for name, v in (("n_tokens", n_tokens), ("vocab_size", vocab_size)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    if vocab_size < 2:
-        raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
+    v.positive_int("n_tokens", n_tokens)
+    v.positive_int("vocab_size", vocab_size, minimum=2)
 
 
 class _Fitted:
     def _require_fit(self) -> None:
-        if not hasattr(self, "mean_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted yet; call .fit(X) first")
+        v.require_fitted(self, "mean_")
 
     @property
     def seq_len(self) -> int:
@@ -157,7 +155,8 @@ class GridVQTokenizer(_Fitted):
 
     def __init__(self, patch: int = 2, vocab_size: int = 16, image_shape: tuple[int, int] | None = None,
                  random_state: int = 0, order: str = "raster") -> None:
-        _check_sizes(patch, vocab_size)
+        v.positive_int("patch", patch)
+        v.positive_int("vocab_size", vocab_size, minimum=2)
         if order not in ("raster", "variance"):
             raise ValueError(f"order must be 'raster' or 'variance', got {order!r}")
         self.patch, self.vocab_size, self.image_shape, self.random_state = int(patch), int(vocab_size), \
@@ -232,7 +231,8 @@ class NestedDropoutTokenizer(_Fitted):
                  lr: float = 3e-3, random_state: int = 0) -> None:
         _check_sizes(n_tokens, vocab_size)
         self.n_tokens, self.vocab_size, self.hidden, self.steps, self.lr, self.random_state = \
-            int(n_tokens), int(vocab_size), hidden, steps, lr, random_state
+            int(n_tokens), int(vocab_size), v.positive_int("hidden", hidden), v.positive_int("steps", steps), \
+            v.positive("lr", lr), random_state
 
     def _levels(self):
         import torch
@@ -252,6 +252,10 @@ class NestedDropoutTokenizer(_Fitted):
         return {"mean": self.mean_, "enc": self.enc_.state_dict(), "dec": self.dec_.state_dict()}
 
     def load_state_dict(self, state: dict) -> "NestedDropoutTokenizer":
+        if not isinstance(state, dict) or not {"mean", "enc", "dec"} <= set(state):
+            raise ValueError("state must be a dict from NestedDropoutTokenizer.state_dict() with keys 'mean', "
+                             f"'enc' and 'dec', got {v.describe(state if not isinstance(state, dict) else sorted(state))}")
+        v.finite("state['mean']", np.asarray(state["mean"]))
         self.mean_ = np.asarray(state["mean"])
         self.n_features_in_ = len(self.mean_)
         self._build(self.n_features_in_)
