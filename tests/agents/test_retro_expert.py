@@ -1,6 +1,7 @@
 """Tests for [B06] Retro-Expert: templates, data, specialist, rationale verification, reasoner grammar, KGPO reward,
 evaluation, bad input, and the quick reproduction's structure."""
 
+import functools
 import math
 
 import numpy as np
@@ -10,30 +11,43 @@ import torch
 from icml26.agents.retro_expert import (
     TEMPLATES,
     Candidate,
+    EvalResult,
     Example,
+    GrammarConstrainedLM,
     KGPOConfig,
     KGPOTrainer,
     Rationale,
+    Reaction,
+    ReactionSet,
+    ReactionTemplate,
     RewardWeights,
     SpecialistModel,
+    Stock,
     Vocab,
     build_tokenizer,
+    building_blocks,
+    canonical_atom_order,
     canonical_smiles,
+    cross_fitted_decision_spaces,
     ds_prompt,
     evaluate_policy,
+    execute,
     grammar_bias,
     grounded_completion,
     judge,
     kgpo_reward,
+    load_reaction_set,
+    make_policy,
+    make_stock,
     make_synthetic_reactions,
     parse_completion,
     product_prompt,
     reactant_set,
     retro_outcomes,
+    sft_train,
     topk_exact_match,
     verify_rationale,
 )
-from icml26.agents.retro_expert.reasoner import GrammarConstrainedLM, make_policy
 from icml26.harness import Budget, Outcome
 
 AMIDE = "CC(=O)NCc1ccccc1"   # acetic acid + benzylamine
@@ -179,7 +193,7 @@ def test_stock_does_not_depend_on_the_reactions_or_the_split():
 
 
 def test_bad_data_arguments():
-    with pytest.raises(ValueError, match="n must be"):
+    with pytest.raises(ValueError, match="number of reactions"):
         make_synthetic_reactions(1)
     with pytest.raises(ValueError, match="test_fraction"):
         make_synthetic_reactions(10, test_fraction=1.5)
@@ -201,7 +215,7 @@ def test_specialist_decision_space_is_sorted_bounded_and_deterministic(rset, spe
     assert len(spec.decision_space(r.product, k=1)) == 1
     with pytest.raises(ValueError, match="invalid SMILES for product: 'C1C'"):
         spec.decision_space("C1C")
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(ValueError, match="not fitted"):
         SpecialistModel().decision_space(AMIDE)
 
 
@@ -326,6 +340,133 @@ def test_topk_exact_match():
         topk_exact_match(preds, truths[:2], 1)
     with pytest.raises(ValueError):
         topk_exact_match(preds, truths, 0)
+
+
+# bad input (issue "Reliability")
+
+_TOK = build_tokenizer(Vocab())
+_TRUTH = ("CC(=O)O", "NCc1ccccc1")
+_RXN = Reaction(AMIDE, _TRUTH, 0, ((1, 3),))
+_CAND = Candidate(0, (1, 3), _TRUTH, 0.9)
+_EX = Example(_RXN, [_CAND], ds_prompt([_CAND], set()))
+_EX_NODS = Example(_RXN, [], product_prompt(AMIDE))
+_NAN = float("nan")
+
+
+@functools.lru_cache(maxsize=1)
+def _model():
+    return GrammarConstrainedLM(make_policy(_TOK, hidden=16, layers=1, heads=2), grammar_bias(_TOK, decision_space=True),
+                                _TOK)
+
+
+@functools.lru_cache(maxsize=1)
+def _small_set():
+    return make_synthetic_reactions(24, seed=1)
+
+
+@functools.lru_cache(maxsize=1)
+def _fitted():
+    return SpecialistModel(k=3, max_iter=5).fit(_small_set().train)
+
+
+def _eval(**kw):
+    return EvalResult(**{**{k: np.ones(3) for k in ("top1", "top3", "executable", "centre", "well_formed")}, **kw})
+
+
+# (callable, kwargs, error, message fragment): each case returned a value, or failed with a low-level error deep in
+# RDKit / torch / sklearn, before the argument checks (checked against the code before them)
+BAD_INPUTS = [
+    (canonical_smiles, dict(smiles="CCO", what=3), TypeError, "what must be a string"),
+    (canonical_atom_order, dict(smiles=["CCO"]), TypeError, "must be a SMILES string"),
+    (reactant_set, dict(smiles=[]), ValueError, "empty"),
+    (reactant_set, dict(smiles=42), TypeError, "smiles must be"),
+    (ReactionTemplate, dict(name="x", retro=("not a smarts",), forward=TEMPLATES[0].forward, centre_maps=(1, 3)),
+     ValueError, "reaction SMARTS"),
+    (ReactionTemplate, dict(name="x", retro=TEMPLATES[0].retro, forward=TEMPLATES[0].forward, centre_maps=(1, 1)),
+     ValueError, "two different map numbers"),
+    (lambda **k: TEMPLATES[0].run_forward(**k), dict(reactants="CC(=O)O.N"), TypeError, "reactants must be a list"),
+    (lambda **k: TEMPLATES[0].run_forward(**k), dict(reactants=("CC(=O)O",)), ValueError, "takes 2 reactants"),
+    (Rationale, dict(template_id=-1, centre=(1, 3), reactants=_TRUTH), ValueError, "template_id"),
+    (Rationale, dict(template_id=0, centre=(1,), reactants=_TRUTH), TypeError, "centre must be two atom indices"),
+    (Rationale, dict(template_id=0, centre=(1, 3), reactants="CC(=O)O.N"), TypeError, "reactants must be a tuple"),
+    (retro_outcomes, dict(product=AMIDE, templates=()), TypeError, "templates must be a non-empty tuple"),
+    (verify_rationale, dict(product=AMIDE, rationale=(0, (1, 3), _TRUTH)), TypeError, "Rationale"),
+    (Reaction, dict(product=AMIDE, reactants=_TRUTH, template_id=0.5, centres=((1, 3),)), TypeError, "template_id"),
+    (Reaction, dict(product=AMIDE, reactants=_TRUTH, template_id=0, centres=(1, 3)), TypeError, "centres entry"),
+    (Stock, dict(in_catalogue=frozenset({"C"}), catalogue=frozenset(), decoy_fraction=0.2, seed=0), ValueError,
+     "subset"),
+    (Stock, dict(in_catalogue=frozenset(), catalogue=frozenset(), decoy_fraction=1.5, seed=0), ValueError,
+     "decoy_fraction"),
+    (ReactionSet, dict(train=["CCO"], test=[], stock=make_stock()), TypeError, "list of Reaction"),
+    (make_stock, dict(max_block_atoms=0), ValueError, "max_block_atoms"),
+    (building_blocks, dict(max_block_atoms=2.5), TypeError, "max_block_atoms"),
+    (make_synthetic_reactions, dict(n=10, templates=[]), TypeError, "templates"),
+    (make_synthetic_reactions, dict(n=10, max_product_atoms=0), ValueError, "max_product_atoms"),
+    (load_reaction_set, dict(n=10, stock_frac=0.5), ValueError, "unknown keys"),
+    (Candidate, dict(template_id=0, centre=(1, 3), reactants=_TRUTH, score=_NAN), ValueError, "score must be finite"),
+    (SpecialistModel, dict(k=0), ValueError, "decision-space size"),
+    (SpecialistModel, dict(max_iter=-5), ValueError, "max_iter"),
+    (lambda **k: SpecialistModel().fit(**k), dict(reactions=["CCO"]), TypeError, "Reaction objects"),
+    (lambda **k: SpecialistModel().decision_space(**k), dict(product=AMIDE), ValueError, "not fitted"),
+    (lambda **k: _fitted().decision_spaces(**k), dict(products=AMIDE), TypeError, "list of SMILES"),
+    (lambda **k: cross_fitted_decision_spaces(_small_set().train[:3], **k), dict(n_folds=5), ValueError, "n_folds"),
+    (lambda **k: cross_fitted_decision_spaces(_small_set().train, **k), dict(max_iters=3), ValueError,
+     "unknown keys"),
+    (Vocab, dict(k=0), ValueError, "Vocab.k"),
+    (build_tokenizer, dict(vocab=5), TypeError, "Vocab"),
+    (make_policy, dict(tokenizer=_TOK, hidden=30, heads=4), ValueError, "multiple of heads"),
+    (make_policy, dict(tokenizer="llama"), TypeError, "tokenizer"),
+    (ds_prompt, dict(cands=[Candidate(9, (1, 3), _TRUTH, 0.5)], stock=set()), ValueError, "template_id must be in"),
+    (ds_prompt, dict(cands=[_CAND], stock="CC(=O)O"), TypeError, "stock"),
+    (product_prompt, dict(product="C1CC(N"), ValueError, "invalid SMILES"),
+    (product_prompt, dict(product="C[C@H](N)C(=O)O"), ValueError, "lacks"),
+    (grounded_completion, dict(c=_CAND, k_index=7), ValueError, "k_index"),
+    (grounded_completion, dict(c=(0, (1, 3)), k_index=0), TypeError, "Candidate"),
+    (parse_completion, dict(text=None, with_answer=True), TypeError, "text"),
+    (parse_completion, dict(text="<t0> <eos>", with_answer="yes"), TypeError, "with_answer"),
+    (grammar_bias, dict(tokenizer=_TOK, decision_space=True, penalty=1e4), ValueError, "penalty must be a negative"),
+    (GrammarConstrainedLM, dict(model="llama", bias=torch.zeros(3, 3)), TypeError, "model"),
+    (GrammarConstrainedLM, dict(model=torch.nn.Linear(2, 2), bias=torch.zeros(5, 5), tokenizer=_TOK), ValueError,
+     "tokenizer has"),
+    (GrammarConstrainedLM, dict(model=torch.nn.Linear(2, 2), bias=torch.full((3, 3), _NAN)), ValueError, "NaN"),
+    (RewardWeights, dict(ground=-0.25), ValueError, "RewardWeights.ground"),
+    (RewardWeights, dict(ans=float("inf")), ValueError, "RewardWeights.ans"),
+    (Example, dict(reaction=AMIDE, cands=[], prompt="<bos> <sep>"), TypeError, "reaction must be a Reaction"),
+    (Example, dict(reaction=_RXN, cands=[], prompt=""), TypeError, "prompt"),
+    (KGPOConfig, dict(steps=0), ValueError, "steps"),
+    (KGPOConfig, dict(weights=(1.0, 1.0, 0.25)), TypeError, "RewardWeights"),
+    (KGPOTrainer, dict(model="llama", tokenizer=_TOK, cfg=KGPOConfig()), TypeError, "model"),
+    (KGPOTrainer, dict(model=torch.nn.Linear(2, 2), tokenizer=_TOK, cfg={"steps": 5}), TypeError, "KGPOConfig"),
+    (lambda **k: KGPOTrainer(_model(), _TOK, KGPOConfig(steps=1, prompts_per_step=1)).train(**k),
+     dict(examples=[_EX_NODS]), ValueError, "no example has a decision space"),
+    (kgpo_reward, dict(ex=_EX, text="<t0> <eos>", weights=(1.0, 1.0)), TypeError, "RewardWeights"),
+    (judge, dict(ex=AMIDE, text="<t0> <i1> <j3> <a0> <eos>"), TypeError, "Example"),
+    (execute, dict(product=AMIDE, template_id=0, centre=(1,)), TypeError, "centre"),
+    (execute, dict(product=AMIDE, template_id=0.0, centre=(1, 3)), TypeError, "template_id"),
+    (lambda **k: sft_train(_model(), _TOK, **k), dict(examples=[], steps=2), ValueError, "examples is empty"),
+    (lambda **k: sft_train(_model(), _TOK, **k), dict(examples=[_EX], steps=0), ValueError, "steps"),
+    (lambda **k: evaluate_policy(_model(), _TOK, **k), dict(examples=[_EX], n_samples=0), ValueError, "n_samples"),
+    (_eval, dict(top3=np.ones(2)), ValueError, "same length"),
+    (topk_exact_match, dict(preds="AB", truths=[("A",), ("B",)], k=1), TypeError, "preds must be a list"),
+    (topk_exact_match, dict(preds=[[]], truths=[("A",)], k=1.5), TypeError, "k must be an integer"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, error, fragment", BAD_INPUTS,
+                         ids=[f"{i}-{getattr(c[0], '__name__', 'fn')}" for i, c in enumerate(BAD_INPUTS)])
+def test_bad_inputs_raise(fn, kwargs, error, fragment):
+    with pytest.raises(error, match=fragment):
+        fn(**kwargs)
+
+
+def test_every_public_name_is_covered_by_a_bad_input_case():
+    import icml26.agents.retro_expert as pkg
+
+    covered = {getattr(c[0], "__name__", "") for c in BAD_INPUTS}
+    covered |= {"ReactionTemplate", "SpecialistModel", "cross_fitted_decision_spaces", "KGPOTrainer", "sft_train",
+                "evaluate_policy", "EvalResult",              # through lambdas / helpers above
+                "TEMPLATES", "TEMPLATE_NAMES"}                # constants
+    assert set(pkg.__all__) <= covered, sorted(set(pkg.__all__) - covered)
 
 
 # quick reproduction: structure only

@@ -20,6 +20,8 @@ from functools import lru_cache
 from rdkit import Chem, RDLogger
 from rdkit.Chem import AllChem
 
+from icml26.harness import validate as v
+
 RDLogger.DisableLog("rdApp.*")
 
 ReactantSet = tuple[str, ...]
@@ -64,6 +66,8 @@ def _canonical_and_order_cached(smiles: str) -> tuple[str, tuple[int, ...]] | No
 
 
 def _canonical_and_order(smiles: str, what: str) -> tuple[str, tuple[int, ...]]:
+    if not isinstance(what, str):
+        raise TypeError(f"what must be a string naming the molecule, got {v.describe(what)}")
     if not isinstance(smiles, str):
         raise TypeError(f"{what} must be a SMILES string, got {type(smiles).__name__}")
     out = _canonical_and_order_cached(smiles)
@@ -80,7 +84,11 @@ def _to_input(order: tuple[int, ...], centre: "Centre") -> "Centre":
 
 def reactant_set(smiles: "str | list[str] | tuple[str, ...]") -> ReactantSet:
     """Order-invariant canonical form of a reactant set ('A.B' or ['A', 'B']): sorted canonical SMILES."""
+    if not isinstance(smiles, (str, list, tuple)):
+        raise TypeError(f"smiles must be 'A.B' or a list of SMILES strings, got {v.describe(smiles)}")
     parts = smiles.split(".") if isinstance(smiles, str) else list(smiles)
+    if not parts or (isinstance(smiles, str) and not smiles.strip()):
+        raise ValueError("the reactant set is empty; pass at least one SMILES")
     return tuple(sorted(canonical_smiles(s, what="reactant") for s in parts))
 
 
@@ -103,6 +111,31 @@ class ReactionTemplate:
     forward: tuple[str, ...]
     centre_maps: tuple[int, int]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise TypeError(f"name must be a non-empty string, got {v.describe(self.name)}")
+        for field in ("retro", "forward"):
+            val = getattr(self, field)
+            if isinstance(val, str) or not isinstance(val, (tuple, list)) or not val:
+                raise TypeError(f"{field} must be a non-empty tuple of reaction SMARTS, got {v.describe(val)}")
+            for sm in val:
+                try:
+                    ok = isinstance(sm, str) and ">>" in sm and _rxn(sm) is not None
+                except Exception:   # RDKit raises several parse errors
+                    ok = False
+                if not ok:
+                    raise ValueError(f"{field} holds {sm!r}, not a reaction SMARTS RDKit can parse "
+                                     "('reactant patterns>>product patterns')")
+            object.__setattr__(self, field, tuple(val))
+        cm = self.centre_maps
+        if not (isinstance(cm, (tuple, list)) and len(cm) == 2):
+            raise TypeError(f"centre_maps must be two atom-map numbers, got {v.describe(cm)}")
+        for m in cm:
+            v.positive_int("centre_maps entry", m)
+        if cm[0] == cm[1]:
+            raise ValueError(f"centre_maps must name two different map numbers, got {tuple(cm)}")
+        object.__setattr__(self, "centre_maps", tuple(int(m) for m in cm))
+
     def apply(self, product: str) -> list[tuple[Centre, ReactantSet]]:
         """All (centre, reactant set) outcomes of the retro template on ``product`` (deduplicated, sorted). The
         centre's atom indices are those of ``product`` as given (RDKit's parse order of the caller's SMILES)."""
@@ -111,6 +144,11 @@ class ReactionTemplate:
 
     def run_forward(self, reactants: "tuple[str, ...] | list[str]") -> list[str]:
         """Canonical products of the forward template on the two reactants (either order), deduplicated."""
+        if isinstance(reactants, str) or not isinstance(reactants, (tuple, list)):
+            raise TypeError(f"reactants must be a list of SMILES (one per role), got {v.describe(reactants)}")
+        n_roles = _rxn(self.forward[0]).GetNumReactantTemplates()
+        if len(reactants) != n_roles:
+            raise ValueError(f"{self.name} takes {n_roles} reactants, got {len(reactants)}")
         mols = [_mol(r) for r in reactants]
         out: set[str] = set()
         for sm in self.forward:
@@ -201,11 +239,41 @@ class Rationale:
     centre: Centre
     reactants: ReactantSet
 
+    def __post_init__(self) -> None:
+        v.non_negative_int("template_id", self.template_id)
+        object.__setattr__(self, "centre", check_centre("centre", self.centre))
+        object.__setattr__(self, "reactants", check_reactants("reactants", self.reactants))
+
+
+def check_centre(name: str, centre) -> "Centre":
+    """Two non-negative atom indices (a tuple); ``TypeError`` / ``ValueError`` naming ``name`` otherwise."""
+    if isinstance(centre, str) or not isinstance(centre, (tuple, list)) or len(centre) != 2:
+        raise TypeError(f"{name} must be two atom indices (i, j), got {v.describe(centre)}")
+    return tuple(v.non_negative_int(f"{name} atom index", a) for a in centre)
+
+
+def check_reactants(name: str, reactants) -> "ReactantSet":
+    """A non-empty tuple of SMILES strings (not canonicalised here)."""
+    if isinstance(reactants, str) or not isinstance(reactants, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of SMILES strings, got {v.describe(reactants)}")
+    v.non_empty(name, reactants)
+    if not all(isinstance(r, str) for r in reactants):
+        raise TypeError(f"{name} must hold SMILES strings, got {v.describe(reactants)}")
+    return tuple(reactants)
+
+
+def _templates(templates) -> tuple[ReactionTemplate, ...]:
+    if not isinstance(templates, (tuple, list)) or not templates or not all(
+            isinstance(t, ReactionTemplate) for t in templates):
+        raise TypeError(f"templates must be a non-empty tuple of ReactionTemplate, got {v.describe(templates)}")
+    return tuple(templates)
+
 
 def retro_outcomes(product: str, templates: tuple[ReactionTemplate, ...] = TEMPLATES
                    ) -> list[tuple[int, Centre, ReactantSet]]:
     """Every (template id, centre, reactants) the templates produce on ``product``; ValueError names a bad SMILES.
     Centres are atom indices of ``product`` as given."""
+    templates = _templates(templates)
     smi, order = _canonical_and_order(product, "product")
     return [(t, _to_input(order, c), r) for t, tpl in enumerate(templates) for c, r in _apply(tpl, smi)]
 
@@ -215,6 +283,9 @@ def verify_rationale(product: str, rationale: Rationale, templates: tuple[Reacti
     """r_ground [B06]: True iff executing template ``rationale.template_id`` at ``rationale.centre`` on the
     product gives exactly ``rationale.reactants`` (as canonical, order-invariant sets). ``rationale.centre`` holds
     atom indices of ``product`` as given (RDKit's parse order of that SMILES)."""
+    if not isinstance(rationale, Rationale):
+        raise TypeError(f"rationale must be a Rationale(template_id, centre, reactants), got {v.describe(rationale)}")
+    templates = _templates(templates)
     smi, order = _canonical_and_order(product, "product")
     t = rationale.template_id
     if not (isinstance(t, int) and 0 <= t < len(templates)):

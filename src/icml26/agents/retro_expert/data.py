@@ -28,7 +28,20 @@ import numpy as np
 from rdkit import Chem, RDConfig
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
-from .chemistry import TEMPLATES, Centre, ReactantSet, ReactionTemplate, _rxn, _sanitised, retro_outcomes
+from icml26.harness import validate as v
+
+from .chemistry import (
+    TEMPLATES,
+    Centre,
+    ReactantSet,
+    ReactionTemplate,
+    _rxn,
+    _sanitised,
+    _templates,
+    check_centre,
+    check_reactants,
+    retro_outcomes,
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,15 @@ class Reaction:
     reactants: ReactantSet
     template_id: int
     centres: tuple[Centre, ...]     # every centre at which the true template gives the truth (symmetry)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.product, str) or not self.product.strip():
+            raise TypeError(f"product must be a SMILES string, got {v.describe(self.product)}")
+        object.__setattr__(self, "reactants", check_reactants("reactants", self.reactants))
+        v.non_negative_int("template_id", self.template_id)
+        if isinstance(self.centres, str) or not isinstance(self.centres, (tuple, list)):
+            raise TypeError(f"centres must be a tuple of (i, j) atom pairs, got {v.describe(self.centres)}")
+        object.__setattr__(self, "centres", tuple(check_centre("centres entry", c) for c in self.centres))
 
 
 @dataclass(frozen=True)
@@ -51,6 +73,15 @@ class Stock(Container):
     catalogue: frozenset[str]
     decoy_fraction: float
     seed: int
+
+    def __post_init__(self) -> None:
+        for name in ("in_catalogue", "catalogue"):
+            if not isinstance(getattr(self, name), (set, frozenset)):
+                raise TypeError(f"{name} must be a (frozen)set of SMILES, got {v.describe(getattr(self, name))}")
+        if not self.in_catalogue <= self.catalogue:
+            raise ValueError("in_catalogue must be a subset of catalogue (the drawn catalogue molecules)")
+        v.probability("decoy_fraction", self.decoy_fraction)
+        v.non_negative_int("seed", self.seed)
 
     def __contains__(self, smiles: object) -> bool:
         if not isinstance(smiles, str):
@@ -72,12 +103,24 @@ class ReactionSet:
     stock: Stock
     stats: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for name in ("train", "test"):
+            rs = getattr(self, name)
+            if not isinstance(rs, list) or not all(isinstance(r, Reaction) for r in rs):
+                raise TypeError(f"{name} must be a list of Reaction, got {v.describe(rs)}")
+        if not isinstance(self.stock, Stock):
+            raise TypeError(f"stock must be a Stock (make_stock(...)), got {v.describe(self.stock)}")
+
 
 # building blocks
 
-@lru_cache(maxsize=4)
 def building_blocks(max_block_atoms: int = 20) -> tuple[str, ...]:
     """Canonical, neutral largest fragments of RDKit's NCI sample with at most ``max_block_atoms`` heavy atoms."""
+    return _building_blocks(v.positive_int("max_block_atoms", max_block_atoms))
+
+
+@lru_cache(maxsize=4)
+def _building_blocks(max_block_atoms: int) -> tuple[str, ...]:
     path = os.path.join(RDConfig.RDDataDir, "NCI", "first_5K.smi")
     out: set[str] = set()
     with open(path) as fh:
@@ -127,12 +170,14 @@ def make_synthetic_reactions(n: int, *, seed: int = 0, test_fraction: float = 1 
     Templates are drawn uniformly; within a template, building blocks uniformly per role; among several
     outcomes (several reactive sites) one uniformly. Deterministic in ``seed``.
     """
-    if not isinstance(n, int) or n < 2:
-        raise ValueError(f"n must be an int >= 2 (number of reactions), got {n!r}")
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    if not (0.0 <= stock_fraction <= 1.0 and 0.0 <= decoy_fraction <= 1.0):
-        raise ValueError("stock_fraction and decoy_fraction must lie in [0, 1]")
+    n = v.positive_int("n (number of reactions)", n, minimum=2)
+    seed = v.non_negative_int("seed", seed)
+    v.probability("test_fraction", test_fraction, open_=True)
+    templates = _templates(templates)
+    v.positive_int("max_product_atoms", max_product_atoms)
+    v.positive_int("max_block_atoms", max_block_atoms)
+    v.probability("stock_fraction", stock_fraction)
+    v.probability("decoy_fraction", decoy_fraction)
     rng = np.random.default_rng(seed)
     roles = _block_roles(templates, max_block_atoms)
     reactions: list[Reaction] = []
@@ -191,8 +236,10 @@ def make_synthetic_reactions(n: int, *, seed: int = 0, test_fraction: float = 1 
 def make_stock(*, seed: int = 0, max_block_atoms: int = 20, stock_fraction: float = 0.7,
                decoy_fraction: float = 0.2) -> Stock:
     """The :class:`Stock` for ``seed``: ``stock_fraction`` of the catalogue (its own random stream) + hashed decoys."""
-    if not (0.0 <= stock_fraction <= 1.0 and 0.0 <= decoy_fraction <= 1.0):
-        raise ValueError("stock_fraction and decoy_fraction must lie in [0, 1]")
+    v.non_negative_int("seed", seed)
+    v.positive_int("max_block_atoms", max_block_atoms)
+    v.probability("stock_fraction", stock_fraction)
+    v.probability("decoy_fraction", decoy_fraction)
     catalogue = building_blocks(max_block_atoms)
     keep = np.random.default_rng([seed, 1]).random(len(catalogue)) < stock_fraction
     return Stock(frozenset(m for m, k in zip(catalogue, keep) if k), frozenset(catalogue), float(decoy_fraction),
@@ -208,6 +255,10 @@ def load_reaction_set(n: int, *, seed: int = 0, **kwargs) -> ReactionSet:
 
     from icml26.testbeds.cache import load_cached
 
+    v.positive_int("n (number of reactions)", n, minimum=2)
+    v.non_negative_int("seed", seed)
+    v.keys("kwargs", kwargs, ("test_fraction", "templates", "max_product_atoms", "max_block_atoms",
+                              "stock_fraction", "decoy_fraction"))
     config = {"n": n, "seed": seed, "version": 3, **{k: v for k, v in sorted(kwargs.items()) if k != "templates"},
               "templates": [(t.name, t.retro, t.forward) for t in kwargs.get("templates", TEMPLATES)]}
 

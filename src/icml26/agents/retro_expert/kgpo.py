@@ -23,9 +23,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from icml26.harness import validate as v
 from icml26.testbeds.grpo import GRPOConfig, generate_with_logprobs, group_advantages, grpo_step, token_logprobs
 
-from .chemistry import TEMPLATES, Rationale, ReactantSet, _apply, _canonical_and_order, _to_input, verify_rationale
+from .chemistry import (
+    TEMPLATES,
+    Rationale,
+    ReactantSet,
+    _apply,
+    _canonical_and_order,
+    _to_input,
+    check_centre,
+    verify_rationale,
+)
 from .data import Reaction
 from .reasoner import grounded_completion, parse_completion
 from .specialist import Candidate
@@ -41,6 +51,10 @@ class RewardWeights:
     type: float = 0.25
     ground: float = 0.25
 
+    def __post_init__(self) -> None:
+        for name in ("fmt", "ans", "center", "type", "ground"):
+            v.non_negative(f"RewardWeights.{name}", getattr(self, name))
+
     @classmethod
     def answer_only(cls) -> "RewardWeights":
         return cls(center=0.0, type=0.0, ground=0.0)
@@ -53,6 +67,16 @@ class Example:
     reaction: Reaction
     cands: list[Candidate]
     prompt: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reaction, Reaction):
+            raise TypeError(f"reaction must be a Reaction, got {v.describe(self.reaction)}")
+        if not isinstance(self.cands, (list, tuple)) or not all(isinstance(c, Candidate) for c in self.cands):
+            raise TypeError(f"cands must be a list of Candidate (the decision space; [] without one), got "
+                            f"{v.describe(self.cands)}")
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise TypeError(f"prompt must be a non-empty string (ds_prompt / product_prompt), got "
+                            f"{v.describe(self.prompt)}")
 
 
 @dataclass
@@ -76,7 +100,9 @@ class Judged:
 def execute(product: str, template_id: int, centre: tuple[int, int]) -> ReactantSet | None:
     """The reactant set RDKit gives for (template, centre) on the product, or None when it does not execute.
     ``centre`` holds atom indices of ``product`` as given."""
-    if not 0 <= template_id < len(TEMPLATES):
+    template_id = v.non_negative_int("template_id", template_id)
+    centre = check_centre("centre", centre)
+    if template_id >= len(TEMPLATES):
         return None
     smi, order = _canonical_and_order(product, "product")
     want = (min(centre), max(centre))
@@ -86,6 +112,7 @@ def execute(product: str, template_id: int, centre: tuple[int, int]) -> Reactant
 
 def judge(ex: Example, text: str, *, decision_space: bool = True) -> Judged:
     """Score a completion ``text`` for example ``ex`` (all reward terms, unweighted)."""
+    _example(ex)
     p = parse_completion(text, with_answer=decision_space)
     if p is None or (decision_space and p.answer >= len(ex.cands)):
         return Judged(0.0, 0.0, 0.0, 0.0, 0.0, None)
@@ -103,10 +130,38 @@ def judge(ex: Example, text: str, *, decision_space: bool = True) -> Judged:
 def kgpo_reward(ex: Example, text: str, weights: RewardWeights = RewardWeights(), *,
                 decision_space: bool = True) -> float:
     """r = r_fmt + r_ans + 0.25 r_center + 0.25 r_type + 0.25 r_ground (weights configurable) [B06]."""
+    if not isinstance(weights, RewardWeights):
+        raise TypeError(f"weights must be RewardWeights(...), got {v.describe(weights)}")
     return judge(ex, text, decision_space=decision_space).total(weights)
 
 
 # helpers
+
+def _example(ex) -> None:
+    if not isinstance(ex, Example):
+        raise TypeError(f"ex must be an Example(reaction, cands, prompt), got {v.describe(ex)}")
+
+
+def _examples(examples, *, decision_space: bool) -> None:
+    if not isinstance(examples, (list, tuple)):
+        raise TypeError(f"examples must be a list of Example, got {v.describe(examples)}")
+    v.non_empty("examples", examples)
+    for e in examples:
+        _example(e)
+    if not isinstance(decision_space, bool):
+        raise TypeError(f"decision_space must be True or False, got {v.describe(decision_space)}")
+    if decision_space and all(not e.cands for e in examples):
+        raise ValueError("decision_space=True but no example has a decision space (cands); pass "
+                         "decision_space=False for product prompts")
+
+
+def _model_and_tokenizer(model, tokenizer) -> None:
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (GrammarConstrainedLM or a causal LM), got "
+                        f"{v.describe(model)}")
+    if not (callable(tokenizer) and hasattr(tokenizer, "convert_ids_to_tokens")):
+        raise TypeError(f"tokenizer must be the tokenizer from build_tokenizer(...), got {v.describe(tokenizer)}")
+
 
 def _encode(tok, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -131,19 +186,32 @@ class KGPOConfig:
     weights: RewardWeights = RewardWeights()
     decision_space: bool = True
 
+    def __post_init__(self) -> None:
+        v.positive_int("steps", self.steps)
+        v.positive_int("prompts_per_step", self.prompts_per_step)
+        if not isinstance(self.grpo, GRPOConfig):
+            raise TypeError(f"grpo must be a GRPOConfig, got {v.describe(self.grpo)}")
+        if not isinstance(self.weights, RewardWeights):
+            raise TypeError(f"weights must be RewardWeights(...), got {v.describe(self.weights)}")
+        if not isinstance(self.decision_space, bool):
+            raise TypeError(f"decision_space must be True or False, got {v.describe(self.decision_space)}")
+
 
 class KGPOTrainer:
     """Pure-RL GRPO on the KGPO reward [B06]. Counts samples and verifier (RDKit) calls for budget parity."""
 
     def __init__(self, model, tokenizer, cfg: KGPOConfig, *, seed: int = 0):
+        _model_and_tokenizer(model, tokenizer)
+        if not isinstance(cfg, KGPOConfig):
+            raise TypeError(f"cfg must be a KGPOConfig, got {v.describe(cfg)}")
+        seed = v.non_negative_int("seed", seed)
         self.model, self.tok, self.cfg, self.seed = model, tokenizer, cfg, seed
         self.history: list[dict] = []
         self.samples = 0            # completions sampled (budget parity)
         self.verifier_calls = 0     # RDKit executions of a stated rationale
 
     def train(self, examples: list[Example]) -> "KGPOTrainer":
-        if not examples:
-            raise ValueError("KGPO needs at least one training example")
+        _examples(examples, decision_space=self.cfg.decision_space)
         cfg, g = self.cfg, self.cfg.grpo
         gen = torch.Generator().manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
@@ -181,6 +249,10 @@ def sft_train(model, tokenizer, examples: list[Example], *, steps: int, batch_si
     (``decision_space=False``, the SFT-trained no-decision-space generator): on the true rationale
     ``<t_true> <i_a> <j_b> <eos>`` at the first true centre, read from the product prompt alone. Returns the loss
     per step."""
+    _model_and_tokenizer(model, tokenizer)
+    _examples(examples, decision_space=decision_space)
+    steps, batch_size = v.positive_int("steps", steps), v.positive_int("batch_size", batch_size)
+    lr, seed = v.positive("lr", lr), v.non_negative_int("seed", seed)
     if decision_space:
         data = [(e.prompt, grounded_completion(e.cands[k], k)) for e in examples
                 for k in [next((i for i, c in enumerate(e.cands) if c.reactants == e.reaction.reactants), None)]
@@ -238,6 +310,13 @@ class EvalResult:
     well_formed: np.ndarray   # [n] 0/1
     answers: list = field(default_factory=list)   # [n] greedy answer's reactant set (None when ill-formed)
 
+    def __post_init__(self) -> None:
+        arrays = {k: getattr(self, k) for k in ("top1", "top3", "executable", "centre", "well_formed")}
+        for k, a in arrays.items():
+            v.ndim(k, a, 1)
+            v.finite(k, a)
+        v.same_length(**arrays)
+
 
 @torch.no_grad()
 def evaluate_policy(model, tokenizer, examples: list[Example], *, decision_space: bool = True,
@@ -245,6 +324,10 @@ def evaluate_policy(model, tokenizer, examples: list[Example], *, decision_space
     """Greedy decoding gives top-1, executability and centre accuracy. Top-3: with a decision space, candidates
     ranked by log p(grounded completion | prompt), the greedy answer first; without, the distinct executable
     answers of greedy + ``n_samples`` samples ranked by sequence log-probability."""
+    _model_and_tokenizer(model, tokenizer)
+    _examples(examples, decision_space=decision_space)
+    n_samples, batch = v.positive_int("n_samples", n_samples), v.positive_int("batch", batch)
+    seed = v.non_negative_int("seed", seed)
     model.eval()
     res = {k: [] for k in ("top1", "top3", "executable", "centre", "well_formed")}
     answers = []

@@ -19,7 +19,20 @@ import numpy as np
 from rdkit import Chem
 from rdkit.Chem import rdFingerprintGenerator
 
-from .chemistry import TEMPLATES, Centre, ReactantSet, ReactionTemplate, _canonical_and_order, _to_input, retro_outcomes
+from icml26.harness import validate as v
+
+from .chemistry import (
+    TEMPLATES,
+    Centre,
+    ReactantSet,
+    ReactionTemplate,
+    _canonical_and_order,
+    _templates,
+    _to_input,
+    check_centre,
+    check_reactants,
+    retro_outcomes,
+)
 from .data import Reaction
 
 FP_BITS = 256
@@ -33,6 +46,12 @@ class Candidate:
     centre: Centre
     reactants: ReactantSet
     score: float
+
+    def __post_init__(self) -> None:
+        v.non_negative_int("template_id", self.template_id)
+        object.__setattr__(self, "centre", check_centre("centre", self.centre))
+        object.__setattr__(self, "reactants", check_reactants("reactants", self.reactants))
+        object.__setattr__(self, "score", v.finite_number("score", self.score))
 
 
 # helper functions
@@ -75,6 +94,15 @@ def _outcomes_and_features(product: str, templates: tuple[ReactionTemplate, ...]
     return outs, candidate_features(product, outs, len(templates))
 
 
+def _reactions(name: str, reactions) -> None:
+    if not isinstance(reactions, (list, tuple)):
+        raise TypeError(f"{name} must be a list of Reaction, got {v.describe(reactions)}")
+    v.non_empty(name, reactions)
+    bad = next((r for r in reactions if not isinstance(r, Reaction)), None)
+    if bad is not None:
+        raise TypeError(f"{name} must hold Reaction objects (load_reaction_set(...).train), got {v.describe(bad)}")
+
+
 # main class
 
 class SpecialistModel:
@@ -85,15 +113,17 @@ class SpecialistModel:
 
     def __init__(self, k: int = 5, *, hidden: int = 64, max_iter: int = 60, random_state: int = 0,
                  templates: tuple[ReactionTemplate, ...] = TEMPLATES):
+        v.positive_int("k (decision-space size)", k)
+        v.positive_int("hidden", hidden)
+        v.positive_int("max_iter", max_iter)
+        v.non_negative_int("random_state", random_state)
+        templates = _templates(templates)
         self.k, self.hidden, self.max_iter, self.random_state, self.templates = k, hidden, max_iter, random_state, templates
 
     def fit(self, reactions: list[Reaction]) -> "SpecialistModel":
         from sklearn.neural_network import MLPClassifier
 
-        if not reactions:
-            raise ValueError("fit needs at least one Reaction")
-        if not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"k must be a positive int (decision-space size), got {self.k!r}")
+        _reactions("reactions", reactions)
         xs, ys = [], []
         for r in reactions:
             outs, feats = _outcomes_and_features(r.product, self.templates)
@@ -121,11 +151,10 @@ class SpecialistModel:
 
     def decision_spaces(self, products: list[str], k: int | None = None) -> list[list[Candidate]]:
         """:meth:`decision_space` for many products with one batched MLP call."""
-        if not hasattr(self, "mlp_"):
-            raise RuntimeError("SpecialistModel is not fitted; call fit(train_reactions) first")
-        k = self.k if k is None else k
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be a positive int, got {k!r}")
+        v.require_fitted(self, "mlp_", fit="fit(train_reactions)")
+        k = self.k if k is None else v.positive_int("k", k)
+        if isinstance(products, str) or not isinstance(products, (list, tuple)):
+            raise TypeError(f"products must be a list of SMILES strings, got {v.describe(products)}")
         canon = [_canonical_and_order(p, "product") for p in products]
         smis = [c for c, _ in canon]
         pairs = [_outcomes_and_features(s, self.templates) for s in smis]
@@ -152,8 +181,12 @@ def cross_fitted_decision_spaces(reactions: list[Reaction], *, n_folds: int = 2,
     """Out-of-fold decision spaces for the reasoner's training reactions: each fold's D(P) comes from a specialist
     fitted on the other folds, so the reasoner trains on scores as honest as the ones it sees at test time
     (a specialist scoring its own training data is over-confident). Our choice, standard stacking practice."""
-    if n_folds < 2:
-        raise ValueError(f"n_folds must be >= 2, got {n_folds}")
+    _reactions("reactions", reactions)
+    n_folds = v.positive_int("n_folds", n_folds, minimum=2)
+    if n_folds > len(reactions):
+        raise ValueError(f"n_folds ({n_folds}) cannot exceed the number of reactions ({len(reactions)})")
+    v.non_negative_int("seed", seed)
+    v.keys("params", params, ("k", "hidden", "max_iter", "templates"))
     fold = np.random.default_rng(seed).permutation(len(reactions)) % n_folds
     out: list[list[Candidate]] = [[] for _ in reactions]
     for f in range(n_folds):
