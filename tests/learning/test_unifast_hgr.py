@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 import time
 
 import pytest
@@ -21,6 +23,7 @@ from icml26.learning.unifast_hgr import (
     info_nce_loss,
     loglog_slope,
     optfast_hgr,
+    rademacher_probes,
     soft_hgr,
     unifast_hgr,
     whitened_hgr,
@@ -365,3 +368,57 @@ def test_reproduce_quick_is_well_formed():
     assert status["Soft-HGR (covariance form)"].startswith("DNF")
     assert status["DCCA / whitened HGR (covariance form)"].startswith("DNF")
     assert status["DCCA / whitened HGR (Gram form)"] == "ok" and status["Soft-HGR (Gram form)"] == "ok"
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    gen = torch.Generator().manual_seed(0)
+    f, g = torch.randn(8, 4, generator=gen), torch.randn(8, 4, generator=gen)
+    nan, inf = math.nan, math.inf
+    soft = {"a": soft_hgr}
+    return [
+        (lambda: cosine_features(f * nan), ValueError, "x has 32 NaN"),                               # silent
+        (lambda: cosine_features([[1.0, 2.0]]), TypeError, "floating-point torch.Tensor"),             # AttributeError
+        (lambda: cosine_features(torch.randn(5)), ValueError, "x must have 2 dimensions"),             # IndexError
+        (lambda: cosine_features(torch.zeros(0, 3)), ValueError, "x is empty"),                        # silent
+        (lambda: cosine_features(f, eps=-1.0), ValueError, "eps must be > 0"),                         # silent
+        (lambda: rademacher_probes(0, 3, like=f), ValueError, "rows must be a positive int"),          # silent
+        (lambda: rademacher_probes(3, -1, like=f), ValueError, "num_probes must be a positive int"),   # RuntimeError
+        (lambda: rademacher_probes(3, 2, like=[1]), TypeError, "like must be a floating-point"),       # AttributeError
+        (lambda: rademacher_probes(3, 2, like=f, generator=3), TypeError, "generator must be a torch.Generator"),
+        (lambda: unifast_hgr(f, g, lam=inf), ValueError, "lam must be a finite non-negative number"),   # -inf
+        (lambda: unifast_hgr(f, g, center="no"), TypeError, "center must be True or False"),           # silent
+        (lambda: optfast_hgr(f, g, tss="no"), TypeError, "tss must be True or False"),                 # silent
+        (lambda: optfast_hgr(f, g, num_probes=0), ValueError, "num_probes must be a positive int"),
+        (lambda: soft_hgr(f * nan, g), ValueError, "f and g must be finite"),
+        (lambda: soft_hgr(f, g, form="x"), ValueError, "unknown form 'x'"),
+        (lambda: canonical_correlations(f, g, ridge=inf), ValueError, "ridge must be a finite positive"),  # LinAlgError
+        (lambda: whitened_hgr(f, g, k=100), ValueError, "k=100 exceeds the number of batch canonical"),  # silent
+        (lambda: info_nce_loss(f, g, tau=inf), ValueError, "tau must be a finite positive temperature"),  # silent
+        (lambda: UniFastHGRLoss(center="x"), TypeError, "center must be True or False"),               # silent
+        (lambda: OptFastHGRLoss(generator=3), TypeError, "generator must be a torch.Generator"),        # silent
+        (lambda: OptFastHGRLoss()(f * nan, g), ValueError, "f and g must be finite"),
+        (lambda: SoftHGRLoss(form="y"), ValueError, "unknown form 'y'"),
+        (lambda: DCCALoss(ridge=inf), ValueError, "ridge must be a finite positive"),                  # silent
+        (lambda: InfoNCELoss(inf), ValueError, "tau must be a finite positive temperature"),           # silent
+        (lambda: benchmark_loss_scaling({"a": 3}, m=4, Ks=[2]), TypeError, "not callable: ['a']"),
+        (lambda: benchmark_loss_scaling(soft, m=4, Ks=[2], reps="a"), TypeError, "reps must be an integer"),
+        (lambda: benchmark_loss_scaling(soft, m=4, Ks=[2.7]), TypeError, "each K in Ks must be an integer"),  # silent
+        (lambda: benchmark_loss_scaling(soft, m=4, Ks=[2], dtype=torch.long), TypeError,
+         "dtype must be a floating-point torch.dtype"),                                                # NotImplementedError
+        (lambda: benchmark_loss_scaling(soft, m=4, Ks=[2], reps=1.5), TypeError, "reps must be an integer"),  # silent
+        (lambda: benchmark_loss_scaling(soft, m=4, Ks=[2], time_cap_s=inf), ValueError, "time_cap_s > 0"),
+        (lambda: loglog_slope([1, 2, 3], [1, 2]), ValueError, "Ks has 3, times has 2"),                # silent
+        (lambda: loglog_slope([-1, 2, 3], [1, 2, 3]), ValueError, "Ks must be positive"),              # silent
+        (lambda: loglog_slope([1, nan, 3], [1, 2, 3]), ValueError, "Ks has 1 NaN"),                    # silent
+        (lambda: loglog_slope([1, 2, 3], [1, 2, 3], k_min=nan), ValueError, "k_min must be finite"),   # nan
+    ]
+
+
+@pytest.mark.parametrize("case", range(34))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 34
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from icml26.harness import validate as v
+
 LossFn = Callable[[Tensor, Tensor], Tensor]
 Clock = Literal["wall", "cpu"]
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
@@ -51,15 +53,26 @@ def benchmark_loss_scaling(
     clock="cpu" measures process CPU time (``time.process_time``) instead of wall time: with one torch thread
     it is the compute cost, unaffected by other processes sharing the CPU (the cap then applies to CPU time).
     """
+    if not isinstance(losses, Mapping):
+        raise TypeError(f"losses must be a mapping name -> loss(f, g), got {v.describe(losses)}")
     if not losses:
         raise ValueError("losses must name at least one loss")
-    Ks = [int(k) for k in Ks]
-    if not Ks or any(k < 1 for k in Ks) or Ks != sorted(Ks):
+    not_callable = [name for name, loss in losses.items() if not callable(loss)]
+    if not_callable:
+        raise TypeError(f"losses must map names to callables loss(f, g) -> scalar; not callable: {not_callable}")
+    if isinstance(Ks, (str, bytes)) or not hasattr(Ks, "__iter__"):
+        raise TypeError(f"Ks must be a sequence of positive ints, got {v.describe(Ks)}")
+    Ks = [v.positive_int("each K in Ks", k) for k in Ks]
+    if not Ks or Ks != sorted(Ks):
         raise ValueError(f"Ks must be a non-empty ascending list of positive ints, got {Ks}")
-    if not isinstance(m, int) or m < 2:
+    if not isinstance(m, int) or isinstance(m, bool) or m < 2:
         raise ValueError(f"m must be an int >= 2, got {m!r}")
-    if reps < 1 or warmup < 0 or not time_cap_s > 0:
-        raise ValueError("need reps >= 1, warmup >= 0 and time_cap_s > 0")
+    reps, warmup = v.positive_int("reps", reps), v.non_negative_int("warmup", warmup)
+    if not isinstance(time_cap_s, (int, float)) or isinstance(time_cap_s, bool) or not 0 < time_cap_s < math.inf:
+        raise ValueError(f"need time_cap_s > 0 (finite seconds), got {time_cap_s!r}")
+    v.non_negative_int("seed", seed)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     if clock not in CLOCKS:
         raise ValueError(f"unknown clock {clock!r}; use 'wall' or 'cpu'")
     tick = CLOCKS[clock]
@@ -117,7 +130,19 @@ def _projected_time(rec: dict[str, list], K: int) -> float:
 
 
 def loglog_slope(Ks: Sequence[float], times: Sequence[float], *, k_min: float = 0.0) -> float:
-    """Least-squares slope of log(time) against log(K) over finite times with K >= k_min (NaN if < 2 points)."""
+    """Least-squares slope of log(time) against log(K) over finite times with K >= k_min (NaN if < 2 points).
+
+    ``Ks`` must be finite and positive; ``times`` may hold NaN (a loss that did not finish), which is skipped.
+    """
+    if isinstance(Ks, (str, bytes)) or isinstance(times, (str, bytes)):
+        raise TypeError("Ks and times must be sequences of numbers, not strings")
+    Ks_arr = v.finite("Ks", Ks)
+    v.ndim("Ks", Ks_arr, 1)
+    times_arr = np.asarray(v.ndim("times", times, 1), dtype=float)
+    v.same_length(Ks=Ks_arr, times=times_arr)
+    if len(Ks_arr) and float(np.min(Ks_arr)) <= 0:
+        raise ValueError(f"Ks must be positive (log scale), got a minimum of {float(np.min(Ks_arr))}")
+    k_min = v.finite_number("k_min", k_min)
     pts = [(k, t) for k, t in zip(Ks, times) if k >= k_min and math.isfinite(t) and t > 0]
     if len(pts) < 2:
         return math.nan

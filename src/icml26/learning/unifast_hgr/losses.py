@@ -31,11 +31,14 @@ Rademacher probes Omega in {+-1}^{m x s}: unbiased, O(m K s) time, no m x m matr
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
 import torch.nn.functional as fn
 from torch import Tensor, nn
+
+from icml26.harness import validate as v
 
 Penalty = Literal["cross", "within"]
 _PENALTIES = ("cross", "within")
@@ -74,9 +77,35 @@ def _check_pair(f: Tensor, g: Tensor, *, same_dim: bool = True) -> None:
         raise ValueError("f and g must be finite; found NaN or inf (check the encoder's outputs)")
 
 
-def _check_options(lam: float, penalty: str) -> None:
-    if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not lam >= 0:
-        raise ValueError(f"lam must be a non-negative number, got {lam!r}")
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_generator(generator: object) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
+def _check_ridge(ridge: object) -> None:
+    if not _is_number(ridge) or not ridge > 0:
+        raise ValueError(f"ridge must be a finite positive number (whitening needs it when K >= m), got {ridge!r}")
+
+
+def _check_tau(tau: object) -> None:
+    if not _is_number(tau) or not tau > 0:
+        raise ValueError(f"tau must be a finite positive temperature, got {tau!r}")
+
+
+def _check_options(lam: float, penalty: str, center: object = True, tss: object = True) -> None:
+    if not _is_number(lam) or not lam >= 0:
+        raise ValueError(f"lam must be a finite non-negative number, got {lam!r}")
+    _check_flag("center", center)
+    _check_flag("tss", tss)
     if penalty not in _PENALTIES:
         raise ValueError(f"unknown penalty {penalty!r}; choose 'cross' (Soft-HGR's term) or 'within'")
 
@@ -107,6 +136,18 @@ def cosine_features(x: Tensor, *, center: bool = True, eps: float = 1e-8) -> Ten
 
     f_hat_i = (f_i - mean_j f_j) / max(||f_i - mean_j f_j||, eps).
     """
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point torch.Tensor of shape (m, K), got {v.describe(x)}")
+    v.ndim("x", x, 2)
+    v.non_empty("x", x)
+    v.finite("x", x)
+    _check_flag("center", center)
+    v.positive("eps", eps)
+    return _cosine_features(x, center=center, eps=eps)
+
+
+def _cosine_features(x: Tensor, *, center: bool = True, eps: float = 1e-8) -> Tensor:
+    """cosine_features without the argument checks (the scores have checked f and g already)."""
     if center:
         x = x - x.mean(dim=0, keepdim=True)
     return x / x.norm(dim=1, keepdim=True).clamp_min(eps)
@@ -140,8 +181,8 @@ def unifast_hgr(
     """
     _check_pair(f, g)
     _check_min_features(f)
-    _check_options(lam, penalty)
-    fh, gh = cosine_features(f, center=center), cosine_features(g, center=center)
+    _check_options(lam, penalty, center, tss)
+    fh, gh = _cosine_features(f, center=center), _cosine_features(g, center=center)
     align = (fh * gh).sum(dim=1)  # S_ii, O(mK)
     if penalty == "cross":
         total = (fh @ gh.T).square().sum()  # ||F_hat G_hat^T||_F^2, O(m^2 K)
@@ -156,6 +197,12 @@ def rademacher_probes(
     rows: int, num_probes: int, *, like: Tensor, generator: torch.Generator | None = None
 ) -> Tensor:
     """Omega in {-1, +1}^{rows x num_probes} with E[Omega Omega^T] = num_probes * I (Hutchinson probes)."""
+    _check_positive_int("rows", rows)
+    _check_positive_int("num_probes", num_probes)
+    if not isinstance(like, Tensor) or not like.is_floating_point():
+        raise TypeError(f"like must be a floating-point torch.Tensor (its dtype and device are used), "
+                        f"got {v.describe(like)}")
+    _check_generator(generator)
     bits = torch.randint(0, 2, (rows, num_probes), generator=generator, device=like.device)
     return bits.to(like.dtype).mul_(2).sub_(1)
 
@@ -181,11 +228,10 @@ def optfast_hgr(
     """
     _check_pair(f, g)
     _check_min_features(f)
-    _check_options(lam, penalty)
+    _check_options(lam, penalty, center, tss)
     _check_positive_int("num_probes", num_probes)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    fh, gh = cosine_features(f, center=center), cosine_features(g, center=center)
+    _check_generator(generator)
+    fh, gh = _cosine_features(f, center=center), _cosine_features(g, center=center)
     align = (fh * gh).sum(dim=1)
     if penalty == "cross":
         omega = rademacher_probes(f.shape[0], num_probes, like=f, generator=generator)
@@ -284,8 +330,7 @@ def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3, form: F
     """
     _check_pair(f, g, same_dim=False)
     _check_form(form)
-    if not isinstance(ridge, (int, float)) or isinstance(ridge, bool) or not ridge > 0:
-        raise ValueError(f"ridge must be a positive number (whitening needs it when K >= m), got {ridge!r}")
+    _check_ridge(ridge)
     f0, g0 = f - f.mean(dim=0, keepdim=True), g - g.mean(dim=0, keepdim=True)
     r = min(f.shape[1], g.shape[1], f.shape[0] - 1)
     if form == "gram":
@@ -299,14 +344,18 @@ def whitened_hgr(f: Tensor, g: Tensor, *, k: int | None = None, ridge: float = 1
     (k=None: all of them, i.e. the trace norm of T); ``form`` as in :func:`canonical_correlations`."""
     if k is not None:
         _check_positive_int("k", k)
+        _check_pair(f, g, same_dim=False)
+        r = min(f.shape[1], g.shape[1], f.shape[0] - 1)
+        if k > r:
+            raise ValueError(f"k={k} exceeds the number of batch canonical correlations r = min(K_f, K_g, m - 1) "
+                             f"= {r}; use k <= {r} or k=None (all of them)")
     return canonical_correlations(f, g, ridge=ridge, form=form)[:k].sum()
 
 
 def info_nce_loss(f: Tensor, g: Tensor, *, tau: float = 0.1) -> Tensor:
     """Symmetric InfoNCE (CLIP) loss: mean of the cross-entropies of cos(f_i, g_j)/tau over rows and columns."""
     _check_pair(f, g)
-    if not isinstance(tau, (int, float)) or isinstance(tau, bool) or not tau > 0:
-        raise ValueError(f"tau must be a positive temperature, got {tau!r}")
+    _check_tau(tau)
     logits = fn.normalize(f, dim=1) @ fn.normalize(g, dim=1).T / tau
     labels = torch.arange(f.shape[0], device=f.device)
     return 0.5 * (fn.cross_entropy(logits, labels) + fn.cross_entropy(logits.T, labels))
@@ -320,7 +369,7 @@ class UniFastHGRLoss(nn.Module):
 
     def __init__(self, lam: float = 1.0, *, center: bool = True, tss: bool = True, penalty: Penalty = "cross") -> None:
         super().__init__()
-        _check_options(lam, penalty)
+        _check_options(lam, penalty, center, tss)
         self.lam, self.center, self.tss, self.penalty = lam, center, tss, penalty
 
     def forward(self, f: Tensor, g: Tensor) -> Tensor:
@@ -345,7 +394,8 @@ class OptFastHGRLoss(nn.Module):
     ) -> None:
         super().__init__()
         _check_positive_int("num_probes", num_probes)
-        _check_options(lam, penalty)
+        _check_options(lam, penalty, center, tss)
+        _check_generator(generator)
         self.num_probes, self.lam, self.center, self.tss, self.penalty = num_probes, lam, center, tss, penalty
         self.generator = generator
 
@@ -379,8 +429,7 @@ class DCCALoss(nn.Module):
         super().__init__()
         if k is not None:
             _check_positive_int("k", k)
-        if not isinstance(ridge, (int, float)) or isinstance(ridge, bool) or not ridge > 0:
-            raise ValueError(f"ridge must be a positive number, got {ridge!r}")
+        _check_ridge(ridge)
         _check_form(form)
         self.k, self.ridge, self.form = k, ridge, form
 
@@ -396,8 +445,7 @@ class InfoNCELoss(nn.Module):
 
     def __init__(self, tau: float = 0.1) -> None:
         super().__init__()
-        if not isinstance(tau, (int, float)) or isinstance(tau, bool) or not tau > 0:
-            raise ValueError(f"tau must be a positive temperature, got {tau!r}")
+        _check_tau(tau)
         self.tau = tau
 
     def forward(self, f: Tensor, g: Tensor) -> Tensor:
