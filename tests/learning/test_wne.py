@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -255,7 +257,10 @@ def test_validation_errors():
         NormEquivariantWrapper(bb, check_finite=True)(x)
     with pytest.raises(ValueError, match="NaN"):
         ScaleEquivariantWrapper(bb, check_finite=True)(x)
-    assert torch.isnan(w(x)).any()  # opt-in: without the scan NaN propagates, no error and no device sync
+    with pytest.raises(ValueError, match="NaN"):  # our backbones scan their input in eager mode
+        w(x)
+    # the wrapper's own scan is opt-in: around a backbone that does not scan, NaN propagates (no device sync)
+    assert torch.isnan(NormEquivariantWrapper(nn.Identity())(x)).any()
     with pytest.raises(TypeError, match="floating"):
         w(torch.ones(2, 1, 4, 4, dtype=torch.int64))
     with pytest.raises(TypeError, match="Tensor"):
@@ -398,3 +403,71 @@ def test_tiled_forward_stitches_and_keeps_ne():
         tiled_forward(w, x, tile=32)
     with pytest.raises(ValueError, match="overlap"):
         tiled_forward(w, x, tile=8, overlap=8)
+
+
+# --- issue "Reliability": every public entry point refuses bad input with a clear ValueError / TypeError
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.learning.wne as W
+
+    nan = float("nan")
+    x = torch.randn(2, 1, 8, 8)
+    xn = x.clone()
+    xn[0, 0, 0, 0] = nan
+    bb = W.make_dncnn(2, 4)
+    long = torch.ones(1, 1, 8, 8, dtype=torch.long)
+    return [
+        (lambda: W.AffineConv2d(0, 2), ValueError, "in_channels must be a positive int"),
+        (lambda: W.AffineConv2d(1, 2)(torch.randn(2, 3, 8, 8)), ValueError, "must have 1 channels"),  # RuntimeError
+        (lambda: W.AffineConv2d(1, 2)(xn), ValueError, "x has 1 NaN or infinite"),                # silent NaN
+        (lambda: W.AffineConv2d(1, 2)([1.0]), TypeError, "x must be a torch.Tensor"),               # torch TypeError
+        (lambda: W.AffineConv2d(1, 2)(torch.randn(1, 8, 8)), ValueError, "at least 4 dimensions"),  # was silent
+        (lambda: W.AffineConv2d(1, 2, 5)(torch.randn(1, 1, 2, 2)), ValueError, "reflect padding of 2"),
+        (lambda: W.SortPool()([1, 2]), TypeError, "x must be a torch.Tensor"),                      # AttributeError
+        (lambda: W.SortPool()(torch.full((1, 2, 2, 2), nan)), ValueError, "NaN"),                   # silent NaN
+        (lambda: W.SortPool()(torch.randn(2, 3, 4, 4)), ValueError, "even number of channels"),
+        (lambda: W.AffineResidual(nan), ValueError, "alpha must be finite"),                        # was silent
+        (lambda: W.AffineResidual()([1], [1]), TypeError, "x must be a torch.Tensor"),              # AttributeError
+        (lambda: W.AffineResidual()(xn, x), ValueError, "x has 1 NaN"),                             # silent NaN
+        (lambda: W.AffineResidual()(x, x[:1]), ValueError, "equal shapes"),
+        (lambda: W.DnCNN(width=0), ValueError, "width must be an int >= 1"),
+        (lambda: W.DnCNN()(xn), ValueError, "y has 1 NaN"),                                         # silent NaN
+        (lambda: W.DnCNN()(long), TypeError, "floating-point"),                                     # RuntimeError
+        (lambda: W.DnCNN()(torch.randn(0, 1, 8, 8)), ValueError, "empty"),                          # was silent
+        (lambda: W.DnCNN(mode="norm_equiv")(torch.randn(1, 1, 1, 1)), ValueError, "reflect padding"),  # RuntimeError
+        (lambda: W.make_dncnn(0), ValueError, "depth must be an int >= 2"),
+        (lambda: W.make_dncnn(mode="norm_equiv", width=3), ValueError, "even width"),
+        (lambda: W.TinyDenoisingTransformer(mlp_ratio=0), ValueError, "mlp_ratio must be an int >= 1"),
+        (lambda: W.TinyDenoisingTransformer()(xn), ValueError, "y has 1 NaN"),                      # silent NaN
+        (lambda: W.TinyDenoisingTransformer()(long), TypeError, "floating-point"),                  # RuntimeError
+        (lambda: W.NormEquivariantWrapper(lambda t: t), TypeError, "backbone must be a torch.nn.Module"),
+        (lambda: W.NormEquivariantWrapper(bb, min_std=nan), ValueError, "min_std"),
+        (lambda: W.NormEquivariantWrapper(bb, check_finite=True)(xn), ValueError, "NaN"),
+        (lambda: W.NormEquivariantWrapper(bb, reduce_dims=(7,))(x), ValueError, "outside the input's 4"),  # wrapped
+        (lambda: W.NormEquivariantWrapper(bb).normalize([1.0]), TypeError, "y must be a torch.Tensor"),   # Attr.Error
+        (lambda: W.ScaleEquivariantWrapper(3), TypeError, "backbone must be a torch.nn.Module"),
+        (lambda: W.ScaleEquivariantWrapper(bb, reduce_dims=(7,))(x), ValueError, "outside the input's 4"),
+        (lambda: W.ScaleEquivariantWrapper(nn.Conv2d(1, 2, 1))(x), ValueError, "shaped like its input"),  # was silent
+        (lambda: W.tiled_forward(3, x, 4), TypeError, "model must be a callable"),                  # 'int' not callable
+        (lambda: W.tiled_forward(bb, xn, 4), ValueError, "NaN"),                                    # was silent
+        (lambda: W.tiled_forward(lambda t: t[:, :, :2], x, 4), ValueError, "same shape"),           # RuntimeError
+        (lambda: W.tiled_forward(bb, x, 0), ValueError, "tile must be between 1"),
+        (lambda: W.ne_defect(3, x, 2.0, 0.3), TypeError, "model must be a callable"),              # 'int' not callable
+        (lambda: W.ne_defect(lambda t: t.sum(), x, 2.0, 0.3), ValueError, "same batch size"),          # was silent
+        (lambda: W.ne_defect(lambda t: t * nan, x, 2.0, 0.3), ValueError, "model's output f(x)"),   # returned nan
+        (lambda: W.ne_defect(bb, x, 0.0, 0.3), ValueError, "a must be > 0"),
+        (lambda: W.time_forward({}, x), TypeError, "non-empty mapping"),
+        (lambda: W.time_forward(bb, x, "5"), TypeError, "n_iter must be an integer"),               # '<' TypeError
+        (lambda: W.time_forward(bb, x, 2, -1), ValueError, "warmup must be an integer >= 0"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(42))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 42
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

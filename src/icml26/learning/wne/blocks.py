@@ -18,6 +18,32 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from icml26.harness import validate as v
+
+# helper functions
+
+
+def check_tensor(x: object, name: str, *, min_ndim: int = 2, channels: int | None = None) -> Tensor:
+    """A non-empty floating-point tensor with a batch axis (``channels`` on axis 1 when given) and no NaN/inf.
+
+    The finite scan is skipped while ``torch.compile`` traces the module (it would be a graph break), so a
+    compiled model keeps one graph; eager calls, the ones a user makes with their own data, are scanned.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {v.describe(x)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}; call .float() first")
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions (N, C, ...), got shape {tuple(x.shape)}")
+    if channels is not None and x.shape[1] != channels:
+        raise ValueError(f"{name} must have {channels} channels on axis 1, i.e. shape (N, {channels}, H, W), "
+                         f"got shape {tuple(x.shape)}")
+    if x.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(x.shape)})")
+    if not torch.compiler.is_compiling():
+        v.finite(name, x)
+    return x
+
 
 class AffineConv2d(nn.Module):
     """Bias-free 2-D convolution with kernels that sum to 1 per output channel (stride 1, 'same' size).
@@ -31,9 +57,10 @@ class AffineConv2d(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, *,
                  padding_mode: str = "reflect") -> None:
         super().__init__()
-        for name, v in (("in_channels", in_channels), ("out_channels", out_channels), ("kernel_size", kernel_size)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels),
+                            ("kernel_size", kernel_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         if kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be odd for 'same' padding, got {kernel_size}")
         if padding_mode not in ("reflect", "replicate", "circular"):
@@ -52,7 +79,13 @@ class AffineConv2d(nn.Module):
         return (w.roll(1, dims=1) - w + 1.0 / w.shape[1]).view_as(self.weight)
 
     def forward(self, x: Tensor) -> Tensor:
+        check_tensor(x, "x", min_ndim=4, channels=self.in_channels)
+        if x.ndim != 4:
+            raise ValueError(f"x must be shaped (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
         p = self.kernel_size // 2
+        if self.padding_mode == "reflect" and min(x.shape[-2:]) <= p:
+            raise ValueError(f"reflect padding of {p} needs H and W > {p}, got {tuple(x.shape[-2:])}; "
+                             "use a larger image or padding_mode='replicate'")
         return F.conv2d(F.pad(x, (p, p, p, p), mode=self.padding_mode), self.kernel)
 
     def extra_repr(self) -> str:
@@ -64,7 +97,8 @@ class SortPool(nn.Module):
     """NE activation: (x_{2i}, x_{2i+1}) -> (min, max) over channel pairs; needs an even channel count."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.ndim < 2 or x.shape[1] % 2:
+        check_tensor(x, "x")
+        if x.shape[1] % 2:
             raise ValueError(f"SortPool needs an even number of channels on axis 1, got shape {tuple(x.shape)}")
         u, v = x.unflatten(1, (x.shape[1] // 2, 2)).unbind(2)
         # min(u, v) = u - relu(u - v), max(u, v) = v + relu(u - v): one ReLU, ~4x faster backward than
@@ -78,9 +112,11 @@ class AffineResidual(nn.Module):
 
     def __init__(self, alpha: float = 0.5) -> None:
         super().__init__()
-        self.alpha = nn.Parameter(torch.tensor(float(alpha)))
+        self.alpha = nn.Parameter(torch.tensor(v.finite_number("alpha", alpha)))
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        check_tensor(x, "x", min_ndim=1)
+        check_tensor(y, "y", min_ndim=1)
         if x.shape != y.shape:
             raise ValueError(f"AffineResidual needs equal shapes, got {tuple(x.shape)} and {tuple(y.shape)}")
         return self.alpha * x + (1 - self.alpha) * y

@@ -22,7 +22,7 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .blocks import AffineConv2d, AffineResidual, SortPool
+from .blocks import AffineConv2d, AffineResidual, SortPool, check_tensor
 
 DnCNNMode = Literal["ordinary", "bias_free", "norm_equiv"]
 
@@ -36,10 +36,9 @@ def _positive_int(v: object, name: str, minimum: int = 1) -> int:
 
 
 def _check_nchw(x: object, channels: int) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
-    if x.ndim != 4 or x.shape[1] != channels:
-        raise ValueError(f"input must be shaped (N, {channels}, H, W), got {tuple(x.shape)}")
+    check_tensor(x, "y", min_ndim=4, channels=channels)
+    if x.ndim != 4:
+        raise ValueError(f"y must be shaped (N, {channels}, H, W), got {tuple(x.shape)}")
     return x
 
 

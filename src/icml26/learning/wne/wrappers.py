@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from icml26.harness import interleaved_times
+from icml26.harness import validate as v
 
 PredMode = Literal["direct", "residual"]
 
@@ -51,6 +52,11 @@ def _check_image(x: object, name: str = "x", *, finite: bool = True) -> Tensor:
 def _check_backbone(backbone: object) -> None:
     if not isinstance(backbone, nn.Module):
         raise TypeError(f"backbone must be a torch.nn.Module, got {type(backbone).__name__}")
+
+
+def _check_model(model: object) -> None:
+    if not callable(model):
+        raise TypeError(f"model must be a callable (an nn.Module or a function of a tensor), got {v.describe(model)}")
 
 
 def _check_pred_mode(pred_mode: object) -> None:
@@ -87,6 +93,10 @@ def _n_reduced(x: Tensor, dims: tuple[int, ...]) -> int:
 def _reduce_dims(x: Tensor, reduce_dims: Sequence[int] | None) -> tuple[int, ...]:
     if reduce_dims is None:
         return tuple(range(1, x.ndim))
+    bad = [d for d in reduce_dims if not -x.ndim <= d < x.ndim]
+    if bad:
+        raise ValueError(f"reduce_dims {tuple(reduce_dims)} has axes {bad} outside the input's {x.ndim} "
+                         f"dimensions (shape {tuple(x.shape)})")
     dims = tuple(d % x.ndim for d in reduce_dims)
     if 0 in dims:
         raise ValueError("reduce_dims must not contain the batch axis 0: statistics are per sample")
@@ -133,6 +143,7 @@ class NormEquivariantWrapper(nn.Module):
 
     def normalize(self, y: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Return (y~, mu, sigma, constant_mask); sigma is replaced by 1 where the sample is constant."""
+        _check_image(y, "y", finite=self.check_finite)
         dims = _reduce_dims(y, self.reduce_dims)
         if _n_reduced(y, dims) < 2:  # no std from one element: every sample is "constant" (shapes are static)
             mu = y.mean(dim=dims, keepdim=True)
@@ -183,6 +194,9 @@ class ScaleEquivariantWrapper(nn.Module):
         zero = s <= self.min_scale
         s = torch.where(zero, torch.ones_like(s), s)
         g = self.backbone(y / s)
+        if g.shape != y.shape:
+            raise ValueError(f"backbone must return a tensor shaped like its input {tuple(y.shape)}, got "
+                             f"{tuple(g.shape)}")
         out = s * g if self.pred_mode == "direct" else y - s * g
         return torch.where(zero, y, out)
 
@@ -204,12 +218,13 @@ def tiled_forward(model: Callable[[Tensor], Tensor], y: Tensor, tile: int = 32, 
     last row/column of tiles is aligned to the image edge, and overlapping outputs are averaged. All tiles go
     through the model as one batch. Tiling an NE model keeps it NE (each tile's output is NE in that tile).
     """
-    _check_image(y, "y", finite=False)
+    _check_model(model)
+    _check_image(y, "y")
     if y.ndim != 4:
         raise ValueError(f"y must be shaped (N, C, H, W), got {tuple(y.shape)}")
-    for name, v in (("tile", tile), ("overlap", overlap)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    for name, value in (("tile", tile), ("overlap", overlap)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     h, w = y.shape[-2:]
     if not 1 <= tile <= min(h, w):
         raise ValueError(f"tile must be between 1 and min(H, W) = {min(h, w)}, got {tile}")
@@ -217,7 +232,11 @@ def tiled_forward(model: Callable[[Tensor], Tensor], y: Tensor, tile: int = 32, 
         raise ValueError(f"overlap must be in [0, tile) = [0, {tile}), got {overlap}")
     rows, cols = _tile_starts(h, tile, tile - overlap), _tile_starts(w, tile, tile - overlap)
     crops = torch.stack([y[..., r:r + tile, c:c + tile] for r in rows for c in cols], dim=1)  # (N, T, C, t, t)
-    out_tiles = model(crops.flatten(0, 1)).view_as(crops)
+    out_tiles = model(crops.flatten(0, 1))
+    if not isinstance(out_tiles, Tensor) or out_tiles.shape != crops.flatten(0, 1).shape:
+        raise ValueError(f"model must map a batch of tiles to a tensor of the same shape "
+                         f"{tuple(crops.flatten(0, 1).shape)}, got {v.describe(out_tiles)}")
+    out_tiles = out_tiles.view_as(crops)
     out, count = torch.zeros_like(y), torch.zeros_like(y[:1, :1])
     for k, (r, c) in enumerate((r, c) for r in rows for c in cols):
         out[..., r:r + tile, c:c + tile] += out_tiles[:, k]
@@ -235,10 +254,11 @@ def ne_defect(model: Callable[[Tensor], Tensor], x: Tensor, a: float, b: float) 
     0 for an NE model (up to rounding: ~1e-7 in float32, ~1e-15 in float64); O(1) for an ordinary one.
     Runs the model in eval mode and restores its training flag.
     """
+    _check_model(model)
     _check_image(x, "x")
-    for name, v in (("a", a), ("b", b)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"{name} must be a finite real number, got {v!r}")
+    for name, value in (("a", a), ("b", b)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite real number, got {value!r}")
     if a <= 0:
         raise ValueError(f"a must be > 0 (NE covers positive rescalings only), got {a}")
     was_training = getattr(model, "training", None)
@@ -250,6 +270,11 @@ def ne_defect(model: Callable[[Tensor], Tensor], x: Tensor, a: float, b: float) 
     finally:
         if isinstance(model, nn.Module) and was_training:
             model.train()
+    for name, out in (("f(x)", fx), ("f(a*x + b)", fy)):
+        if not isinstance(out, Tensor) or out.ndim == 0 or out.shape[0] != x.shape[0] or out.shape != fx.shape:
+            raise ValueError(f"model must map x {tuple(x.shape)} to a tensor with the same batch size (one output "
+                             f"per sample, equal shapes for x and a*x + b); {name} is {v.describe(out)}")
+        v.finite(f"the model's output {name}", out)
     num = (fy - (a * fx + b)).abs().max()
     den = a * fx.abs().max() + abs(b)
     return float(num / den) if float(den) > 0 else float(num)
@@ -266,8 +291,8 @@ def time_forward(model: nn.Module | Mapping[str, nn.Module], x: Tensor, n_iter: 
     if not models or not all(isinstance(m, nn.Module) for m in models.values()):
         raise TypeError("model must be an nn.Module or a non-empty mapping name -> nn.Module")
     _check_image(x, "x")
-    if n_iter < 1 or warmup < 0:
-        raise ValueError(f"need n_iter >= 1 and warmup >= 0, got n_iter={n_iter}, warmup={warmup}")
+    n_iter = v.positive_int("n_iter", n_iter)
+    warmup = v.non_negative_int("warmup", warmup)
     sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
 
     def call(m: nn.Module) -> Callable[[], None]:
