@@ -1,6 +1,8 @@
 """Tests for [A03] SRK-LMC: order conditions, gradient counts, exact Gaussian laws, increments, W2, validation."""
 
+import functools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -409,3 +411,63 @@ def test_torchsde_srk_is_the_srk_lmc_map_on_one_path():
     theirs, calls = torchsde_srk(grad, x0, h, dW, dZ)
     np.testing.assert_allclose(theirs, ours[-1], rtol=0, atol=1e-12)
     assert calls >= 3 * n  # torchsde evaluates the drift 3 times per step (2 needed)
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.sampling.srk_lmc as h
+
+    g, mix = h.Gaussian(np.eye(2)), h.SymmetricMixture(2.0, 2)
+    x = np.zeros((3, 2))
+    nan = x.copy()
+    nan[0, 0] = np.nan
+    dW, dZ = h.brownian_increments(0, 4, (3, 2), 0.1)
+    w, z = dW[0], dZ[0]
+    return [
+        (lambda: h.Tableau("t", a=(np.nan,), c=(0.0,), d=(1.0,), b=(0.5, 0.5)), ValueError, "a[0] must be finite"),
+        (lambda: h.Tableau("t", a="a", c="c", d="d", b="bb"), TypeError, "a must be a tuple of numbers"),  # silent
+        (lambda: h.Tableau("t", a=(1.0,), c=(0.0,), d=(1.0,), b=(1.0,)), ValueError, "b needs s + 1"),
+        (lambda: h.brownian_increments(0, 2, (0, 2), 0.1), ValueError, "shape[0] must be an integer >= 1"),  # empty
+        (lambda: h.brownian_increments(0, 0, (3, 2), 0.1), ValueError, "n_steps"),
+        (lambda: h.aggregate_increments(dW * np.nan, dZ, 0.1, 2), ValueError, "dW has 24 NaN"),           # was NaN
+        (lambda: h.aggregate_increments(dW, dZ, 0.1, 3), ValueError, "dividing"),
+        (lambda: h.rk_step(nan, g.grad_U, 0.1, w, z, h.SRK_LMC), ValueError, "x has 1 NaN"),             # was NaN
+        (lambda: h.rk_step(x, g.grad_U, 0.1, w, z, "srk_lmc"), TypeError, "tableau must be a Tableau"),  # AttributeError
+        (lambda: h.rk_step(x, lambda y: y[:, :1], 0.1, w, z, h.SRK_LMC), ValueError, "grad_U returned shape"),
+        (lambda: h.rk_step(x, lambda y: y * np.nan, 0.1, w, z, h.SRK_LMC), ValueError, "grad_U returned NaN"),
+        (lambda: h.ula_step(x, g.grad_U, 0.1, w * np.nan), ValueError, "dW has 6 NaN"),                  # was NaN
+        (lambda: h.srk_lmc_step(x, g.grad_U, 0.1, w, None), ValueError, "needs dZ"),
+        (lambda: h.srk_ld_step(x, g.grad_U, 0.1, w, z * np.inf), ValueError, "dZ has 6 NaN"),           # was NaN
+        (lambda: h.step_fn("euler"), ValueError, "unknown method"),
+        (lambda: h.sample(g.grad_U, x, 0.1, 2, thin=0), ValueError, "thin must be a positive int"),
+        (lambda: h.sample(g.grad_U, x, 0.1, 4, noise=dW), TypeError, "noise must be a pair"),          # was silent
+        (lambda: h.GradCounter(3), TypeError, "grad_U must be callable"),
+        (lambda: h.Gaussian(-np.eye(2)), ValueError, "positive definite"),
+        (lambda: g.U(nan), ValueError, "x has 1 NaN"),                                                   # was NaN
+        (lambda: g.grad_U(np.zeros((3, 3))), ValueError, "x must have shape (n, 2)"),                   # was silent
+        (lambda: g.sample(2.5), TypeError, "n must be an integer"),                                       # 2 draws
+        (lambda: g.sample(0), ValueError, "n must be an integer >= 1"),                                   # empty
+        (lambda: g.stationary_variance_eig("ula", 5.0), ValueError, "unstable"),
+        (lambda: g.transition_eig("x", 0.1), ValueError, "unknown method"),
+        (lambda: g.chain_law("ula", 0.1, 3, m0=np.array([np.nan, 0.0])), ValueError, "m0 has 1 NaN"),    # was NaN
+        (lambda: g.chain_law("ula", 0.1, 3, S0=-np.eye(2)), ValueError, "positive semi-definite"),       # was silent
+        (lambda: h.SymmetricMixture(2.0, 0), ValueError, "d must be a positive int"),
+        (lambda: mix.grad_U(np.zeros((3, 3))), ValueError, "x must have shape (n, 2)"),                 # was silent
+        (lambda: mix.U(nan), ValueError, "x has 1 NaN"),                                                 # was NaN
+        (lambda: mix.sample(0), ValueError, "n must be an integer >= 1"),                                 # empty
+        (lambda: mix.pdf(np.array([np.nan])), ValueError, "x contains NaN"),                             # was NaN
+        (lambda: mix.cdf(np.array([np.nan])), ValueError, "x contains NaN"),                             # was NaN
+        (lambda: mix.ppf(np.array([2.0])), ValueError, "[0, 1]"),
+        (lambda: h.w2_gaussian(np.zeros(2), -np.eye(2), np.zeros(2), np.eye(2)), ValueError, "semi-definite"),
+        (lambda: h.w2_1d(np.zeros(0), mix.ppf), ValueError, "non-empty"),
+        (lambda: h.w2_1d(np.zeros(3), lambda u: u * np.nan), ValueError, "3 finite quantiles"),          # was nan
+    ]
+
+
+@pytest.mark.parametrize("case", range(37))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 37
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

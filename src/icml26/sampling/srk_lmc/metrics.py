@@ -62,4 +62,7 @@ def w2_1d(samples: np.ndarray, ppf: Callable[[np.ndarray], np.ndarray]) -> float
         raise TypeError(f"ppf must be callable u -> quantiles, got {type(ppf).__name__}")
     n = x.size
     q = np.asarray(ppf((np.arange(n) + 0.5) / n), dtype=float)
+    if q.shape != (n,) or not np.all(np.isfinite(q)):
+        raise ValueError(f"ppf must map the {n} midpoints (i + 1/2)/n to {n} finite quantiles, got "
+                         f"shape {q.shape}{'' if q.shape != (n,) else ' with NaN or inf'}")
     return float(np.sqrt(np.mean((np.sort(x) - q) ** 2)))

@@ -42,6 +42,8 @@ from typing import Callable
 
 import numpy as np
 
+from icml26.harness import validate as v
+
 __all__ = [
     "Tableau", "ULA", "SRK_LMC", "SRK_LD", "TABLEAUS", "METHODS", "brownian_increments", "aggregate_increments",
     "rk_step", "ula_step", "srk_lmc_step", "srk_ld_step", "step_fn", "sample", "GradCounter",
@@ -67,6 +69,11 @@ class Tableau:
     b: tuple[float, ...]
 
     def __post_init__(self) -> None:
+        for field in ("a", "c", "d", "b"):
+            value = getattr(self, field)
+            if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+                raise TypeError(f"tableau {self.name!r}: {field} must be a tuple of numbers, got {v.describe(value)}")
+            object.__setattr__(self, field, tuple(v.finite_number(f"{field}[{i}]", e) for i, e in enumerate(value)))
         s = len(self.a)
         if len(self.c) != s or len(self.d) != s or len(self.b) != s + 1:
             raise ValueError(f"tableau {self.name!r}: a, c, d need s entries and b needs s + 1")
@@ -124,6 +131,9 @@ def _as_rng(rng: "np.random.Generator | int | None") -> np.random.Generator:
 
 
 def _check_noise(x: np.ndarray, dW: np.ndarray, dZ: "np.ndarray | None") -> None:
+    v.finite("dW", dW)
+    if dZ is not None:
+        v.finite("dZ", dZ)
     if np.shape(dW) != x.shape:
         raise ValueError(f"dW has shape {np.shape(dW)} but x has shape {x.shape}; draw one increment per entry")
     if dZ is not None and np.shape(dZ) != x.shape:
@@ -141,7 +151,7 @@ def brownian_increments(rng: "np.random.Generator | int | None", n_steps: int, s
     h = _check_h(h)
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
         raise ValueError(f"n_steps must be a positive int, got {n_steps!r}")
-    shape = tuple(int(s) for s in np.atleast_1d(shape))
+    shape = tuple(v.positive_int(f"shape[{i}]", s) for i, s in enumerate(np.atleast_1d(shape).tolist()))
     xi, eta = _as_rng(rng).standard_normal((2, int(n_steps)) + shape)
     return math.sqrt(h) * xi, h ** 1.5 * (0.5 * xi + eta / (2 * math.sqrt(3.0)))
 
@@ -156,6 +166,8 @@ def aggregate_increments(dW: np.ndarray, dZ: np.ndarray, h_fine: float, k: int) 
     dW, dZ = np.asarray(dW, dtype=float), np.asarray(dZ, dtype=float)
     if dW.shape != dZ.shape or dW.ndim < 1:
         raise ValueError(f"dW and dZ need the same shape (n_fine, ...), got {dW.shape} and {dZ.shape}")
+    v.finite("dW", dW)
+    v.finite("dZ", dZ)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 or dW.shape[0] % k:
         raise ValueError(f"k must be a positive int dividing the number of fine steps {dW.shape[0]}, got {k!r}")
     blocks = (dW.shape[0] // k, k) + dW.shape[1:]
@@ -169,10 +181,19 @@ def aggregate_increments(dW: np.ndarray, dZ: np.ndarray, h_fine: float, k: int) 
 def rk_step(x: np.ndarray, grad_U: GradU, h: float, dW: np.ndarray, dZ: "np.ndarray | None",
             tableau: Tableau) -> np.ndarray:
     """One explicit SRK step ``x -> x+`` for any :class:`Tableau` (pure; ``tableau.n_grad`` gradient calls)."""
+    if not isinstance(tableau, Tableau):
+        raise TypeError(f"tableau must be a Tableau (e.g. SRK_LMC or TABLEAUS['srk_lmc']), got {v.describe(tableau)}")
     h = _check_h(h)
+    x = np.asarray(v.finite("x", x), dtype=float)
     _check_noise(x, dW, dZ)
     if tableau.a and dZ is None:
         raise ValueError(f"{tableau.name} needs dZ (the time integral of W); draw it with brownian_increments")
+    return _rk(x, grad_U if isinstance(grad_U, GradCounter) else GradCounter(grad_U), h, dW, dZ, tableau)
+
+
+def _rk(x: np.ndarray, grad_U: GradU, h: float, dW: np.ndarray, dZ: "np.ndarray | None",
+        tableau: Tableau) -> np.ndarray:
+    """The step of :func:`rk_step` without the argument checks (the driver checks once, up front)."""
     g0 = grad_U(x)
     drift = tableau.b[0] * g0
     for a, c, d, b in zip(tableau.a, tableau.c, tableau.d, tableau.b[1:]):
@@ -227,7 +248,7 @@ class GradCounter:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         g = np.asarray(self.grad_U(x), dtype=float)
-        if self.calls == 0 and g.shape != x.shape:
+        if self.calls == 0 and g.shape != np.shape(x):
             raise ValueError(f"grad_U returned shape {g.shape} for input of shape {x.shape}; "
                              "it must map (n, d) -> (n, d)")
         self.calls += 1
@@ -267,9 +288,9 @@ def sample(grad_U: GradU, x0: np.ndarray, h: float, n_steps: int, method: str = 
     """
     tableau = _check_method(method)
     h = _check_h(h)
-    for name, v in (("n_steps", n_steps), ("thin", thin)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    for name, value in (("n_steps", n_steps), ("thin", thin)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
     if thin > n_steps:
         raise ValueError(f"thin={thin} is larger than n_steps={n_steps}, so no state would be kept; "
                          f"use thin <= n_steps (thin=n_steps keeps only the last state)")
@@ -279,7 +300,9 @@ def sample(grad_U: GradU, x0: np.ndarray, h: float, n_steps: int, method: str = 
     if not np.all(np.isfinite(x)):
         raise ValueError("x0 contains NaN or inf; start the chains from finite points")
     if noise is not None:
-        dWs, dZs = (np.asarray(v, dtype=float) for v in noise)
+        if not isinstance(noise, (tuple, list)) or len(noise) != 2:
+            raise TypeError(f"noise must be a pair (dW, dZ) from brownian_increments, got {v.describe(noise)}")
+        dWs, dZs = (np.asarray(e, dtype=float) for e in noise)
         if dWs.shape != (n_steps,) + x.shape or dZs.shape != dWs.shape:
             raise ValueError(f"noise must be (dW, dZ) of shape {(n_steps,) + x.shape}, got {dWs.shape} and {dZs.shape}")
         if not (np.all(np.isfinite(dWs)) and np.all(np.isfinite(dZs))):
@@ -287,15 +310,14 @@ def sample(grad_U: GradU, x0: np.ndarray, h: float, n_steps: int, method: str = 
     else:
         gen = _as_rng(rng)
     grad = GradCounter(grad_U)
-    step = _STEPS[tableau.name]
     out = np.empty((n_steps // thin,) + x.shape)
     for n in range(n_steps):
         if noise is not None:
             dW, dZ = dWs[n], dZs[n]
         else:
-            dW, dZ = (v[0] for v in brownian_increments(gen, 1, x.shape, h))
+            dW, dZ = (e[0] for e in brownian_increments(gen, 1, x.shape, h))
         grad.step = n + 1
-        x = step(x, grad, h, dW, dZ)
+        x = _rk(x, grad, h, dW, dZ, tableau)
         if not np.all(np.isfinite(x)):
             raise ValueError(f"{method} diverged at step {n + 1} of {n_steps} (h={h:g}): "
                              f"{int(np.sum(~np.all(np.isfinite(x), axis=1)))} chain(s) hold NaN or inf; "

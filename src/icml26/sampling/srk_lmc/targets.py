@@ -21,6 +21,8 @@ import math
 import numpy as np
 from scipy import special
 
+from icml26.harness import validate as v
+
 from .samplers import _as_rng, _check_h, _check_method
 
 __all__ = ["Gaussian", "SymmetricMixture"]
@@ -30,6 +32,9 @@ def _check_batch(x: np.ndarray, d: int) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if x.ndim != 2 or x.shape[1] != d:
         raise ValueError(f"x must have shape (n, {d}), got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"x has {int(np.sum(~np.isfinite(x)))} NaN or infinite entries (of {x.size}); a chain "
+                         "that diverged needs a smaller step size h")
     return x
 
 
@@ -66,11 +71,11 @@ class Gaussian:
         return 0.5 * np.einsum("nd,de,ne->n", r, self.H, r)
 
     def grad_U(self, x: np.ndarray) -> np.ndarray:
-        return (np.asarray(x, dtype=float) - self.mean) @ self.H
+        return (_check_batch(x, self.d) - self.mean) @ self.H
 
     def sample(self, n: int, rng: "np.random.Generator | int | None" = None) -> np.ndarray:
         """``n`` exact draws from the target, shape ``(n, d)``."""
-        z = _as_rng(rng).standard_normal((int(n), self.d))
+        z = _as_rng(rng).standard_normal((v.positive_int("n", n), self.d))
         return self.mean + (z / np.sqrt(self.eigvals)) @ self.eigvecs.T
 
     def transition_eig(self, method: str, h: float) -> tuple[np.ndarray, np.ndarray]:
@@ -103,6 +108,10 @@ class Gaussian:
         S0 = np.zeros((self.d, self.d)) if S0 is None else np.asarray(S0, dtype=float)
         if m0.shape != (self.d,) or S0.shape != (self.d, self.d):
             raise ValueError(f"m0 must be ({self.d},) and S0 ({self.d}, {self.d}), got {m0.shape} and {S0.shape}")
+        v.finite("m0", m0)
+        v.finite("S0", S0)
+        if not np.allclose(S0, S0.T) or np.linalg.eigvalsh(0.5 * (S0 + S0.T))[0] < -1e-10:
+            raise ValueError("S0 must be a symmetric positive semi-definite covariance matrix")
         if k == np.inf:
             return self.mean.copy(), (V * self.stationary_variance_eig(method, h)) @ V.T
         ak = alpha ** int(k)
@@ -138,29 +147,35 @@ class SymmetricMixture:
         return 1.0 + self.a ** 2
 
     def U(self, x: np.ndarray) -> np.ndarray:
-        ax = self.a * _check_batch(x, self.d)
+        x = _check_batch(x, self.d)
+        ax = self.a * x
         log_cosh = np.logaddexp(ax, -ax) - math.log(2.0)
-        return np.sum(0.5 * np.asarray(x) ** 2 - log_cosh, axis=-1)
+        return np.sum(0.5 * x ** 2 - log_cosh, axis=-1)
 
     def grad_U(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=float)
+        x = _check_batch(x, self.d)
         return x - self.a * np.tanh(self.a * x)
 
     def sample(self, n: int, rng: "np.random.Generator | int | None" = None) -> np.ndarray:
         """``n`` exact draws, shape ``(n, d)``: a random sign times a plus N(0, 1)."""
         gen = _as_rng(rng)
-        signs = gen.integers(0, 2, size=(int(n), self.d)) * 2.0 - 1.0
-        return self.a * signs + gen.standard_normal((int(n), self.d))
+        n = v.positive_int("n", n)
+        signs = gen.integers(0, 2, size=(n, self.d)) * 2.0 - 1.0
+        return self.a * signs + gen.standard_normal((n, self.d))
 
     # 1-D marginal (all coordinates are iid)
 
     def pdf(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
+        if np.any(np.isnan(x)):
+            raise ValueError("x contains NaN; the density is defined on the real line (inf is allowed)")
         c = 1.0 / math.sqrt(2.0 * math.pi)
         return 0.5 * c * (np.exp(-0.5 * (x - self.a) ** 2) + np.exp(-0.5 * (x + self.a) ** 2))
 
     def cdf(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
+        if np.any(np.isnan(x)):
+            raise ValueError("x contains NaN; the cdf is defined on the real line (inf is allowed)")
         return 0.5 * (special.ndtr(x - self.a) + special.ndtr(x + self.a))
 
     def ppf(self, u: np.ndarray) -> np.ndarray:
