@@ -77,10 +77,13 @@ class Sizes:
     prod_vocabs: tuple = (1024,)              # Exp IV: GPT-2-regex production tokenizer sizes
     prod_gen_bytes: int = 8                   # Exp IV: greedy bytes generated per timed call
     prod_repeats: int = 3                     # Exp IV: compare_times repeats
+    prod_warm_bytes: int = 3000               # Exp IV: other held-out bytes that warm the per-tokenizer caches
+    row_iters: int = 5                        # interleaved repeats of the table-only speed rows (covering sampler)
 
 
 SIZES = {
-    Budget.QUICK: Sizes(12, 48, 1, 60, 1, 48, 24, 9, 6, 24, 32, prod_gen_bytes=16, prod_repeats=5),
+    Budget.QUICK: Sizes(12, 48, 1, 60, 1, 48, 24, 9, 6, 24, 32, prod_gen_bytes=16, prod_repeats=5,
+                        prod_warm_bytes=1000, row_iters=3),
     Budget.STANDARD: Sizes(400, 128, 6, 500, 4, 300, 96, 5, 80, 48, 150, model_a=SMALL_8L, model_b=SMALL_8L_V1024,
                            prod_vocabs=(1024, 8192, 32768, 65536), prod_gen_bytes=32, prod_repeats=3),
     Budget.FULL: Sizes(2000, 192, 20, 600, 10, 600, 256, 5, 400, 96, 400, model_a=SMALL_8L, model_b=SMALL_8L_V1024,
@@ -270,7 +273,7 @@ def _whole_chars(lm: ByteLevelLM, prompt: bytes, n: int) -> tuple[int, bytes]:
 
 
 def production_benchmark(vocabs=(1024, 8192, 32768, 65536), gen_bytes: int = 32, repeats: int = 3, seed: int = 0,
-                         texts: list[bytes] | None = None, rng=None):
+                         texts: list[bytes] | None = None, rng=None, warm_bytes: int = 3000):
     """Exp IV (issue 34): per V, a GPT-2-regex tokenizer of V tokens (``production_tokenizer``) and a random-weight
     2-layer Llama (``random_llama``); greedy byte-by-byte generation of ``gen_bytes`` bytes after a 64-byte
     held-out prompt against token-level greedy generation of the same bytes (KV cache, prefill with
@@ -286,7 +289,7 @@ def production_benchmark(vocabs=(1024, 8192, 32768, 65536), gen_bytes: int = 32,
     prompt = src[a: a + 64]
     while prompt and prompt[-1] & 0xC0 == 0x80:
         prompt = prompt[:-1]
-    other = b"".join(t for t in texts if t is not src)[:3000]   # warm-up text, not the timed text
+    other = b"".join(t for t in texts if t is not src)[:warm_bytes]   # warm-up text, not the timed text
     claims, rows, lms = [], [], {}
     for V in vocabs:
         tok = production_tokenizer("gpt2", V)
@@ -335,7 +338,7 @@ def production_benchmark(vocabs=(1024, 8192, 32768, 65536), gen_bytes: int = 32,
             control_arm="none: a cost bar against the same-run token model; the same-work control (token-level "
                         "timed twice) guards the timing",
             note=f"{len(out)} greedy bytes after a 64-byte held-out prompt, {repeats} repeats, node masks rebuilt "
-                 f"each call (per-tokenizer caches warmed on 3 kB of other text, {warm_s:.1f} s), the token arm run "
+                 f"each call (per-tokenizer caches warmed on {len(other)} B of other text, {warm_s:.1f} s), the token arm run "
                  f"{r}x per timed call; {1e3 * per_byte:.2f} ms/byte vs {1e3 * per_tok_byte:.3f} ms/byte "
                  f"({len(out) / max(1, n_tok):.2f} bytes per token), {calls:.2f} model calls per byte; all caches "
                  f"cold {1e3 * cold:.2f} ms/byte"))
@@ -468,7 +471,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                                                                           method="covering").data),
         "token": lambda: gen_out.__setitem__("token", _token_generate(lm_a, prompt, n_tok, seed)),
     }
-    times = interleaved_times(runs, n_iter=sz.timing_iters, warmup=1, clock="cpu")
+    times = interleaved_times(runs, n_iter=sz.row_iters, warmup=1, clock="cpu")
     bps = {k: (gen_out[k][0] if k == "token" else len(gen_out[k])) / float(np.median(times[k])) for k in runs}
     byte_bps = len(gen_byte) / float(np.median(tc.method))
     token_bps = len(gen_byte) / float(np.median(tc.baseline))
@@ -490,7 +493,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
     # Exp IV: production-size vocabularies (issue 34)
     prod_claims, table_prod, prod_metrics = production_benchmark(sz.prod_vocabs, sz.prod_gen_bytes, sz.prod_repeats,
-                                                                 seed, texts, rng)
+                                                                 seed, texts, rng, sz.prod_warm_bytes)
     metrics.update(prod_metrics)
 
     # Exp III: the same on a model trained with a GPT-2 regex pre-tokenizer (production-style tokenization)
