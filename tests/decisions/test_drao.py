@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -347,3 +349,68 @@ def test_fit_rejects_items_never_offered():
         ContextualMNL().fit(X, y, offered=off)
     with pytest.raises(ValueError, match="never offered"):
         DRAssortment().fit(X, y, offered=off, revenues=np.ones(off.shape[1]))
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.decisions.drao as h
+
+    rng = np.random.default_rng(0)
+    v, r = rng.random((3, 4)) + 0.1, np.array([1.0, 2.0, 3.0, 4.0])
+    S = v > 0.5
+    p, R = np.array([0.2, 0.3, 0.5]), np.array([0.0, 1.0, 2.0])
+    X = rng.standard_normal((60, 2))
+    off = rng.random((60, 4)) < 0.7
+    off[:4] = True
+    y = np.array([rng.choice(np.r_[0, np.nonzero(o)[0] + 1]) for o in off])
+    m = h.ContextualMNL().fit(X, y, offered=off)
+    fit = dict(offered=off, revenues=r)
+    return [
+        (lambda: h.mnl_assortment(-v, r), ValueError, "attraction values) must be > 0"),                  # silent
+        (lambda: h.mnl_assortment(v * np.nan, r), ValueError, "v has 12 NaN"),                           # silent
+        (lambda: h.mnl_assortment(v, -r), ValueError, "r (revenues) must be >= 0"),                      # silent
+        (lambda: h.mnl_assortment(v, r, 0), ValueError, "capacity must be >= 1"),                        # silent
+        (lambda: h.mnl_assortment(v, r[:3]), ValueError, "does not broadcast"),
+        (lambda: h.mnl_revenue(-v, r, S), ValueError, "must be > 0"),                                    # < 0 revenue
+        (lambda: h.mnl_revenue(v, r, S * 3), ValueError, "0/1 or boolean mask"),                         # silent
+        (lambda: h.choice_probabilities(-v, S), ValueError, "must be > 0"),                              # silent
+        (lambda: h.choice_probabilities(v, S[:2]), ValueError, "does not broadcast"),
+        (lambda: h.ContextualMNL(max_iter=0).fit(X, y, offered=off), ValueError, "max_iter must be"),     # silent
+        (lambda: h.ContextualMNL(tol=-1).fit(X, y, offered=off), ValueError, "tol must be >= 0"),         # silent
+        (lambda: h.ContextualMNL().fit(X, y + 9, offered=off), ValueError, "choices must lie"),
+        (lambda: h.ContextualMNL().attractions(X), ValueError, "not fitted"),
+        (lambda: m.attractions(X[:, :1]), ValueError, "must have 2 columns"),
+        (lambda: m.choice_probs(X, off[:, :2]), ValueError, "boolean mask of shape (60, 4)"),
+        (lambda: m.expected_revenue(X, off, -r), ValueError, "revenues must be > 0"),
+        (lambda: h.DRAssortment(divergence="x").fit(X, y, **fit), ValueError, "unknown divergence"),
+        (lambda: h.DRAssortment(grid=0).fit(X, y, **fit), ValueError, "grid must be an int >= 3"),
+        (lambda: h.DRAssortment().predict(X), ValueError, "not fitted"),
+        (lambda: h.solve_drao(-v, r), ValueError, "must be > 0"),
+        (lambda: h.solve_drao(v, r, max_active=0), ValueError, "max_active must be"),                    # silent
+        (lambda: h.solve_drao(v, r, tol=np.nan), ValueError, "tol must be finite"),                       # silent
+        (lambda: h.policy_robust_value(v, r, S * np.nan, divergence="kl", rho=0.1), ValueError,
+         "0/1 or boolean mask"),                                                                       # NaN -> True
+        (lambda: h.brute_force_robust(v, r, max_policies=0), ValueError, "max_policies"),
+        (lambda: h.transformed_revenues(r, "x", 1.0), ValueError, "unknown divergence"),                 # chi2 used
+        (lambda: h.transformed_revenues(r, "kl", np.nan), ValueError, "dual_var must be > 0"),          # silent
+        (lambda: h.transformed_revenues(r, "tv", -1.0), ValueError, "dual_var must be >= 0"),           # silent
+        (lambda: h.transformed_revenues(r * np.nan, "tv", 1.0), ValueError, "revenues contain NaN"),    # silent
+        (lambda: h.robust_value(p * 2, R, 0.1, "kl"), ValueError, "probability vector"),
+        (lambda: h.tv_robust_value(p, R, -1), ValueError, "rho"),
+        (lambda: h.kl_robust_value(p, R * np.nan, 0.1), ValueError, "finite"),
+        (lambda: h.chi2_robust_value(np.array([-0.5, 1.5, 0.0]), R, 0.1), ValueError, "probability vector"),
+        (lambda: h.worst_case_distribution(p, R, 0.1, "x"), ValueError, "unknown divergence"),
+        (lambda: h.divergence_value(p * 2, p, "kl"), ValueError, "q must be a probability vector"),     # silent
+        (lambda: h.divergence_value(p[:2], p, "kl"), ValueError, "same shape"),                          # silent
+        (lambda: h.divergence_value(p * np.nan, p, "tv"), ValueError, "q has 3 NaN"),                   # was nan
+        (lambda: h.primal_robust_value(p * 2, R, 0.1, "kl"), ValueError, "probability vector"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(37))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 37
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

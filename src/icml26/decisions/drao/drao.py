@@ -34,14 +34,17 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from icml26.harness import validate
+
 from .duals import check_divergence, check_rho, chi2_dual, kl_dual, robust_value_batch, tv_dual
 from .mnl import (
     ContextualMNL,
+    _choice_probabilities,
+    _mnl_assortment,
+    check_assortments,
     check_capacity,
     check_matrix,
     check_revenues,
-    choice_probabilities,
-    mnl_assortment,
 )
 
 
@@ -67,8 +70,11 @@ class DRAOResult:
 
 def transformed_revenues(revenues: np.ndarray, divergence: str, dual_var: np.ndarray | float) -> np.ndarray:
     """r~_i = g_theta(r_i) - g_theta(0) for each dual variable theta (shape theta.shape + (n,)). [A08]"""
-    r = np.asarray(revenues, dtype=float)
+    divergence, r = check_divergence(divergence), check_revenues(revenues)
     t = np.asarray(dual_var, dtype=float)[..., None]
+    if np.any(np.isnan(t)) or np.any(t < 0) or (divergence == "kl" and np.any(t == 0)):
+        raise ValueError(f"dual_var must be {'> 0' if divergence == 'kl' else '>= 0'} (np.inf for rho = 0, the "
+                         f"nominal problem), got {validate.describe(dual_var)}")
     if not np.all(np.isfinite(t)):  # rho = 0: the nominal problem
         return np.broadcast_to(r, t.shape[:-1] + r.shape).copy()
     if divergence == "tv":
@@ -85,7 +91,7 @@ def _dual_objective(law: np.ndarray, R: np.ndarray, rho: float, divergence: str,
 
 def _policy_laws(v: np.ndarray, w: np.ndarray, S: np.ndarray) -> np.ndarray:
     """Law of R over (0, r_1..r_n) for policies S (B, K, n): sum_k w_k P(. | x_k, S_k)."""
-    return np.einsum("k,bkc->bc", w, choice_probabilities(v[None], S))
+    return np.einsum("k,bkc->bc", w, _choice_probabilities(v[None], S))
 
 
 def _best_response(v, w, r, R, rho, divergence, capacity, thetas, chunk_elems=4_000_000):
@@ -97,7 +103,7 @@ def _best_response(v, w, r, R, rho, divergence, capacity, thetas, chunk_elems=4_
     policies, laws = [], []
     for s in range(0, thetas.size, step):
         rt = transformed_revenues(r, divergence, thetas[s:s + step])        # (J, n)
-        S, _ = mnl_assortment(v[None], rt[:, None, :], capacity)             # (J, K, n)
+        S, _ = _mnl_assortment(v[None], rt[:, None, :], capacity)             # (J, K, n)
         policies.append(S)
         laws.append(_policy_laws(v, w, S))
     laws = np.concatenate(laws)
@@ -166,9 +172,12 @@ def solve_drao(v: np.ndarray, revenues: np.ndarray, *, divergence: str = "kl", r
     r = check_revenues(revenues, v.shape[1])
     if not isinstance(grid, (int, np.integer)) or grid < 3:
         raise ValueError(f"grid must be an int >= 3, got {grid!r}")
+    validate.non_negative_int("max_rounds", max_rounds)
+    validate.positive_int("max_active", max_active)
+    validate.non_negative("tol", tol)
     R = np.concatenate([[0.0], r])
     if rho == 0.0:
-        S, _ = mnl_assortment(v, r, cap)
+        S, _ = _mnl_assortment(v, r, cap)
         law = _policy_laws(v, w, S[None])[0]
         val = float(law @ R)
         return DRAOResult(S, val, math.inf, val, law, np.array([math.inf]), np.array([val]))
@@ -214,9 +223,7 @@ def policy_robust_value(v: np.ndarray, revenues: np.ndarray, assortments: np.nda
     div, rho = check_divergence(divergence), check_rho(rho)
     v, w = _check_v_w(v, weights)
     r = check_revenues(revenues, v.shape[1])
-    S = np.asarray(assortments, dtype=bool)
-    if S.shape != v.shape:
-        raise ValueError(f"assortments must have shape {v.shape}, got {S.shape}")
+    S = check_assortments(assortments, v.shape, "assortments")
     law = _policy_laws(v, w, S[None])
     return float(robust_value_batch(law, np.concatenate([[0.0], r]), rho, div)[0][0])
 
@@ -233,12 +240,13 @@ def brute_force_robust(v: np.ndarray, revenues: np.ndarray, *, divergence: str =
     v, w = _check_v_w(v, weights)
     K, n = v.shape
     r = check_revenues(revenues, n)
+    validate.positive_int("max_policies", max_policies)
     subsets = np.array([s for s in itertools.product((False, True), repeat=n) if cap is None or sum(s) <= cap])
     total = len(subsets) ** K
     if total > max_policies:
         raise ValueError(f"{total} joint policies exceed max_policies={max_policies}; use a smaller instance")
     # per-context choice laws for every subset: (K, n_sub, n + 1); joint law = sum_k w_k law_k[s_k]
-    per = np.stack([choice_probabilities(np.broadcast_to(v[k], subsets.shape), subsets) for k in range(K)])
+    per = np.stack([_choice_probabilities(np.broadcast_to(v[k], subsets.shape), subsets) for k in range(K)])
     law = np.zeros((1, n + 1))
     for k in range(K):
         law = (law[:, None, :] + w[k] * per[k][None]).reshape(-1, n + 1)
@@ -288,6 +296,9 @@ class DRAssortment(BaseEstimator):
         ``contexts`` (default: X) are the contexts whose empirical law the ambiguity set is centred on.
         """
         div, rho, cap = check_divergence(self.divergence), check_rho(self.rho), check_capacity(self.capacity)
+        if not isinstance(self.grid, (int, np.integer)) or self.grid < 3:
+            raise ValueError(f"grid must be an int >= 3, got {self.grid!r}")
+        validate.non_negative("alpha", self.alpha)
         X = check_matrix(X, "X")
         n = np.shape(offered)[1] if np.ndim(offered) == 2 else None
         r = check_revenues(revenues, n)
@@ -307,7 +318,7 @@ class DRAssortment(BaseEstimator):
         """Robust assortments for contexts X (m, d): boolean masks (m, n_items)."""
         check_is_fitted(self)
         v = self.model_.attractions(X)
-        S, _ = mnl_assortment(v, self.transformed_revenues_, check_capacity(self.capacity))
+        S, _ = _mnl_assortment(v, self.transformed_revenues_, check_capacity(self.capacity))
         return S
 
     def robust_value(self, X: np.ndarray) -> float:

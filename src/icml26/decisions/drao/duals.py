@@ -27,6 +27,8 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
+from icml26.harness import validate
+
 DIVERGENCES = ("tv", "kl", "chi2")
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
@@ -214,7 +216,11 @@ def worst_case_distribution(p: np.ndarray, R: np.ndarray, rho: float, divergence
 def divergence_value(q: np.ndarray, p: np.ndarray, divergence: str) -> float:
     """D(Q || P) for the three divergences (inf when Q is not absolutely continuous w.r.t. P for KL/chi2)."""
     div = check_divergence(divergence)
-    q, p = np.asarray(q, float).ravel(), np.asarray(p, float).ravel()
+    q, p = np.asarray(q, float), np.asarray(p, float)
+    if q.shape != p.shape:
+        raise ValueError(f"q and p must have the same shape, got {q.shape} and {p.shape}")
+    q = np.asarray(validate.probability_vector("q", q.ravel()), float)
+    p = np.asarray(validate.probability_vector("p", p.ravel()), float)
     if div == "tv":
         return float(0.5 * np.abs(q - p).sum())
     if np.any((p <= 0) & (q > 0)):
@@ -236,10 +242,7 @@ def primal_robust_value(p: np.ndarray, R: np.ndarray, rho: float, divergence: st
     """
     div, rho = check_divergence(divergence), check_rho(rho)
     p, R = _check_law(p, R)
-    try:
-        import cvxpy as cp
-    except ImportError:
-        raise ImportError("primal_robust_value needs cvxpy; install it with pip install 'icml26[peers]'") from None
+    cp = validate.require_package("cvxpy", "peers", purpose="primal_robust_value")
     if div != "tv":
         keep = p > 0
         p, R = p[keep], R[keep]

@@ -20,6 +20,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from icml26.harness import validate
+
 # helper functions
 
 def check_matrix(X: object, name: str, ncols: int | None = None) -> np.ndarray:
@@ -72,8 +74,45 @@ def check_capacity(capacity: object) -> int | None:
     return int(capacity)
 
 
+def check_attractions(v: object, name: str = "v") -> np.ndarray:
+    """Attraction values: a finite array of shape (..., n), n >= 1, every entry > 0 (v = exp(utility))."""
+    v = np.asarray(validate.finite(name, v), dtype=float)
+    if v.ndim == 0 or v.shape[-1] == 0:
+        raise ValueError(f"{name} (attraction values) must have shape (..., n_items) with n_items >= 1, "
+                         f"got shape {v.shape}")
+    if np.any(v <= 0):
+        raise ValueError(f"{name} (attraction values) must be > 0 (v = exp(utility)), got a minimum of {v.min():.4g}")
+    return v
+
+
+def _check_mask(S: object, v: np.ndarray, name: str = "S") -> np.ndarray:
+    S = np.asarray(S)
+    try:
+        np.broadcast_shapes(S.shape, v.shape)
+    except ValueError:
+        raise ValueError(f"{name} (assortment masks) of shape {S.shape} does not broadcast against the attractions "
+                         f"of shape {v.shape}") from None
+    if S.dtype != bool:
+        if not np.all(np.isin(S, (0, 1))):
+            raise ValueError(f"{name} must be a 0/1 or boolean mask over items")
+        S = S.astype(bool)
+    return S
+
+
+def _check_rewards(r: object, name: str = "r") -> np.ndarray:
+    r = np.asarray(validate.finite(name, r), dtype=float)
+    if np.any(r < 0):
+        raise ValueError(f"{name} (revenues) must be >= 0, got a minimum of {r.min():.4g}")
+    return r
+
+
 def choice_probabilities(v: np.ndarray, S: np.ndarray) -> np.ndarray:
     """MNL choice law (K, n + 1) given attractions ``v`` (K, n) and masks ``S`` (K, n); column 0 = no purchase."""
+    v = check_attractions(v)
+    return _choice_probabilities(v, _check_mask(S, v))
+
+
+def _choice_probabilities(v: np.ndarray, S: np.ndarray) -> np.ndarray:
     w = v * S
     den = 1.0 + w.sum(-1, keepdims=True)
     return np.concatenate([1.0 / den, w / den], axis=-1)
@@ -81,6 +120,16 @@ def choice_probabilities(v: np.ndarray, S: np.ndarray) -> np.ndarray:
 
 def mnl_revenue(v: np.ndarray, r: np.ndarray, S: np.ndarray) -> np.ndarray:
     """Expected revenue  sum_{i in S} v_i r_i / (1 + sum_{i in S} v_i)  per row."""
+    v = check_attractions(v)
+    r = _check_rewards(r)
+    try:
+        np.broadcast_shapes(r.shape, v.shape)
+    except ValueError:
+        raise ValueError(f"r of shape {r.shape} does not broadcast against v of shape {v.shape}") from None
+    return _mnl_revenue(v, r, _check_mask(S, v))
+
+
+def _mnl_revenue(v: np.ndarray, r: np.ndarray, S: np.ndarray) -> np.ndarray:
     w = v * S
     return (w * r).sum(-1) / (1.0 + w.sum(-1))
 
@@ -104,7 +153,18 @@ def mnl_assortment(v: np.ndarray, r: np.ndarray, capacity: int | None = None) ->
     increases z and stops after finitely many steps at the optimum z* (at the fixed point
     max_S sum_S v_i (r_i - z*) = z*, so no set earns more than z*).
     """
-    v, r = np.asarray(v, dtype=float), np.asarray(r, dtype=float)
+    v, r, capacity = check_attractions(v), _check_rewards(r), check_capacity(capacity)
+    if r.ndim == 0:
+        raise ValueError("r must hold one revenue per item (shape (..., n_items)), got a scalar")
+    try:
+        np.broadcast_shapes(v.shape, r.shape)
+    except ValueError:
+        raise ValueError(f"r of shape {r.shape} does not broadcast against v of shape {v.shape}") from None
+    return _mnl_assortment(v, r, capacity)
+
+
+def _mnl_assortment(v: np.ndarray, r: np.ndarray, capacity: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`mnl_assortment` without the argument checks (the DRAO solver checks once, up front)."""
     if r.ndim < v.ndim:
         r = r.reshape((1,) * (v.ndim - r.ndim) + r.shape)
     shape = np.broadcast_shapes(v.shape, r.shape)
@@ -129,8 +189,8 @@ def mnl_assortment(v: np.ndarray, r: np.ndarray, capacity: int | None = None) ->
         np.put_along_axis(S_new, top, np.take_along_axis(score, top, -1) > 0, -1)
         if np.array_equal(S_new, S):
             break
-        S, z = S_new, np.maximum(z, mnl_revenue(v, r, S_new))
-    return S, mnl_revenue(v, r, S)
+        S, z = S_new, np.maximum(z, _mnl_revenue(v, r, S_new))
+    return S, _mnl_revenue(v, r, S)
 
 
 # main class
@@ -194,8 +254,9 @@ class ContextualMNL(BaseEstimator):
         bought = y > 0
         if not np.all(S[np.nonzero(bought)[0], y[bought] - 1]):
             raise ValueError("some choices pick an item that was not in the offered set")
-        if not (isinstance(self.alpha, (int, float)) and self.alpha >= 0):
-            raise ValueError(f"alpha must be a number >= 0, got {self.alpha!r}")
+        validate.non_negative("alpha", self.alpha)
+        validate.positive_int("max_iter", self.max_iter)
+        validate.non_negative("tol", self.tol)
 
         Z = np.hstack([X, np.ones((T, 1))]) if self.fit_intercept else X
         p = Z.shape[1]
@@ -235,9 +296,9 @@ class ContextualMNL(BaseEstimator):
     def choice_probs(self, X: np.ndarray, S: np.ndarray) -> np.ndarray:
         """P(c | x, S) for c = 0 (no purchase), 1..n: shape (m, n_items + 1)."""
         v = self.attractions(X)
-        return choice_probabilities(v, check_assortments(S, v.shape, "S"))
+        return _choice_probabilities(v, check_assortments(S, v.shape, "S"))
 
     def expected_revenue(self, X: np.ndarray, S: np.ndarray, revenues: np.ndarray) -> np.ndarray:
         """Expected revenue per context of offering S(x): sum_{i in S} v_i r_i / (1 + sum_{i in S} v_i)."""
         v = self.attractions(X)
-        return mnl_revenue(v, check_revenues(revenues, self.n_items_), check_assortments(S, v.shape, "S"))
+        return _mnl_revenue(v, check_revenues(revenues, self.n_items_), check_assortments(S, v.shape, "S"))
