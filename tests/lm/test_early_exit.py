@@ -1,6 +1,8 @@
 """[A19] Geometric early exit: geometry, exit rules, wrapper (Llama + GPT-2), calibration, reproduction."""
 
+import functools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -12,13 +14,17 @@ from icml26.harness import Budget, Outcome
 from icml26.lm.early_exit import (
     ConfidenceExitCriterion,
     EntropyExitCriterion,
+    ExitCriterion,
     ExitState,
     GeometricEarlyExitLM,
     GeometricExitCriterion,
+    GPT2Adapter,
+    LlamaAdapter,
     StaticExit,
     calibrate_exit,
     calibrate_on_trajectory,
     collect_trajectory,
+    default_grid,
     evaluate_exit,
     first_exit,
     get_adapter,
@@ -480,3 +486,85 @@ def test_quick_reproduction_is_well_formed():
     # generation counts what ran: block rows + K/V rows cover every decoded token at every layer
     for g in out.tables["generation"]:
         assert g["block_rows"] + g["kv_rows"] == 4 * 2 * (12 - 1)
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    llama = _llama()
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=32, n_layer=4, n_head=4, n_positions=16,
+                                      bos_token_id=0, eos_token_id=0)).eval()
+    x = torch.randint(0, V, (2, 6), generator=torch.Generator().manual_seed(0))
+    traj = collect_trajectory(llama, x)
+    traj_nolens = collect_trajectory(llama, x, with_lens=False)
+    geo = GeometricExitCriterion(0.5, 0.3)
+    h = torch.randn(2, 8, generator=torch.Generator().manual_seed(1))
+    on = torch.ones(4, 3, dtype=torch.bool)
+    nan = math.nan
+    return [
+        (lambda: trajectory_geometry(torch.randn(5, 3, 8), eps=math.inf), ValueError, "eps must be a positive finite"),
+        (lambda: trajectory_geometry(torch.randn(5, 3, 8), eps=True), ValueError, "eps must be a positive finite"),
+        (lambda: trajectory_geometry(torch.zeros(5, 3, 0)), ValueError, "hidden states are empty"),       # silent
+        (lambda: residual_stream(llama, x, with_logits="no"), TypeError, "with_logits must be True or False"),
+        (lambda: residual_stream(gpt2, torch.randint(0, V, (1, 40))), ValueError,
+         "40 prompt tokens exceed the model's 16 positions"),                                             # IndexError
+        (lambda: residual_stream("m", x), TypeError, "model must be a Hugging Face causal LM"),
+        (lambda: collect_trajectory(llama, x, with_lens="no"), TypeError, "with_lens must be True or False"),
+        (lambda: two_phase_profile(traj.step * nan, traj.cos), ValueError, "step has 48 NaN"),            # silent
+        (lambda: two_phase_profile(-traj.step, traj.cos), ValueError, "step sizes must be >= 0"),         # silent
+        (lambda: two_phase_profile([1.0], [1.0]), TypeError, "step must be a floating-point tensor"),    # AttributeError
+        (lambda: two_phase_profile(torch.zeros(4, 0), torch.zeros(4, 0)), ValueError, "are empty"),      # RuntimeError
+        (lambda: first_exit(torch.rand(4, 3), 1), TypeError, "passes must be a bool tensor"),            # RuntimeError
+        (lambda: first_exit(on, 0), ValueError, "min_layer must be >= 1"),                               # silent
+        (lambda: first_exit(on, 9), ValueError, "min_layer=9 exceeds the 4 layers"),                     # silent
+        (lambda: first_exit(on, 1, 0), ValueError, "patience must be >= 1"),                             # silent
+        (lambda: first_exit(torch.tensor(True), 1), ValueError, "L >= 1 layers on dim 0"),               # IndexError
+        (lambda: oracle_exit_layers(torch.rand(4, 3)), TypeError, "layer_argmax must hold integer"),     # silent
+        (lambda: oracle_exit_layers(torch.zeros(0, 3, dtype=torch.long)), ValueError, "L >= 1 layers"),  # IndexError
+        (lambda: ExitState.start(0, 4), ValueError, "batch must be >= 1"),                               # silent
+        (lambda: ExitState.start(3, 0), ValueError, "num_layers must be >= 1"),                          # silent
+        (lambda: ExitCriterion(min_layer=0), ValueError, "min_layer must be >= 1"),
+        (lambda: geo.decide(traj.step * nan, traj.cos), ValueError, "step contains NaN"),                # silent
+        (lambda: geo.decide([1.0], [1.0]), TypeError, "step must be a floating-point tensor"),           # AttributeError
+        (lambda: geo.exit_layers("t"), TypeError, "traj must be a Trajectory"),                          # AttributeError
+        (lambda: geo.update(ExitState.start(2, 4), h, torch.randn(3, 8)), ValueError, "B = 2"),         # RuntimeError
+        (lambda: geo.update(ExitState.start(2, 4), h, h * nan), ValueError, "h_new contains NaN"),       # silent
+        (lambda: geo.update("s", h, h), TypeError, "state must be an ExitState"),                        # AttributeError
+        (lambda: [geo.update(st, h, h + 1) for st in [ExitState.start(2, 1)] for _ in range(2)], ValueError,
+         "already seen all 1 layers"),                                                                    # silent
+        (lambda: ConfidenceExitCriterion(1.5), ValueError, "tau_prob must lie in [0.0, 1.0]"),
+        (lambda: ConfidenceExitCriterion(0.5).exit_layers(traj_nolens), ValueError, "with_lens=True"),
+        (lambda: EntropyExitCriterion(0.5).update(ExitState.start(2, 4), h, h + 1, lens=3), TypeError,
+         "lens must be callable"),
+        (lambda: StaticExit(9).exit_layers(traj), ValueError, "min_layer=9 exceeds the model's 4 layers"),
+        (lambda: GeometricEarlyExitLM(llama, "c"), TypeError, "criterion must be an ExitCriterion"),
+        (lambda: GeometricEarlyExitLM(llama)(x + 200), ValueError, "token ids must lie in [0, 97)"),
+        (lambda: GeometricEarlyExitLM(llama).generate(x, 0), ValueError, "max_new_tokens must be a positive int"),
+        (lambda: GeometricEarlyExitLM(gpt2).generate(torch.randint(0, V, (1, 10)), 20), ValueError,
+         "10 prompt tokens + 19 new tokens exceed the model's 16 positions"),                             # IndexError
+        (lambda: evaluate_exit("t", geo), TypeError, "traj must be a Trajectory"),                       # AttributeError
+        (lambda: evaluate_exit(traj, "rule"), TypeError, "rule must be an ExitCriterion"),               # AttributeError
+        (lambda: evaluate_exit(traj, torch.full((2, 6), 2.5)), TypeError, "exit layers must be integers"),  # RuntimeError
+        (lambda: evaluate_exit(traj, geo, targets=torch.full((2, 6), 500)), ValueError,
+         "targets must be token ids in [0, 97)"),                                                         # silent
+        (lambda: evaluate_exit(traj, geo, targets=torch.full((2, 6), 1.0)), TypeError,
+         "targets must be an integer tensor"),                                                            # silent
+        (lambda: default_grid(traj, min_layer=9), ValueError, "min_layer=9 exceeds the trajectory's 4"),  # silent
+        (lambda: default_grid(traj_nolens, ConfidenceExitCriterion), ValueError, "needs logit-lens"),   # TypeError
+        (lambda: default_grid("t"), TypeError, "traj must be a Trajectory"),                             # AttributeError
+        (lambda: calibrate_on_trajectory(traj, candidates=["x"]), TypeError, "candidates must be ExitCriterion"),
+        (lambda: calibrate_on_trajectory(traj, target_agreement=nan), ValueError, "the target must be a number"),
+        (lambda: calibrate_exit(llama, x, target_agreement=1.5), ValueError, "the target must be a number"),
+        (lambda: get_adapter(torch.nn.Linear(2, 2)), TypeError, "not a supported layout"),
+        (lambda: LlamaAdapter(gpt2), TypeError, "does not have the llama layout"),                       # AttributeError
+        (lambda: GPT2Adapter(torch.nn.Linear(2, 2)), TypeError, "does not have the gpt2 layout"),       # silent
+    ]
+
+
+@pytest.mark.parametrize("case", range(50))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 50
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

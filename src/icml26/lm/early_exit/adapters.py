@@ -59,7 +59,18 @@ class CausalLMAdapter:
     family = "base"
 
     def __init__(self, model: nn.Module):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a Hugging Face causal LM (torch.nn.Module), got {type(model).__name__}")
+        matches = getattr(type(self), "matches", None)
+        if matches is not None and not matches(model):
+            raise TypeError(f"{type(model).__name__} does not have the {self.family} layout {type(self).__name__} "
+                            "expects; use get_adapter(model) to pick the adapter for its layout")
         self.model = model
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence the model's position embeddings cover (None: no hard limit, e.g. rotary)."""
+        return None
 
     @property
     def blocks(self) -> nn.ModuleList:
@@ -196,6 +207,10 @@ class GPT2Adapter(CausalLMAdapter):
 
     def kv_cost(self):
         return (2 / 3) * self.blocks[0].attn.c_attn.weight.numel() / _matmul_params(self.blocks[0])
+
+    @property
+    def max_positions(self) -> int | None:
+        return int(self.model.transformer.wpe.num_embeddings)   # learned absolute positions: a hard limit
 
 
 ADAPTERS: tuple[type[CausalLMAdapter], ...] = (LlamaAdapter, GPT2Adapter)

@@ -69,8 +69,26 @@ class Calibration:
                 f"grid=<{len(self.grid)} rules>)")
 
 
+def _check_traj(traj: object) -> None:
+    if not isinstance(traj, Trajectory):
+        raise TypeError(f"traj must be a Trajectory (from collect_trajectory), got {type(traj).__name__}")
+
+
 def evaluate_exit(traj: Trajectory, rule: ExitCriterion | torch.Tensor, targets: torch.Tensor | None = None) -> ExitEvaluation:
     """Score an exit rule (or given exit layers [B, T]) on a trajectory collected ``with_lens``."""
+    _check_traj(traj)
+    if not isinstance(rule, ExitCriterion) and not torch.is_tensor(rule):
+        raise TypeError(f"rule must be an ExitCriterion or a tensor of exit layers [B, T], got {type(rule).__name__}")
+    if torch.is_tensor(rule) and (rule.is_floating_point() or rule.is_complex() or rule.dtype == torch.bool):
+        raise TypeError(f"exit layers must be integers in 1..L, got a {rule.dtype} tensor")
+    if targets is not None:
+        if not torch.is_tensor(targets) or targets.is_floating_point() or targets.dtype == torch.bool:
+            raise TypeError(f"targets must be an integer tensor of token ids [B, T], got {type(targets).__name__}"
+                            + (f" of dtype {targets.dtype}" if torch.is_tensor(targets) else ""))
+        vocab = None if traj.logits is None else traj.logits.shape[-1]
+        if targets.numel() and (int(targets.min()) < 0 or (vocab is not None and int(targets.max()) >= vocab)):
+            raise ValueError(f"targets must be token ids in [0, {vocab if vocab is not None else 'V'}), "
+                             f"got [{int(targets.min())}, {int(targets.max())}]")
     if traj.layer_argmax is None:
         raise ValueError("evaluate_exit needs logit-lens predictions; collect the trajectory with with_lens=True")
     exit_layers = rule.exit_layers(traj) if isinstance(rule, ExitCriterion) else rule
@@ -93,8 +111,15 @@ def default_grid(traj: Trajectory, criterion_cls: type[ExitCriterion] = Geometri
                  min_layer: int | None = None, patience: int = 1,
                  ablation: Literal["step", "cos"] | None = None) -> list[ExitCriterion]:
     """The candidate rules searched by :func:`calibrate_exit` (see the module docstring), "never exit" first."""
+    _check_traj(traj)
     L = traj.num_layers
     m = default_min_layer(L) if min_layer is None else min_layer
+    if isinstance(m, int) and not isinstance(m, bool) and m > L:
+        raise ValueError(f"min_layer={m} exceeds the trajectory's {L} layers")
+    if criterion_cls is ConfidenceExitCriterion and traj.max_prob is None or \
+            criterion_cls is EntropyExitCriterion and traj.entropy is None:
+        raise ValueError(f"a {criterion_cls.__name__} grid needs logit-lens statistics; collect the trajectory "
+                         "with with_lens=True")
     kw = dict(min_layer=min_layer, patience=patience)
 
     def q(x: torch.Tensor, qs) -> list[float]:
@@ -135,6 +160,7 @@ def calibrate_on_trajectory(traj: Trajectory, criterion_cls: type[ExitCriterion]
                             candidates: list[ExitCriterion] | None = None, min_layer: int | None = None,
                             patience: int = 1, ablation: Literal["step", "cos"] | None = None) -> Calibration:
     """Pick thresholds on a trajectory already collected (see :func:`calibrate_exit`)."""
+    _check_traj(traj)
     if target_agreement is not None and target_flops_saved is not None:
         raise ValueError("give at most one of target_agreement and target_flops_saved")
     if target_agreement is None and target_flops_saved is None:
@@ -146,6 +172,9 @@ def calibrate_on_trajectory(traj: Trajectory, criterion_cls: type[ExitCriterion]
         candidates = default_grid(traj, criterion_cls, min_layer=min_layer, patience=patience, ablation=ablation)
     if not candidates:
         raise ValueError("no candidate rules to search")
+    bad = [type(c).__name__ for c in candidates if not isinstance(c, ExitCriterion)]
+    if bad:
+        raise TypeError(f"candidates must be ExitCriterion instances, got {sorted(set(bad))}")
     scored = [(c, evaluate_exit(traj, c)) for c in candidates]
     if target_agreement is not None:
         ok = [x for x in scored if x[1].agreement >= target_agreement] or [max(scored, key=lambda x: x[1].agreement)]

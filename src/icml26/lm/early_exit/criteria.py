@@ -53,9 +53,25 @@ def default_min_layer(num_layers: int) -> int:
     return max(1, math.ceil(num_layers / 4))
 
 
+def _check_layers_tensor(name: str, value, *, dtype_kind: str) -> None:
+    if not torch.is_tensor(value):
+        raise TypeError(f"{name} must be a tensor [L, ...], got {type(value).__name__}")
+    if dtype_kind == "bool" and value.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool tensor (the per-layer test), got {value.dtype}")
+    if dtype_kind == "int" and (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool):
+        raise TypeError(f"{name} must hold integer token ids, got {value.dtype}")
+    if value.dim() < 1 or value.shape[0] < 1:
+        raise ValueError(f"{name} must be [L, ...] with L >= 1 layers on dim 0, got shape {tuple(value.shape)}")
+
+
 def first_exit(passes: torch.Tensor, min_layer: int, patience: int = 1) -> torch.Tensor:
     """l_exit per token from the per-layer tests ``passes`` [L, ...] (bool); L where no layer qualifies."""
+    _check_layers_tensor("passes", passes, dtype_kind="bool")
     L = passes.shape[0]
+    _check_int("min_layer", min_layer, 1)
+    if min_layer > L:
+        raise ValueError(f"min_layer={min_layer} exceeds the {L} layers of passes")
+    _check_int("patience", patience, 1)
     run = torch.zeros(passes.shape[1:], dtype=torch.long, device=passes.device)
     exit_layer = torch.full_like(run, L)
     found = torch.zeros_like(run, dtype=torch.bool)
@@ -69,6 +85,7 @@ def first_exit(passes: torch.Tensor, min_layer: int, patience: int = 1) -> torch
 
 def oracle_exit_layers(layer_argmax: torch.Tensor) -> torch.Tensor:
     """Earliest l >= 1 such that the lens argmax at every layer l..L equals the final argmax [L, ...] -> [...]."""
+    _check_layers_tensor("layer_argmax", layer_argmax, dtype_kind="int")
     agree = layer_argmax == layer_argmax[-1]
     # suffix-AND: agrees at this layer and at all deeper ones
     suffix = agree.flip(0).long().cumprod(0).flip(0).bool()
@@ -89,6 +106,8 @@ class ExitState:
 
     @classmethod
     def start(cls, batch: int, num_layers: int, device=None) -> "ExitState":
+        _check_int("batch", batch, 1)
+        _check_int("num_layers", num_layers, 1)
         z = torch.zeros(batch, dtype=torch.long, device=device)
         return cls(num_layers, 0, z, z.bool(), torch.full_like(z, num_layers))
 
@@ -123,10 +142,26 @@ class ExitCriterion:
 
     def exit_layers(self, traj: Trajectory) -> torch.Tensor:
         """l_exit for every token of ``traj`` [B, T] (values in 1..L)."""
+        if not isinstance(traj, Trajectory):
+            raise TypeError(f"traj must be a Trajectory (from collect_trajectory), got {type(traj).__name__}")
         return first_exit(self.passes(traj), self.resolve_min_layer(traj.num_layers), self.patience)
 
     def update(self, state: ExitState, h_prev: torch.Tensor, h_new: torch.Tensor, lens: Lens | None = None) -> torch.Tensor:
         """Streaming: block ``state.layer + 1`` took ``h_prev`` [B, d] to ``h_new``; returns the ``done`` mask."""
+        if not isinstance(state, ExitState):
+            raise TypeError(f"state must be an ExitState (ExitState.start(batch, num_layers)), got {type(state).__name__}")
+        for name, h in (("h_prev", h_prev), ("h_new", h_new)):
+            if not torch.is_tensor(h) or not h.is_floating_point():
+                raise TypeError(f"{name} must be a floating-point tensor [B, d], got {type(h).__name__}")
+        if h_prev.shape != h_new.shape or h_new.dim() < 1 or h_new.shape[0] != state.run.shape[0]:
+            raise ValueError(f"h_prev and h_new must both be [B, d] with B = {state.run.shape[0]} (the state's batch), "
+                             f"got {tuple(h_prev.shape)} and {tuple(h_new.shape)}")
+        if state.layer >= state.num_layers:
+            raise ValueError(f"the state has already seen all {state.num_layers} layers; start a new ExitState per token")
+        if lens is not None and not callable(lens):
+            raise TypeError(f"lens must be callable (states -> logits) or None, got {type(lens).__name__}")
+        if not bool(torch.isfinite(h_new).all()):
+            raise ValueError("h_new contains NaN or inf; the exit test would silently never pass")
         state.layer += 1
         ok = self.layer_test(h_prev, h_new, state.delta_prev, lens)
         state.run = torch.where(ok, state.run + 1, 0)
@@ -162,8 +197,16 @@ class GeometricExitCriterion(ExitCriterion):
 
     def decide(self, step: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
         """l_exit from step sizes and cosines [L, ...] (as returned by ``trajectory_geometry``)."""
+        for name, t in (("step", step), ("cos", cos)):
+            if not torch.is_tensor(t) or not t.is_floating_point():
+                raise TypeError(f"{name} must be a floating-point tensor [L, ...] (from trajectory_geometry), "
+                                f"got {type(t).__name__}")
         if step.shape != cos.shape:
             raise ValueError(f"step and cos must share a shape, got {tuple(step.shape)} and {tuple(cos.shape)}")
+        if step.dim() < 1 or step.shape[0] < 1:
+            raise ValueError(f"step and cos must be [L, ...] with L >= 1, got shape {tuple(step.shape)}")
+        if not bool(torch.isfinite(step).all()):
+            raise ValueError("step contains NaN or inf; the exit test would silently never pass")
         return first_exit((step < self.tau_step) & (cos > self.tau_cos), self.resolve_min_layer(step.shape[0]), self.patience)
 
     def passes(self, traj):

@@ -20,6 +20,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from icml26.harness import validate as v
+
 from .adapters import get_adapter
 
 # helper functions
@@ -40,12 +42,22 @@ def _as_stack(hidden_states: Sequence[torch.Tensor] | torch.Tensor) -> torch.Ten
         raise ValueError(f"need at least two states (h_0 and h_1) stacked on dim 0, got shape {tuple(hs.shape)}")
     if not hs.is_floating_point():
         raise TypeError(f"hidden states must be floating point, got {hs.dtype}")
+    if hs.numel() == 0:
+        raise ValueError(f"hidden states are empty (shape {tuple(hs.shape)}); the hidden size d and every "
+                         "batch dimension must be >= 1")
     if not torch.isfinite(hs).all():
         raise ValueError("hidden states contain NaN or inf")
     return hs
 
 
-def _validate_ids(input_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+def _check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _validate_ids(input_ids: torch.Tensor, vocab_size: int, max_positions: int | None = None,
+                  extra: int = 0) -> torch.Tensor:
     if not torch.is_tensor(input_ids):
         raise TypeError(f"input_ids must be a LongTensor [batch, seq], got {type(input_ids).__name__}")
     if input_ids.dtype not in (torch.long, torch.int, torch.int32, torch.int64):
@@ -58,6 +70,9 @@ def _validate_ids(input_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
         raise ValueError(f"empty prompt: input_ids has shape {tuple(input_ids.shape)}; pass at least one token per row")
     if int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab_size:
         raise ValueError(f"token ids must lie in [0, {vocab_size}), got [{int(input_ids.min())}, {int(input_ids.max())}]")
+    if max_positions is not None and input_ids.shape[1] + extra > max_positions:
+        what = f"{input_ids.shape[1]} prompt tokens" + (f" + {extra} new tokens" if extra else "")
+        raise ValueError(f"{what} exceed the model's {max_positions} positions; shorten the input")
     return input_ids.long()
 
 
@@ -75,8 +90,8 @@ def trajectory_geometry(hidden_states: Sequence[torch.Tensor] | torch.Tensor,
     Returns:
         ``(step, cos)``, each [L, ...]; row l-1 holds s_l and c_l. ``cos[0]`` is NaN (c_1 needs Delta_0).
     """
-    if not (isinstance(eps, (int, float)) and eps > 0):
-        raise ValueError(f"eps must be a positive number, got {eps!r}")
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and 0 < eps < math.inf):
+        raise ValueError(f"eps must be a positive finite number, got {eps!r}")
     hs = _as_stack(hidden_states).float()
     delta = hs[1:] - hs[:-1]                                  # Delta_l, l = 1..L
     dnorm = delta.norm(dim=-1)
@@ -97,7 +112,8 @@ def residual_stream(model: nn.Module, input_ids: torch.Tensor, *,
     Raises ``ValueError`` when the model does not return hidden states (``output_hidden_states`` unsupported).
     """
     adapter = get_adapter(model)
-    input_ids = _validate_ids(input_ids, adapter.vocab_size)
+    _check_flag("with_logits", with_logits)
+    input_ids = _validate_ids(input_ids, adapter.vocab_size, adapter.max_positions)
     captured: list[torch.Tensor] = []
     hook = adapter.blocks[-1].register_forward_hook(lambda mod, inp, out: captured.append(out if torch.is_tensor(out) else out[0]))
     net = model if with_logits else adapter.backbone
@@ -153,6 +169,9 @@ def collect_trajectory(model: nn.Module, input_ids: torch.Tensor, *, with_lens: 
     ``with_logits=False`` runs the backbone only, so without the lens the head never runs.
     """
     adapter = get_adapter(model)
+    _check_flag("with_lens", with_lens)
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and 0 < eps < math.inf):
+        raise ValueError(f"eps must be a positive finite number, got {eps!r}")
     hidden, logits = residual_stream(model, input_ids, with_logits=with_logits)
     step, cos = trajectory_geometry(hidden, eps=eps)
     traj = Trajectory(hidden=hidden, logits=logits, step=step, cos=cos)
@@ -196,8 +215,19 @@ def two_phase_profile(step: torch.Tensor, cos: torch.Tensor, *, first_layer: int
     carries at least half of the decrease, so the statistic could not fail. ``n_drops`` says how many there were.
     The medians are returned for every layer 1..L (row l-1 = layer l).
     """
+    for name, t in (("step", step), ("cos", cos)):
+        if not torch.is_tensor(t) or not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor [L, ...] (from trajectory_geometry), "
+                            f"got {v.describe(t)}")
     if step.shape != cos.shape or step.dim() < 2:
         raise ValueError("step and cos must share a shape [L, ...] with L >= 1")
+    if step.numel() == 0:
+        raise ValueError(f"step and cos are empty (shape {tuple(step.shape)}); pass at least one token")
+    v.finite("step", step)
+    if float(step.min()) < 0:
+        raise ValueError(f"step sizes must be >= 0 (norm ratios), got a minimum of {float(step.min())}")
+    if bool(torch.isinf(cos).any()):
+        raise ValueError("cos has infinite entries; cosines lie in [-1, 1] (NaN only where undefined)")
     if isinstance(first_layer, bool) or not isinstance(first_layer, int) or not 1 <= first_layer <= step.shape[0]:
         raise ValueError(f"first_layer must be an int in 1..{step.shape[0]}, got {first_layer!r}")
     s = step.flatten(1).float()

@@ -111,7 +111,7 @@ class GeometricEarlyExitLM(nn.Module):
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
         ad, L = self.adapter, self.num_layers
-        ids = _validate_ids(input_ids, ad.vocab_size).to(ad.head.weight.device)
+        ids = _validate_ids(input_ids, ad.vocab_size, ad.max_positions, max_new_tokens - 1).to(ad.head.weight.device)
         B, T = ids.shape
         cache = new_cache(self.model)
         out = self.model(input_ids=ids, use_cache=True, **{_cache_keyword(self.model.forward): cache})
