@@ -1,7 +1,9 @@
 """Tests for [B12] OCMB: candidate sets, constrained IAMB, Fisher-z vs causal-learn, exact recovery with a
 d-separation oracle, the hybrid baseline, varsortability, lazy peers, validation, reproduction."""
 
+import functools
 import math
+import re
 import subprocess
 import sys
 
@@ -519,3 +521,86 @@ def test_dsep_recovery_is_deterministic_for_a_seed():
     A = scale_free_dag(sizes.d_hub, sizes.m, random_state=np.random.default_rng(0))
     runs = [dsep_recovery(A, sizes, np.random.default_rng(7)) for _ in range(3)]
     assert all(r == runs[0] for r in runs)
+
+
+# --- issue "Reliability": every public entry point refuses bad input with a clear ValueError / TypeError
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.decisions.ocmb as O
+
+    nan = float("nan")
+    A = O.scale_free_dag(6, 1, random_state=0)
+    X, _ = O.simulate_sem(A, 200, random_state=0)
+    Xn = X.copy()
+    Xn[0, 0] = nan
+    order = O.topological_order(A)
+    P = O.ols_parent_scores(X, order)
+    fz = O.FisherZ(X)
+    T = O.CITester(fz)
+    blankets = [np.array([], dtype=int)] * 6
+    rng = np.random.default_rng(0)
+    return [
+        (lambda: O.OCMB().fit(Xn), ValueError, "X contains NaN or inf"),
+        (lambda: O.OCMB(alpha=nan).fit(X), ValueError, "alpha must be in (0, 1)"),
+        (lambda: O.OCMB(spouse_closure="no").fit(X), TypeError, "spouse_closure must be True or False"),  # silent
+        (lambda: O.OCMB().to_networkx(), ValueError, "call fit(X) before"),
+        (lambda: O.candidate_sets(np.array([0, 0, 1, 2, 3, 4]), P), ValueError, "must be a permutation"),  # silent
+        (lambda: O.candidate_sets([5, 4, 3, 2, 1, 0, 7], P), ValueError, "must be a permutation"),  # IndexError
+        (lambda: O.candidate_sets(order, P * nan), ValueError, "parent_scores has 36 NaN"),               # silent
+        (lambda: O.candidate_sets(order, P, 0), ValueError, "max_parents must be an integer >= 1"),     # silent
+        (lambda: O.candidate_sets(order, P, 3, nan), ValueError, "score_threshold must be finite"),      # silent
+        (lambda: O.constrained_iamb(9, np.array([1, 2]), T), ValueError, "indices must be in [0, 6)"),  # IndexError
+        (lambda: O.constrained_iamb(0, np.array([1, 2]), 3), TypeError, "tester must be a CITester"),  # Attr.Error
+        (lambda: O.constrained_iamb(0, np.array([1, 2]), T, -1), ValueError, "max_cond_size"),         # silent []
+        (lambda: O.prune_spouses(A[:3], blankets, order, T), ValueError, "square (d, d)"),             # silent
+        (lambda: O.prune_spouses(A, blankets[:2], order, T), ValueError, "one entry per variable (6)"),  # IndexError
+        (lambda: O.prune_spouses(A, blankets, order, None), TypeError, "tester must be a CITester"),   # Attr.Error
+        (lambda: O.ordered_regression(Xn, [[]] * 6), ValueError, "NaN"),
+        (lambda: O.ordered_regression(X, [[]] * 5), ValueError, "one entry per variable (6)"),
+        (lambda: O.FisherZ(X, 2.0), ValueError, "alpha must be in (0.0, 1.0)"),                        # silent
+        (lambda: O.FisherZ.from_corr(np.ones((3, 2)), 10), ValueError, "square (d, d)"),                # silent
+        (lambda: O.FisherZ.from_corr(np.eye(3), 0), ValueError, "n must be an integer >= 4"),          # nan later
+        (lambda: fz.pvalues(0, [9]), ValueError, "indices must be in [0, 6)"),                         # IndexError
+        (lambda: O.KnnCMI(X, k=0), ValueError, "k must be an integer >= 1"),                           # IndexError
+        (lambda: O.KnnCMI(X, alpha=nan), ValueError, "alpha must be finite"),                          # silent
+        (lambda: O.DSeparation(A).separated(0, 9), ValueError, "indices must be in [0, 6)"),           # NodeNotFound
+        (lambda: O.DSeparation(np.ones((3, 3))), ValueError, "needs a DAG"),
+        (lambda: O.CITester(3), TypeError, "dependence(t, xs, S)"),                                    # silent
+        (lambda: O.CITester(fz).score_matrix(0), ValueError, "d must be an integer >= 1"),             # silent
+        (lambda: O.fisher_z_pvalue(np.eye(3) * nan, 10, 0, 1), ValueError, "corr has 9 NaN"),         # returned nan
+        (lambda: O.fisher_z_pvalue(np.eye(3), 2, 0, 1), ValueError, "n must be an integer >= 4"),     # returned nan
+        (lambda: O.fisher_z_pvalue(np.eye(3), 10, 0, 5), ValueError, "indices must be in [0, 3)"),     # IndexError
+        (lambda: O.fisher_z_pvalue(np.eye(3), 10, 0, -1), ValueError, "xs entry must be an integer >= 0"),  # 1.0
+        (lambda: O.knn_cmi(Xn, 0, 1), ValueError, "data has 1 NaN"),
+        (lambda: O.knn_cmi(X, 0, 1, k=0), ValueError, "k must be an integer >= 1"),                    # IndexError
+        (lambda: O.knn_cmi(X, 0, 1, k=500), ValueError, "k must be < n_samples (200)"),                 # silent
+        (lambda: O.knn_cmi(X, 0, 0), ValueError, "distinct variables"),                                # silent
+        (lambda: O.knn_cmi(X[:, 0], 0, 1), ValueError, "must be 2-D"),                                 # IndexError
+        (lambda: O.eqvar_order(X[:, 0]), ValueError, "must be 2-D"),                                   # IndexError
+        (lambda: O.lingam_order(Xn), ValueError, "X has 1 NaN"),
+        (lambda: O.stein_order(Xn), ValueError, "X has 1 NaN"),                                        # NaN scores
+        (lambda: O.stein_order(X[:50], eta_g=-1.0), ValueError, "eta_g must be > 0"),                  # silent
+        (lambda: O.oracle_order(np.ones((3, 2))), ValueError, "square (d, d)"),                        # NetworkXError
+        (lambda: O.random_order(0, rng), ValueError, "d must be an integer >= 2"),                     # silent
+        (lambda: O.random_order(3, 0), TypeError, "rng must be a numpy Generator"),                    # Attr.Error
+        (lambda: O.ols_parent_scores(X, order[:3]), ValueError, "must be a permutation"),
+        (lambda: O.scale_free_dag(0), ValueError, "1 <= m < d"),
+        (lambda: O.simulate_sem(A, 0), ValueError, "n must be a positive int"),
+        (lambda: O.load_bundled_bn("nope"), ValueError, "no bundled network 'nope'"),
+        (lambda: O.load_bundled_bn("ecoli70").sample(0), ValueError, "n must be an integer >= 1"),     # silent
+        (lambda: O.graph_metrics(A, A * nan), ValueError, "est_adj has"),                              # silent
+        (lambda: O.topological_order(np.ones((3, 3))), ValueError, "must be a DAG"),
+        (lambda: O.varsortability(Xn, A), ValueError, "X has 1 NaN"),                                  # silent
+        (lambda: O.varsortability(X[:0], A), ValueError, "n_samples >= 2"),                            # silent 0.0
+    ]
+
+
+@pytest.mark.parametrize("case", range(52))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 52
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -20,7 +20,36 @@ from scipy.spatial import cKDTree
 from scipy.special import digamma
 from scipy.stats import norm
 
+from icml26.harness import validate as v
+
 # helper functions
+
+
+def _check_data(data, name: str = "data") -> np.ndarray:
+    """A finite 2-D float array (n_samples, n_variables) with at least one row."""
+    X = v.finite(name, data)
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_variables), got shape {X.shape}")
+    v.non_empty(name, X)
+    return X
+
+
+def _check_query(d: int, t, xs, S) -> None:
+    """t, every x and every s are variable indices in [0, d); t is not a candidate; S holds neither t nor x."""
+    t = int(v.non_negative_int("t", t))
+    xs = [int(v.non_negative_int("xs entry", x)) for x in xs]
+    S = [int(v.non_negative_int("S entry", z)) for z in S]
+    bad = [i for i in [t, *xs, *S] if i >= d]
+    if bad:
+        raise ValueError(f"variable indices must be in [0, {d}), got {bad[0]}")
+    if t in xs or t in S or set(xs) & set(S):
+        raise ValueError(f"a CI test needs distinct variables: target t={t}, candidates {xs} and conditioning "
+                         f"set {S} must not overlap")
+
+
+def _check_alpha(alpha) -> float:
+    return v.in_range("alpha", alpha, 0.0, 1.0, low_open=True, high_open=True)
 
 
 def fisher_z_pvalue(corr: np.ndarray, n: int, x: int, y: int, S: Sequence[int] = ()) -> float:
@@ -32,6 +61,13 @@ def fisher_z_pvalue(corr: np.ndarray, n: int, x: int, y: int, S: Sequence[int] =
     return float(FisherZ.from_corr(corr, n).pvalues(x, [y], S)[0])
 
 
+def _check_k(k, n: int) -> int:
+    k = v.positive_int("k", k)
+    if k >= n:
+        raise ValueError(f"k must be < n_samples ({n}) for a k-nearest-neighbour estimate, got {k}")
+    return k
+
+
 def knn_cmi(data: np.ndarray, x: int, y: int, S: Sequence[int] = (), k: int = 5) -> float:
     """kNN estimate of I(X_x; X_y | X_S) (Frenzel-Pompe / KSG with the max-norm), clipped at 0 [B12].
 
@@ -41,7 +77,14 @@ def knn_cmi(data: np.ndarray, x: int, y: int, S: Sequence[int] = (), k: int = 5)
     rho_i in the joint space: k~_i = k without ties, more when several neighbours sit at distance rho_i
     (discrete data), as in the official estimator. ``data`` should be standardised: the value is thresholded.
     """
+    data = _check_data(data)
     S = list(S)
+    _check_query(data.shape[1], x, [y], S)
+    _check_k(k, data.shape[0])
+    return _knn_cmi(data, int(x), int(y), [int(z) for z in S], k)
+
+
+def _knn_cmi(data: np.ndarray, x: int, y: int, S: list[int], k: int) -> float:
     joint = data[:, [x, y, *S]]
     tree = cKDTree(joint)
     rho = tree.query(joint, k=k + 1, p=np.inf)[0][:, -1]
@@ -86,18 +129,30 @@ class FisherZ:
     """
 
     def __init__(self, data: np.ndarray, alpha: float = 0.01):
+        data = _check_data(data)
+        self.alpha = _check_alpha(alpha)
         _check_not_collinear(data)
         self.n = data.shape[0]
         self.corr = np.corrcoef(data, rowvar=False)
-        self.alpha = alpha
+        self.d = self.corr.shape[0]
 
     @classmethod
     def from_corr(cls, corr: np.ndarray, n: int, alpha: float = 0.01) -> "FisherZ":
+        """The test from a (d, d) correlation matrix of ``n`` samples (n > d + 1 for every conditioning set)."""
+        corr = np.asarray(v.finite("corr", corr), dtype=float)
+        if corr.ndim != 2 or corr.shape[0] != corr.shape[1] or corr.shape[0] < 2:
+            raise ValueError(f"corr must be a square (d, d) correlation matrix with d >= 2, got shape {corr.shape}")
+        if not np.allclose(corr, corr.T) or np.abs(corr).max() > 1 + 1e-9:
+            raise ValueError("corr must be a symmetric correlation matrix with entries in [-1, 1]")
+        n = v.positive_int("n", n, minimum=4)
         self = cls.__new__(cls)
-        self.n, self.corr, self.alpha = n, np.asarray(corr, dtype=float), alpha
+        self.n, self.corr, self.alpha, self.d = n, corr, _check_alpha(alpha), corr.shape[0]
         return self
 
     def _stats(self, t: int, xs: Sequence[int], S: Sequence[int]) -> np.ndarray:
+        _check_query(self.d, t, xs, S)
+        if self.n - len(S) - 3 < 1:
+            raise ValueError(f"Fisher-z with |S| = {len(S)} needs n_samples >= |S| + 4, got n = {self.n}")
         S = sorted(int(s) for s in S)
         xs = np.asarray(xs, dtype=int)
         # one (|S|+2)x(|S|+2) sub-correlation matrix per candidate, [min(t,x), max(t,x), *S] as causal-learn
@@ -126,15 +181,20 @@ class KnnCMI:
     """kNN-CMI test: strength = CMI value, dependent iff CMI >= alpha (a value threshold, as in OCMB) [B12]."""
 
     def __init__(self, data: np.ndarray, alpha: float = 0.01, k: int = 5):
+        data = _check_data(data)
+        self.alpha = v.non_negative("alpha", alpha)
+        self.k = _check_k(k, data.shape[0])
         _check_not_collinear(data)
         self.data = (data - data.mean(0)) / data.std(0)
-        self.alpha, self.k = alpha, k
+        self.d = data.shape[1]
 
     def dependence(self, t: int, xs: Sequence[int], S: Sequence[int],
                    backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Forward: add when CMI >= alpha; backward: drop when CMI <= alpha (the official IAMB's rules)."""
-        v = np.array([knn_cmi(self.data, t, int(x), S, self.k) for x in xs])
-        return v, (v > self.alpha) if backward else (v >= self.alpha)
+        _check_query(self.d, t, xs, S)
+        S = [int(z) for z in S]
+        cmi = np.array([_knn_cmi(self.data, int(t), int(x), S, self.k) for x in xs])
+        return cmi, (cmi > self.alpha) if backward else (cmi >= self.alpha)
 
 
 class DSeparation:
@@ -165,6 +225,7 @@ class DSeparation:
         if key not in self._cache:
             if x == y or x in S or y in S:
                 raise ValueError(f"d-separation needs distinct x, y outside S, got x={x}, y={y}, S={list(S)}")
+            _check_query(self.d, x, [y], S)
             self._cache[key] = nx.is_d_separator(self.graph, {x}, {y}, set(S))
         return self._cache[key]
 
@@ -182,6 +243,7 @@ class CallableTest:
 
     def __init__(self, fn: Callable[[np.ndarray, int, int, list], float], data: np.ndarray, alpha: float):
         self.fn, self.data, self.alpha = fn, data, alpha
+        self.d = np.shape(data)[1]
 
     def dependence(self, t: int, xs: Sequence[int], S: Sequence[int],
                    backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -198,6 +260,9 @@ class CITester:
     """Counts what the paper bounds: distinct CI tests (unordered pair, conditioning set) and max |S|."""
 
     def __init__(self, test):
+        if not callable(getattr(test, "dependence", None)):
+            raise TypeError(f"test must be a CI test with a dependence(t, xs, S) method (FisherZ, KnnCMI, "
+                            f"DSeparation), got {v.describe(test)}")
         self.test = test
         self.keys: set[tuple[int, int, tuple[int, ...]]] = set()
         self.n_calls = 0
@@ -216,16 +281,20 @@ class CITester:
         self.n_calls += len(xs)
         self.max_cond = max(self.max_cond, len(S))
         strength, dependent = self.test.dependence(t, xs, S, backward=backward)
-        for x, v in zip(xs, np.asarray(strength, dtype=float)):
+        for x, val in zip(xs, np.asarray(strength, dtype=float)):
             key = (min(t, x), max(t, x))
-            self.scores[key] = max(self.scores.get(key, -np.inf), float(v))
+            self.scores[key] = max(self.scores.get(key, -np.inf), float(val))
         return strength, dependent
 
     def score_matrix(self, d: int) -> np.ndarray:
         """(d, d) symmetric matrix of the largest strength seen per pair (0 where a pair was never tested)."""
+        d = v.positive_int("d", d)
+        if self.scores and max(j for _, j in self.scores) >= d:
+            raise ValueError(f"d = {d} is smaller than the number of variables tested "
+                             f"({max(j for _, j in self.scores) + 1})")
         M = np.zeros((d, d))
-        for (i, j), v in self.scores.items():
-            M[i, j] = M[j, i] = v
+        for (i, j), val in self.scores.items():
+            M[i, j] = M[j, i] = val
         return M
 
     @property

@@ -39,6 +39,8 @@ import networkx as nx
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from icml26.harness import validate as v
+
 from .ci import CallableTest, CITester, DSeparation, FisherZ, KnnCMI, _check_not_collinear
 from .ordering import check_order, eqvar_order, lingam_order, ols_parent_scores, oracle_order, random_order, stein_order
 
@@ -56,7 +58,17 @@ def candidate_sets(order: np.ndarray, parent_scores: np.ndarray, max_parents: in
     Returns boolean matrices ``pa`` with pa[i, j] = (i in CandPa[j]) and ``nei`` with nei[i, x] =
     (x in CandNei[i]). Ties in the scores are broken at random (``rng``), as in the official code.
     """
-    d = len(order)
+    parent_scores = np.asarray(v.finite("parent_scores", parent_scores), dtype=float)
+    if parent_scores.ndim != 2 or parent_scores.shape[0] != parent_scores.shape[1]:
+        raise ValueError(f"parent_scores must be a square (d, d) array, got shape {parent_scores.shape}")
+    d = parent_scores.shape[0]
+    order = check_order(order, d)
+    max_parents = v.positive_int("max_parents", max_parents)
+    score_threshold = v.finite_number("score_threshold", score_threshold)
+    if not isinstance(spouse_closure, (bool, np.bool_)):
+        raise TypeError(f"spouse_closure must be True or False, got {spouse_closure!r}")
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)) or None, got {v.describe(rng)}")
     rng = np.random.default_rng(0) if rng is None else rng
     pos = np.empty(d, dtype=int)
     pos[order] = np.arange(d)
@@ -77,6 +89,9 @@ def candidate_sets(order: np.ndarray, parent_scores: np.ndarray, max_parents: in
 def constrained_iamb(target: int, candidates: np.ndarray, tester: CITester,
                      max_cond_size: int | None = None) -> list[int]:
     """IAMB for ``target`` searching only ``candidates`` [B12]; returns the blanket (insertion order)."""
+    _check_tester(tester)
+    if max_cond_size is not None:
+        max_cond_size = v.non_negative_int("max_cond_size", max_cond_size)
     cmb: list[int] = []
     rest = [int(c) for c in candidates]
     limit = np.inf if max_cond_size is None else max_cond_size
@@ -99,6 +114,18 @@ def prune_spouses(adjacency: np.ndarray, blankets: list[np.ndarray], order: np.n
 
     Edges whose conditioning set would exceed ``max_cond_size`` are kept untested. Returns a new matrix.
     """
+    _check_tester(tester)
+    adjacency = np.asarray(adjacency)
+    if adjacency.ndim != 2 or adjacency.shape[0] != adjacency.shape[1]:
+        raise ValueError(f"adjacency must be a square (d, d) matrix, got shape {adjacency.shape}")
+    d = adjacency.shape[0]
+    order = check_order(order, d)
+    if len(blankets) != d:
+        raise ValueError(f"blankets needs one entry per variable ({d}), got {len(blankets)}")
+    for t, b in enumerate(blankets):
+        v.indices(f"blankets[{t}]", np.asarray(b, dtype=int), d)
+    if max_cond_size is not None:
+        max_cond_size = v.non_negative_int("max_cond_size", max_cond_size)
     pos = np.empty(len(order), dtype=int)
     pos[order] = np.arange(len(order))
     out = adjacency.copy()
@@ -111,6 +138,11 @@ def prune_spouses(adjacency: np.ndarray, blankets: list[np.ndarray], order: np.n
             if not tester.dependence(t, [int(x)], S)[1][0]:
                 out[x, t] = 0
     return out
+
+
+def _check_tester(tester) -> None:
+    if not isinstance(tester, CITester):
+        raise TypeError(f"tester must be a CITester (CITester(FisherZ(X)) for example), got {v.describe(tester)}")
 
 
 def _check_X(X) -> np.ndarray:
@@ -221,8 +253,9 @@ class OCMB(BaseEstimator):
         q = self.score_threshold_quantile
         if q is not None and (not isinstance(q, Real) or not 0 <= q < 1):
             raise ValueError(f"score_threshold_quantile must be None or in [0, 1), got {q!r}")
-        if not isinstance(self.prune_spouses, (bool, np.bool_)):
-            raise TypeError(f"prune_spouses must be True or False, got {self.prune_spouses!r}")
+        for name in ("prune_spouses", "spouse_closure"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
     def _ordering(self, X: np.ndarray, true_adj: np.ndarray | None, rng: np.random.Generator):
         d = X.shape[1]

@@ -22,6 +22,8 @@ import networkx as nx
 import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 
+from icml26.harness import validate as v
+
 from ._extras import require
 
 # helper functions
@@ -43,7 +45,9 @@ def ols_parent_scores(X: np.ndarray, order: np.ndarray) -> np.ndarray:
     With the correlation matrix permuted into ``order`` factorised as R = C C^T (C lower triangular),
     row j of C^{-1} gives the regression residual, so beta_{j<-i} = -C^{-1}[j, i] / C^{-1}[j, j] for i < j.
     """
+    X = _check_data(X)
     d = X.shape[1]
+    order = check_order(order, d)
     R = np.corrcoef(X[:, order], rowvar=False)
     C = cholesky(R + 1e-10 * np.eye(d), lower=True)
     Cinv = solve_triangular(C, np.eye(d), lower=True)
@@ -51,6 +55,18 @@ def ols_parent_scores(X: np.ndarray, order: np.ndarray) -> np.ndarray:
     P = np.zeros((d, d))
     P[np.ix_(order, order)] = np.abs(B.T)
     return P
+
+
+def _check_data(X) -> np.ndarray:
+    X = np.asarray(v.finite("X", X), dtype=float)
+    if X.ndim != 2 or X.shape[1] < 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_variables) with at least 2 variables, got shape {X.shape}")
+    if X.shape[0] < 3:
+        raise ValueError(f"X needs at least 3 samples, got {X.shape[0]}")
+    const = np.flatnonzero(X.std(0) <= 1e-12 * np.maximum(1.0, np.abs(X).max(0))).tolist()
+    if const:
+        raise ValueError(f"columns {const[:10]} of X are constant; drop them first")
+    return X
 
 
 # orderers: each returns (order, parent_scores)
@@ -61,6 +77,7 @@ def eqvar_order(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Uses the raw covariance: the rule needs the data on its original scale (do not standardise first).
     """
+    X = _check_data(X)
     d = X.shape[1]
     cov = np.cov(X, rowvar=False)
     order: list[int] = []
@@ -78,6 +95,7 @@ def eqvar_order(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def lingam_order(X: np.ndarray, random_state: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """DirectLiNGAM's causal order (``lingam`` package, in the ``causal`` extra) and OLS parent scores [B12]."""
+    X = _check_data(X)
     lingam = require("lingam", "the 'lingam' orderer (DirectLiNGAM)")
 
     model = lingam.DirectLiNGAM(random_state=random_state).fit(X)
@@ -110,6 +128,8 @@ def stein_order(X: np.ndarray, eta_g: float = 1e-3, eta_h: float = 1e-3) -> tupl
     with the largest mean Hessian diagonal (a leaf), then reverse. P[i, j] = |mean_k H_j(X without i) -
     mean_k H_j(X)|: removing a parent i changes the curvature seen at its child j.
     """
+    X = _check_data(X)
+    eta_g, eta_h = v.positive("eta_g", eta_g), v.positive("eta_h", eta_h)
     Z = (X - X.mean(0)) / X.std(0)
     d = Z.shape[1]
     active = list(range(d))
@@ -128,7 +148,10 @@ def stein_order(X: np.ndarray, eta_g: float = 1e-3, eta_h: float = 1e-3) -> tupl
 
 def oracle_order(true_adj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A topological order of the true DAG and P = the true adjacency (the paper's upper bound)."""
-    g = nx.from_numpy_array(np.asarray(true_adj) != 0, create_using=nx.DiGraph)
+    A = np.asarray(true_adj)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"true_adj must be a square (d, d) adjacency matrix, got shape {A.shape}")
+    g = nx.from_numpy_array(A != 0, create_using=nx.DiGraph)
     if not nx.is_directed_acyclic_graph(g):
         raise ValueError("true_adj has a directed cycle; the oracle ordering needs a DAG")
     order = np.array(list(nx.lexicographical_topological_sort(g)), dtype=int)
@@ -139,6 +162,9 @@ def oracle_order(true_adj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def random_order(d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """A uniformly random order and U(0, 1) scores (the ablation that should collapse)."""
+    d = v.positive_int("d", d, minimum=2)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {v.describe(rng)}")
     order = rng.permutation(d)
     P = rng.random((d, d))
     np.fill_diagonal(P, 0.0)

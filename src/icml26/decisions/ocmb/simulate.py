@@ -27,6 +27,8 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from icml26.harness import validate
+
 from ._extras import CAUSAL_EXTRA
 
 GAUSSIAN_NETWORKS = ("ecoli70", "arth150", "magic-niab", "magic-irri")
@@ -119,6 +121,7 @@ class BundledNetwork:
 
     def sample(self, n: int, random_state=None) -> np.ndarray:
         """n rows from X_j = b_j + sum_i W[i, j] X_i + N(0, v_j)."""
+        n = validate.positive_int("n", n)
         rng = _rng(random_state)
         d = len(self.nodes)
         E = rng.standard_normal((n, d)) * np.sqrt(self.variances)
@@ -189,9 +192,9 @@ def varsortability(X: np.ndarray, adj: np.ndarray) -> float:
     """Fraction of the DAG's edges i -> j whose child has the larger marginal variance (ties, to a relative
     1e-9, count 1/2)."""
     A = _check_dag(adj)
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[1] != A.shape[0]:
-        raise ValueError(f"X must be (n_samples, {A.shape[0]}) to match adj, got shape {X.shape}")
+    X = np.asarray(validate.finite("X", X), dtype=float)
+    if X.ndim != 2 or X.shape[1] != A.shape[0] or X.shape[0] < 2:
+        raise ValueError(f"X must be (n_samples >= 2, {A.shape[0]}) to match adj, got shape {X.shape}")
     src, dst = np.nonzero(A)
     if len(src) == 0:
         raise ValueError("varsortability needs a graph with at least one edge")
@@ -208,8 +211,8 @@ def graph_metrics(true_adj: np.ndarray, est_adj: np.ndarray) -> dict[str, float]
     i -> j or j -> i, as a correctly oriented one (benefit of the doubt, as gCastle's MetricsDAG does).
     SHD = extra + missing + wrongly oriented edges, counted once per unordered pair.
     """
-    T = np.asarray(true_adj) != 0
-    E = np.asarray(est_adj) != 0
+    T = np.asarray(validate.finite("true_adj", true_adj)) != 0
+    E = np.asarray(validate.finite("est_adj", est_adj)) != 0
     if T.shape != E.shape or T.ndim != 2 or T.shape[0] != T.shape[1]:
         raise ValueError(f"true_adj and est_adj must be square and of the same shape, got {T.shape}, {E.shape}")
     iu = np.triu_indices(T.shape[0], 1)
