@@ -1,6 +1,8 @@
 """Tests for [A12] HO-SFL: zeroth-order estimates, hybrid-order updates, exact accounting, validation."""
 
+import functools
 import math
+import re
 
 import pytest
 import torch
@@ -311,3 +313,75 @@ def test_reproduce_quick_well_formed():
     assert mem.kind == "check" and mem.measured > 0 and mem.reference > 0
     for c in claims[:3]:
         assert c.paired is not None and sum(c.paired) / len(c.paired) == pytest.approx(c.measured - c.reference)
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.learning.hosfl as h
+
+    torch.manual_seed(0)
+    client, server = nn.Linear(4, 3), nn.Linear(3, 2)
+    split = h.SplitModel(client, server)
+    copt, sopt = torch.optim.SGD(client.parameters(), lr=0.1), torch.optim.SGD(server.parameters(), lr=0.1)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    ho, fo, fr = h.HOSFL(split, copt, sopt, num_perturbations=2), h.FOSFL(split, copt, sopt), h.FrozenClientSFL(split, sopt)
+    model = nn.Linear(4, 2)
+    mopt = torch.optim.SGD(model.parameters(), lr=0.1)
+    zo = h.ZOFL(model, mopt, num_perturbations=2)
+    params = {n: q.detach() for n, q in client.named_parameters()}
+    dirs = [h.sample_directions(params, s) for s in (1, 2)]
+    fn = lambda w: torch.func.functional_call(client, w, (x,)).sum()              # noqa: E731
+    nan = torch.tensor([float("nan"), 1.0])
+    return [
+        (lambda: h.perturbation_seed(-1, 0, 0), ValueError, "seed must be an integer >= 0"),
+        (lambda: h.sample_directions({}, 0), ValueError, "params is empty"),                             # was {}
+        (lambda: h.sample_directions([1, 2], 0), TypeError, "params must be a mapping"),               # AttributeError
+        (lambda: h.sample_directions(params, "a"), TypeError, "seed must be an integer"),               # RuntimeError
+        (lambda: h.directional_derivatives(fn, params, dirs, eps=float("inf")), ValueError, "eps (mu)"),  # NaN out
+        (lambda: h.directional_derivatives(fn, params, []), ValueError, "directions is empty"),         # RuntimeError
+        (lambda: h.directional_derivatives(fn, params, [{"weight": dirs[0]["weight"]}]), ValueError,
+         "directions[0] has keys"),                                                                     # KeyError
+        (lambda: h.directional_derivatives(fn, params, [{k: t[:1] for k, t in dirs[0].items()}]), ValueError,
+         "has shape (1, 4), the parameter has (3, 4)"),                                                 # broadcast
+        (lambda: h.directional_derivatives(lambda w: torch.tensor(float("nan")), params, dirs), ValueError,
+         "is NaN or inf"),                                                                              # was NaN
+        (lambda: h.directional_derivatives(lambda w: torch.func.functional_call(client, w, (x,)), params, dirs),
+         ValueError, "fn must return a scalar loss"),                                                   # was silent
+        (lambda: h.zo_directional_scalars(fn, params, []), ValueError, "seeds is empty"),              # RuntimeError
+        (lambda: h.zo_combine(torch.ones(3), dirs), ValueError, "got 3 scalars and 2 directions"),       # was silent
+        (lambda: h.zo_combine(torch.ones(1), dirs), ValueError, "got 1 scalars and 2 directions"),       # IndexError
+        (lambda: h.zo_combine(nan, dirs), ValueError, "scalars has NaN"),                                # was NaN
+        (lambda: h.zo_combine(torch.ones(2), [dirs[0], {"weight": dirs[1]["weight"]}]), ValueError,
+         "directions[1] has keys"),                                                                     # KeyError
+        (lambda: h.zo_combine_seeded(nan, params, [1, 2]), ValueError, "scalars has NaN"),               # was NaN
+        (lambda: h.zo_combine_seeded(torch.ones(3), params, [1, 2]), ValueError, "one seed per scalar"),
+        (lambda: h.SavedActivationCounter(exclude=3), TypeError, "exclude must be an nn.Module"),       # AttributeError
+        (lambda: h.count_saved_activation_bytes(3), TypeError, "fn must be callable"),
+        (lambda: h.peak_memory_bytes(3), TypeError, "fn must be callable"),
+        (lambda: h.count_saved_activation_bytes(lambda: None, exclude=3), TypeError, "exclude must be"),  # PeakMemoryMeter takes no arguments
+        (lambda: h.SplitModel(3, server), TypeError, "client must be an nn.Module"),                     # was silent
+        (lambda: h.HOSFL(split, copt, sopt, num_perturbations=True), TypeError, "num_perturbations"),    # was silent
+        (lambda: h.HOSFL(split, copt, sopt, eps=float("inf")), ValueError, "eps (mu) must be finite"),   # was silent
+        (lambda: h.HOSFL(split, copt, sopt, seed=-1), ValueError, "seed must be an integer >= 0"),       # was silent
+        (lambda: h.HOSFL(split, copt, sopt, loss_fn=3), TypeError, "loss_fn must be callable"),          # was silent
+        (lambda: ho.round([(x, y + 5)]), ValueError, "y must hold class labels in [0, 2)"),              # IndexError
+        (lambda: ho.round([(x[:, :3], y)]), ValueError, "client 0: the client model cannot take"),       # RuntimeError
+        (lambda: ho.round([(x, y), (torch.randn(8, 5), y)]), ValueError, "do not match client 0's"),    # RuntimeError
+        (lambda: ho.round([(x, y.float())]), ValueError, "class labels (an integer tensor)"),            # RuntimeError
+        (lambda: fo.round([(x, y - 3)]), ValueError, "y must hold class labels"),                        # IndexError
+        (lambda: fr.round([(x, y + 5)]), ValueError, "y must hold class labels"),                        # IndexError
+        (lambda: h.FrozenClientSFL(split, sopt, loss_fn=3), TypeError, "loss_fn must be callable"),      # was silent
+        (lambda: zo.round([(x, y + 5)]), ValueError, "y must hold class labels"),                        # IndexError
+        (lambda: zo.round([(x[:, :3], y)]), ValueError, "the model cannot take"),                        # RuntimeError
+        (lambda: h.ZOFL(3, mopt), TypeError, "model must be an nn.Module"),                               # AttributeError
+        (lambda: h.ZOFL(model, mopt, seed=-1), ValueError, "seed must be an integer >= 0"),              # was silent
+    ]
+
+
+@pytest.mark.parametrize("case", range(37))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 37
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

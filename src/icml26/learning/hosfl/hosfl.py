@@ -39,6 +39,8 @@ from torch.func import functional_call, jvp
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from icml26.harness import validate as v
+
 Batch = tuple[Tensor, Tensor]
 Params = dict[str, Tensor]
 
@@ -52,18 +54,57 @@ def nbytes(t: Tensor) -> int:
 
 def perturbation_seed(seed: int, t: int, p: int) -> int:
     """The shared seed hash(seed, t, p) every party derives u_p from [A12]."""
+    seed, t, p = v.non_negative_int("seed", seed), v.non_negative_int("t", t), v.non_negative_int("p", p)
     return int(np.random.SeedSequence([seed, t, p]).generate_state(1, dtype=np.uint64)[0] % (2**63 - 1))
 
 
 def sample_directions(params: Mapping[str, Tensor], seed: int) -> Params:
     """u ~ N(0, I) with the shape of ``params``, drawn from ``seed`` on CPU (same on every party)."""
-    g = torch.Generator().manual_seed(seed)
+    _check_params(params)
+    g = torch.Generator().manual_seed(v.non_negative_int("seed", seed))
     return {n: torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device) for n, p in params.items()}
 
 
+def _check_params(params: object, name: str = "params") -> None:
+    if not isinstance(params, Mapping) or not all(isinstance(t, Tensor) for t in params.values()):
+        raise TypeError(f"{name} must be a mapping name -> tensor (e.g. dict(model.named_parameters())), "
+                        f"got {v.describe(params)}")
+    if not params:
+        raise ValueError(f"{name} is empty; pass at least one parameter tensor")
+
+
+def _check_like(u: object, params: Mapping[str, Tensor], name: str) -> None:
+    """``u`` has the keys and shapes of ``params`` (a direction in parameter space)."""
+    _check_params(u, name)
+    if set(u) != set(params):
+        raise ValueError(f"{name} has keys {sorted(u)[:5]} but the parameters have {sorted(params)[:5]}")
+    bad = [n for n in params if tuple(u[n].shape) != tuple(params[n].shape)]
+    if bad:
+        raise ValueError(f"{name}[{bad[0]!r}] has shape {tuple(u[bad[0]].shape)}, the parameter has "
+                         f"{tuple(params[bad[0]].shape)}")
+
+
+def _check_scalars(scalars: object, n: int | None = None) -> Tensor:
+    if not isinstance(scalars, Tensor) or scalars.dim() != 1:
+        raise ValueError(f"scalars must be a 1-D tensor of P directional derivatives, got {v.describe(scalars)}")
+    if not all(math.isfinite(x) for x in scalars.tolist()):     # no tensor allocated (memory is metered)
+        raise ValueError("scalars has NaN or infinite entries; the directional derivatives must be finite")
+    if n is not None and len(scalars) != n:
+        raise ValueError(f"need one scalar per direction, got {len(scalars)} scalars and {n} directions")
+    return scalars
+
+
+def _check_seeds(seeds: object) -> list[int]:
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise TypeError(f"seeds must be a sequence of ints (one per direction), got {v.describe(seeds)}")
+    v.non_empty("seeds", seeds)
+    return [v.non_negative_int(f"seeds[{i}]", s) for i, s in enumerate(seeds)]
+
+
 def _check_eps(eps: float) -> None:
-    if not isinstance(eps, (int, float)) or not eps > 0:
-        raise ValueError(f"perturbation scale eps (mu) must be > 0, got {eps!r}; the paper's default is 1e-3")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"perturbation scale eps (mu) must be finite and > 0, got {eps!r}; the paper's default "
+                         "is 1e-3")
 
 
 def directional_derivatives(fn: Callable[[Params], Tensor], params: Params, directions: Iterable[Params],
@@ -77,15 +118,26 @@ def directional_derivatives(fn: Callable[[Params], Tensor], params: Params, dire
     _check_eps(eps)
     if estimator not in ("spsa", "jvp"):
         raise ValueError(f"unknown estimator {estimator!r}; use 'spsa' or 'jvp'")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable params -> scalar loss, got {v.describe(fn)}")
+    _check_params(params)
     out = []
-    for u in directions:
+    for p, u in enumerate(directions):
+        _check_like(u, params, f"directions[{p}]")
         if estimator == "spsa":
             plus = fn({n: w + eps * u[n] for n, w in params.items()})
             minus = fn({n: w - eps * u[n] for n, w in params.items()})
             out.append((plus - minus) / (2 * eps))
         else:
             out.append(jvp(fn, (params,), (u,))[1])
-    return torch.stack(out).detach()
+        if out[-1].numel() != 1:
+            raise ValueError(f"fn must return a scalar loss, got a tensor of shape {tuple(out[-1].shape)}")
+        if not math.isfinite(float(out[-1].reshape(()))):         # no tensor allocated (memory is metered)
+            raise ValueError(f"the directional derivative along direction {p} is NaN or inf: fn returned a "
+                             "non-finite value near params (check the loss, or use a smaller eps)")
+    if not out:
+        raise ValueError("directions is empty; pass at least one direction")
+    return torch.stack([o.reshape(()) for o in out]).detach()
 
 
 def zo_directional_scalars(fn: Callable[[Params], Tensor], params: Params, seeds: Sequence[int],
@@ -95,18 +147,28 @@ def zo_directional_scalars(fn: Callable[[Params], Tensor], params: Params, seeds
     Each u_p is drawn from its seed when it is needed and dropped after use (MeZO-style), so the client holds
     one direction at a time, not P.
     """
+    seeds = _check_seeds(seeds)
     return directional_derivatives(fn, params, (sample_directions(params, s) for s in seeds), eps, estimator)
 
 
 def zo_combine(scalars: Tensor, directions: Sequence[Params]) -> Params:
     """g = (1/P) sum_p delta_p u_p, an unbiased estimate of the gradient since E[u u^T] = I."""
+    if not isinstance(directions, Sequence) or not directions:
+        raise ValueError(f"directions must be a non-empty sequence of parameter dicts, got {v.describe(directions)}")
+    _check_params(directions[0], "directions[0]")
+    for p, u in enumerate(directions[1:], 1):
+        _check_like(u, directions[0], f"directions[{p}]")
+    scalars = _check_scalars(scalars, len(directions))
     P = len(directions)
     return {n: sum(scalars[p] * directions[p][n] for p in range(P)) / P for n in directions[0]}
 
 
 def zo_combine_seeded(scalars: Tensor, params: Mapping[str, Tensor], seeds: Sequence[int]) -> Params:
     """:func:`zo_combine` with u_p regenerated from ``seeds`` one at a time (same result, one direction alive)."""
-    if len(seeds) != len(scalars) or len(seeds) == 0:
+    scalars = _check_scalars(scalars)
+    _check_params(params)
+    seeds = _check_seeds(seeds)
+    if len(seeds) != len(scalars):
         raise ValueError(f"need one seed per scalar, got {len(seeds)} seeds and {len(scalars)} scalars")
     acc: Params = {}
     for p, s in enumerate(seeds):
@@ -117,6 +179,11 @@ def zo_combine_seeded(scalars: Tensor, params: Mapping[str, Tensor], seeds: Sequ
     return {n: a / len(seeds) for n, a in acc.items()}
 
 
+def _check_callable(fn: object, name: str = "fn") -> None:
+    if not callable(fn):
+        raise TypeError(f"{name} must be callable, got {v.describe(fn)}")
+
+
 class SavedActivationCounter:
     """Context manager counting bytes autograd saves for backward (``saved_tensors_hooks``) [A12].
 
@@ -125,6 +192,9 @@ class SavedActivationCounter:
     """
 
     def __init__(self, exclude: nn.Module | None = None) -> None:
+        if exclude is not None and not isinstance(exclude, nn.Module):
+            raise TypeError(f"exclude must be an nn.Module (whose parameters are not activations) or None, "
+                            f"got {v.describe(exclude)}")
         self._skip = {p.untyped_storage().data_ptr() for p in exclude.parameters()} if exclude is not None else set()
         self.bytes = 0
 
@@ -144,6 +214,7 @@ class SavedActivationCounter:
 
 def count_saved_activation_bytes(fn: Callable[[], object], exclude: nn.Module | None = None) -> int:
     """Bytes of activations autograd saves while running ``fn()`` (0 for a backprop-free client)."""
+    _check_callable(fn)
     with SavedActivationCounter(exclude) as c:
         fn()
     return c.bytes
@@ -187,6 +258,7 @@ class PeakMemoryMeter(TorchDispatchMode):
 
 def peak_memory_bytes(fn: Callable[[], object]) -> int:
     """Peak bytes of tensor memory ``fn()`` allocates on top of what already exists (see :class:`PeakMemoryMeter`)."""
+    _check_callable(fn)
     meter = PeakMemoryMeter()
     with meter:
         fn()
@@ -197,6 +269,9 @@ class SplitModel(nn.Module):
     """server(client(x)): the client net runs on the device, the server net on the server [A12]."""
 
     def __init__(self, client: nn.Module, server: nn.Module) -> None:
+        for name, m in (("client", client), ("server", server)):
+            if not isinstance(m, nn.Module):
+                raise TypeError(f"{name} must be an nn.Module, got {v.describe(m)}")
         super().__init__()
         self.client, self.server = client, server
 
@@ -254,7 +329,35 @@ def _check_batches(batches: Sequence[Batch]) -> list[Batch]:
             raise ValueError(f"client {k}: x {tuple(x.shape)} and y {tuple(y.shape)} differ in batch size")
         if x.is_floating_point() and not torch.isfinite(x).all():
             raise ValueError(f"client {k}: x contains NaN or inf")
+        x0, y0 = batches[0]
+        if x.shape[1:] != x0.shape[1:] or y.shape[1:] != y0.shape[1:] or y.dtype != y0.dtype:
+            raise ValueError(f"client {k}: x {tuple(x.shape)}, y {tuple(y.shape)} {y.dtype} do not match client 0's "
+                             f"x {tuple(x0.shape)}, y {tuple(y0.shape)} {y0.dtype} beyond the batch size")
     return list(batches)
+
+
+def _check_targets(loss_fn: Callable[..., Tensor], out: Tensor, y: Tensor) -> None:
+    """Class labels for the default cross-entropy loss: 1-D integers in [0, n_classes) of the model's output."""
+    if loss_fn is not F.cross_entropy:
+        return
+    if not y.is_floating_point():
+        if y.dim() != 1:
+            raise ValueError(f"y must be a 1-D tensor of class labels, got shape {tuple(y.shape)}")
+        labels = y.tolist()                                           # no tensor allocated (memory is metered)
+        if labels and (min(labels) < 0 or max(labels) >= out.shape[-1]):
+            raise ValueError(f"y must hold class labels in [0, {out.shape[-1]}) (the model's output width), got "
+                             f"values from {min(labels)} to {max(labels)}")
+    elif y.shape != out.shape:
+        raise ValueError(f"y must hold class labels (an integer tensor) or class probabilities of the output's "
+                         f"shape {tuple(out.shape)}, got a {y.dtype} tensor of shape {tuple(y.shape)}")
+
+
+def _forward(module: nn.Module, x: Tensor, k: int | None, what: str = "client model") -> Tensor:
+    try:
+        return module(x)
+    except RuntimeError as err:
+        who = "" if k is None else f"client {k}: "
+        raise ValueError(f"{who}the {what} cannot take an input of shape {tuple(x.shape)} ({err})") from None
 
 
 def _trainable(module: nn.Module, what: str) -> list[nn.Parameter]:
@@ -304,6 +407,7 @@ class _SplitFed:
             raise TypeError(f"split must be a SplitModel(client, server), got {type(split).__name__}")
         _trainable(split.server, "server model")
         _check_owns(server_optimizer, split.server, "server model", "server_optimizer")
+        _check_callable(loss_fn, "loss_fn")
         self.split, self.server_optimizer, self.loss_fn = split, server_optimizer, loss_fn
         self.t = 0
 
@@ -311,7 +415,9 @@ class _SplitFed:
         """Backprop on the server from z = h; update w_s; return lambda_k = grad_{z_k} of client k's mean loss."""
         sizes = [len(y) for y in ys]
         z = torch.cat(hs).detach().requires_grad_(True)
-        loss = self.loss_fn(self.split.server(z), torch.cat(ys))  # = sum_k (n_k/n) * mean loss of client k
+        out, y = _forward(self.split.server, z, None, "server model"), torch.cat(ys)
+        _check_targets(self.loss_fn, out, y)
+        loss = self.loss_fn(out, y)  # = sum_k (n_k/n) * mean loss of client k
         self.server_optimizer.zero_grad()
         loss.backward()
         self.server_optimizer.step()
@@ -339,8 +445,8 @@ class HOSFL(_SplitFed):
         _trainable(split.client, "client model")
         _check_owns(client_optimizer, split.client, "client model", "client_optimizer")
         _check_eps(eps)
-        if not isinstance(num_perturbations, int) or num_perturbations < 1:
-            raise ValueError(f"num_perturbations must be a positive int, got {num_perturbations!r}")
+        v.positive_int("num_perturbations", num_perturbations)
+        v.non_negative_int("seed", seed)
         rho = _check_rho(rho)
         if estimator not in ("spsa", "jvp"):
             raise ValueError(f"unknown estimator {estimator!r}; use 'spsa' or 'jvp'")
@@ -362,7 +468,7 @@ class HOSFL(_SplitFed):
         mem = SavedActivationCounter(exclude=client)  # wraps every client-side computation, nothing else
         peak = PeakMemoryMeter()
         with mem, peak, torch.no_grad():
-            hs = [ch.send_up(client(x), "activations") for x, _ in batches]
+            hs = [ch.send_up(_forward(client, x, k), "activations") for k, (x, _) in enumerate(batches)]
         ys = [ch.send_up(y, "labels") for _, y in batches]
         lams, loss = self._server_step(hs, ys)
         lams = [ch.send_down(lam, "gradients") for lam in lams]
@@ -400,7 +506,7 @@ class FOSFL(_SplitFed):
         client, ch = self.split.client, _Channel()
         peak = PeakMemoryMeter()
         with SavedActivationCounter(exclude=client) as mem, peak:
-            hs = [client(x) for x, _ in batches]
+            hs = [_forward(client, x, k) for k, (x, _) in enumerate(batches)]
         ys = [ch.send_up(y, "labels") for _, y in batches]
         lams, loss = self._server_step([ch.send_up(h.detach(), "activations") for h in hs], ys)
         n = sum(len(y) for y in ys)
@@ -429,7 +535,7 @@ class FrozenClientSFL(_SplitFed):
         ch = _Channel()
         peak = PeakMemoryMeter()
         with SavedActivationCounter(exclude=self.split.client) as mem, peak, torch.no_grad():
-            hs = [ch.send_up(self.split.client(x), "activations") for x, _ in batches]
+            hs = [ch.send_up(_forward(self.split.client, x, k), "activations") for k, (x, _) in enumerate(batches)]
         _, loss = self._server_step(hs, [ch.send_up(y, "labels") for _, y in batches])
         self.t += 1
         return ch.stats(loss, mem.bytes, peak.peak_bytes)
@@ -444,14 +550,22 @@ class ZOFL:
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *, num_perturbations: int = 8,
                  eps: float = 1e-3, seed: int = 0, loss_fn: Callable[..., Tensor] = F.cross_entropy) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be an nn.Module, got {v.describe(model)}")
         _trainable(model, "model")
         _check_owns(optimizer, model, "model", "optimizer")
         _check_eps(eps)
-        if not isinstance(num_perturbations, int) or num_perturbations < 1:
-            raise ValueError(f"num_perturbations must be a positive int, got {num_perturbations!r}")
+        v.positive_int("num_perturbations", num_perturbations)
+        v.non_negative_int("seed", seed)
+        _check_callable(loss_fn, "loss_fn")
         self.model, self.optimizer, self.P, self.eps, self.seed, self.loss_fn = (
             model, optimizer, num_perturbations, eps, seed, loss_fn)
         self.t = 0
+
+    def _client_loss(self, k: int, x: Tensor, y: Tensor) -> float:
+        out = _forward(self.model, x, k, "model")
+        _check_targets(self.loss_fn, out, y)
+        return float(self.loss_fn(out, y))
 
     def round(self, batches: Sequence[Batch]) -> RoundStats:
         batches = _check_batches(batches)
@@ -461,7 +575,7 @@ class ZOFL:
         n = sum(len(y) for _, y in batches)
         peak = PeakMemoryMeter()
         with SavedActivationCounter(exclude=self.model) as mem, peak, torch.no_grad():
-            loss = sum(len(y) / n * float(self.loss_fn(self.model(x), y)) for x, y in batches)
+            loss = sum(len(y) / n * self._client_loss(k, x, y) for k, (x, y) in enumerate(batches))
             deltas = [ch.send_up(zo_directional_scalars(
                 lambda v, x=x, y=y: self.loss_fn(functional_call(self.model, v, (x,)), y), w, seeds, self.eps),
                 "aggregation") for x, y in batches]
