@@ -451,8 +451,8 @@ def _figure(info: dict, closed_form: dict, mod_info: dict, rounds: int) -> Figur
     a2.set_xlabel("generation")
     a2.set_ylabel("I(Y; A_t) [nats]")
     a2.set_title("a + b mod 11, tabular policy", fontsize=8)
-    for ax in (a1, a2):
-        ax.legend(fontsize=6)
+    for ax in (a1, a2):  # below the axes, so that no legend covers a curve
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -472,7 +472,7 @@ def _figure_new(mix: dict, bayes: dict, lm: dict | None, rounds: int) -> Figure:
     a1.set_xlabel("generation")
     a1.set_ylabel("I(Y; Y_hat) [nats]")
     a1.set_title("Gaussian mixtures (EM refit)", fontsize=8)
-    a1.legend(fontsize=6)
+    a1.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     if lm:
         a2 = axes[1]
         for j, (name, h) in enumerate(lm.items()):
@@ -482,7 +482,7 @@ def _figure_new(mix: dict, bayes: dict, lm: dict | None, rounds: int) -> Figure:
         a2.set_xlabel("generation")
         a2.set_ylabel("fraction of sampled lines")
         a2.set_title("toy LM, single lines (syntax checker)", fontsize=8)
-        a2.legend(fontsize=5)
+        a2.legend(fontsize=5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
 

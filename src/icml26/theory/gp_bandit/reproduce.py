@@ -306,6 +306,7 @@ def _figure_spectrum(spec: dict) -> Figure:
     a2.semilogy(k, spec["gram_rep"], "o-", ms=3, label="closed form (with multiplicity)")
     a2.semilogy(k, spec["gram"], "x", ms=4, label="Gram eigenvalues / n")
     a2.set_xlabel("rank")
+    a2.set_ylabel("eigenvalue")
     a2.set_title("S^2: Gram vs Mercer", fontsize=9)
     a2.legend(fontsize=7)
     fig.tight_layout()
@@ -341,6 +342,10 @@ def _figure_mig(ig: dict, cells: dict) -> Figure:
     a1.set_title(f"information gain, l = {LENGTHSCALE} (dashed: analytic bound)", fontsize=9)
     a2.set_title(f"greedy gamma_T / rate, l = {LENGTHSCALE}", fontsize=9)
     a3.set_title(f"analytic bound / rate, T to 1e12, l = {LENGTHSCALE}", fontsize=9)
+    a1.set_ylabel("information gain gamma_T [nats]")
+    a2.set_ylabel("greedy gamma_T / rate")
+    a3.set_ylabel("bound / rate")
+    a4.set_ylabel("growth exponent of gamma_T")
     for ax in (a1, a2, a3):
         ax.set_xlabel("T")
         ax.legend(fontsize=6)
@@ -371,6 +376,8 @@ def _figure_regret(runs: dict, dims: tuple) -> Figure:
         axes[0, c].set_title(f"S^{d}: cumulative regret (mean over functions)", fontsize=8)
         axes[1, c].set_title(f"S^{d}: simple regret", fontsize=8)
         axes[1, c].set_xlabel("T")
+        axes[0, c].set_ylabel("cumulative regret R_T")
+        axes[1, c].set_ylabel("simple regret")
         axes[0, c].legend(fontsize=6)
     fig.tight_layout()
     return fig
