@@ -1,6 +1,8 @@
 """Tests for [B01] Explore-Then-Exploit decoding and the bits-to-rounds report."""
 
+import functools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -347,3 +349,57 @@ def test_reproduce_quick_is_well_formed():
     assert out.metrics["sudoku/max_abs_sum_info_minus_log_completions"] < 1e-9  # float64 replay
     for rows in out.tables.values():
         assert all(r.get("bound_violations", 0) == 0 for r in rows)
+
+
+# --- issue "Reliability": every public entry point refuses bad input with a clear ValueError / TypeError
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    nan = float("nan")
+    m = StaticMLM(TABLE)
+    dec = ExploreThenExploitDecoder(block_length=2)
+    res = decode(m, torch.zeros(2, 3, dtype=torch.long), 4, dec)
+    f64 = torch.float64
+    score, elig = torch.rand(2, 5), torch.ones(2, 5, dtype=torch.bool)
+    return [
+        (lambda: ExploreThenExploitDecoder(tau=nan), ValueError, "tau"),
+        (lambda: ExploreThenExploitDecoder(tau=0.9, tau_cross=0.5), ValueError, "tau_cross must be >= tau"),
+        (lambda: ExploreThenExploitDecoder(explore_k=-1), ValueError, "explore_k must be an int >= 0"),
+        (lambda: ExploreThenExploitDecoder(min_commits=0), ValueError, "min_commits must be an int >= 1"),
+        (lambda: ExploreThenExploitDecoder(use_cache="yes"), TypeError, "use_cache must be a bool"),     # was silent
+        (lambda: dec.select(3), TypeError, "view must be the RoundView"),                                # Attr.Error
+        (lambda: bits_to_rounds_report(3), TypeError, "result must be a DecodeResult"),
+        (lambda: bits_to_rounds_report(res, 0.0), ValueError, "budget must be a positive finite"),
+        (lambda: bits_to_rounds_report(res, surprisal=torch.full((2, 4), nan, dtype=f64)), ValueError,
+         "surprisal has 8 NaN"),                                                                         # was silent
+        (lambda: bits_to_rounds_report(res, surprisal=-torch.ones(2, 4, dtype=f64)), ValueError,
+         "surprisal must be >= 0"),                                                                      # was silent
+        (lambda: bits_to_rounds_report(res, surprisal=torch.ones(2, 3)), ValueError, "surprisal must have shape"),
+        (lambda: check_ete_invariants(3, m.mask_token_id, dec), TypeError, "result must be a DecodeResult"),  # Attr.
+        (lambda: check_ete_invariants(res, -1, dec), ValueError, "mask_token_id must be an integer >= 0"),  # silent
+        (lambda: check_ete_invariants(res, m.mask_token_id, 3), TypeError, "decoder must be the"),      # Attr.Error
+        (lambda: replay_surprisal(res, 3), TypeError, "marginals must be a callable"),
+        (lambda: replay_surprisal(res, lambda r, x: None), TypeError, "marginals must return float64"),  # Runtime
+        (lambda: replay_surprisal(res, lambda r, x: torch.full((len(r), 4, 5), nan, dtype=f64)), ValueError,
+         "outside [0, 1]"),                                                                              # nan
+        (lambda: replay_surprisal(res, lambda r, x: torch.full((len(r), 4, 5), 2.0, dtype=f64)), ValueError,
+         "outside [0, 1]"),                                                                              # negative
+        (lambda: replay_surprisal(res, lambda r, x: torch.full((len(r), 2, 5), 0.2, dtype=f64)), ValueError,
+         "of shape (2, 4, V)"),                                                                          # Runtime
+        (lambda: spaced_top_k(score, elig, -1), ValueError, "k must be an integer >= 0"),                # silent
+        (lambda: spaced_top_k(score, elig, 1, 0), ValueError, "min_gap must be an integer >= 1"),        # silent
+        (lambda: spaced_top_k(score, elig[:, :4], 1), ValueError, "eligible must be a bool tensor"),     # Runtime
+        (lambda: spaced_top_k(torch.full((2, 5), nan), elig, 1), ValueError, "score has NaN"),           # silent
+        (lambda: spaced_top_k(torch.rand(5), elig[0], 1), ValueError, "score must be 2-D"),              # IndexError
+        (lambda: spaced_top_k([[1.0, 2.0]], [[True, True]], 1), TypeError, "score must be a torch.Tensor"),  # Attr.
+    ]
+
+
+@pytest.mark.parametrize("case", range(25))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 25
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

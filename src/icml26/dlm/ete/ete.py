@@ -30,6 +30,7 @@ import math
 
 import torch
 
+from icml26.harness import validate as v
 from icml26.testbeds.diffusion_lm.decoding import (
     COMMIT_CROSS,
     COMMIT_EXPLORE,
@@ -50,15 +51,33 @@ EXPLORE_SELECT = ("max_entropy", "random")
 
 # helper functions
 
-def _check_int(v: int, name: str, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-    return v
+def _check_int(value: int, name: str, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {value!r}")
+    return value
+
+
+def _check_result(result: object) -> DecodeResult:
+    if not isinstance(result, DecodeResult):
+        raise TypeError(f"result must be a DecodeResult from decode(), got {type(result).__name__}")
+    return result
 
 
 def spaced_top_k(score: torch.Tensor, eligible: torch.Tensor, k: int, min_gap: int = 2) -> torch.Tensor:
     """(A, G) bool: per row, greedily the ``k`` highest-``score`` eligible positions, pairwise >= ``min_gap``
     apart (fewer if too few are eligible). Ties go to the earliest position."""
+    for name, t in (("score", score), ("eligible", eligible)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {v.describe(t)}")
+    if score.ndim != 2:
+        raise ValueError(f"score must be 2-D (rows, positions), got shape {tuple(score.shape)}")
+    if eligible.shape != score.shape or eligible.dtype != torch.bool:
+        raise ValueError(f"eligible must be a bool tensor shaped like score {tuple(score.shape)}, got "
+                         f"{eligible.dtype} of shape {tuple(eligible.shape)}")
+    if score.is_floating_point() and bool(torch.isnan(score).any()):
+        raise ValueError("score has NaN entries; a NaN would win the argmax")
+    k = v.non_negative_int("k", k)
+    min_gap = v.positive_int("min_gap", min_gap)
     pos = torch.arange(score.shape[1])
     eligible = eligible.clone()
     picked = torch.zeros_like(eligible)
@@ -83,8 +102,7 @@ def replay_surprisal(result: DecodeResult, marginals) -> torch.Tensor:
     probability of the tokens committed in round r. Extra scoring rounds commit nothing and add nothing.
     Returns (B, G) float64 nats (0 where a position was never committed).
     """
-    if not isinstance(result, DecodeResult):
-        raise TypeError(f"result must be a DecodeResult from decode(), got {type(result).__name__}")
+    _check_result(result)
     if not callable(marginals):
         raise TypeError("marginals must be a callable (rows, responses) -> float64 probabilities (A, G, V)")
     tokens, cr = result.tokens.long(), result.commit_round
@@ -95,10 +113,20 @@ def replay_surprisal(result: DecodeResult, marginals) -> torch.Tensor:
         if not now.any():
             continue
         rows = now.any(1).nonzero()[:, 0]
-        probs = torch.as_tensor(marginals(rows, torch.where(cr[rows] < r, tokens[rows], -1)))
-        if probs.dtype != torch.float64:
-            raise TypeError(f"marginals must return float64 probabilities for exact accounting, got {probs.dtype}")
+        probs = marginals(rows, torch.where(cr[rows] < r, tokens[rows], -1))
+        if not isinstance(probs, torch.Tensor) or probs.dtype != torch.float64:
+            raise TypeError(f"marginals must return float64 probabilities for exact accounting, got "
+                            f"{getattr(probs, 'dtype', v.describe(probs))}")
+        want = (len(rows), tokens.shape[1])
+        if probs.ndim != 3 or tuple(probs.shape[:2]) != want or probs.shape[2] <= int(tokens.max()):
+            raise ValueError(f"marginals must return probabilities of shape ({want[0]}, {want[1]}, V) with V > "
+                             f"{int(tokens.max())} (the largest committed token), got {tuple(probs.shape)}")
         p = probs.gather(2, tokens[rows][:, :, None])[:, :, 0]
+        p_now = p[now[rows]]
+        if not bool(torch.isfinite(p_now).all()) or bool((p_now < 0).any()) or bool((p_now > 1 + 1e-12).any()):
+            raise ValueError(f"marginals gave a committed token of round {r} a probability outside [0, 1] "
+                             f"(min {float(p_now.min()):.3g}, max {float(p_now.max()):.3g}): its surprisal would "
+                             "be negative or NaN")
         out[rows] = torch.where(now[rows], -torch.log(p), out[rows])
     return out
 
@@ -116,12 +144,17 @@ def bits_to_rounds_report(result: DecodeResult, budget: float | None = None,
     Returns tensors: rounds (B,), commit_rounds (B,), info_per_round (B, max rounds) zero-padded, total_info,
     budget, lower_bound, holds, info_rate = total / rounds (nats per round).
     """
-    if not isinstance(result, DecodeResult):
-        raise TypeError(f"result must be a DecodeResult from decode(), got {type(result).__name__}")
+    _check_result(result)
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
                                or not math.isfinite(budget) or budget <= 0):
         raise ValueError(f"budget must be a positive finite number of nats (or None), got {budget!r}")
+    if surprisal is not None and not isinstance(surprisal, torch.Tensor):
+        surprisal = v.finite("surprisal", surprisal)
     s = result.surprisal.double() if surprisal is None else torch.as_tensor(surprisal, dtype=torch.float64)
+    if surprisal is not None:
+        v.finite("surprisal", s)
+        if bool((s < -1e-9).any()):  # -log p of a p that rounds just above 1 is -2e-16
+            raise ValueError(f"surprisal must be >= 0 nats (-log p with p <= 1), got a minimum of {float(s.min())}")
     if s.shape != result.commit_prob.shape:
         raise ValueError(f"surprisal must have shape {tuple(result.commit_prob.shape)} (batch, gen_length), "
                          f"got {tuple(s.shape)}")
@@ -141,6 +174,11 @@ def check_ete_invariants(result: DecodeResult, mask_token_id: int, decoder: "Exp
     and covering the response) plus: the bits-to-rounds inequality
     R >= ceil(sum_r I_r / max_r I_r); threshold commits have p >= tau (surprisal <= log 1/tau); cross-block
     commits have p >= tau_cross; no confidence-only fallback when exploration is on. Raises ``AssertionError``."""
+    _check_result(result)
+    mask_token_id = v.non_negative_int("mask_token_id", mask_token_id)
+    if not isinstance(decoder, ExploreThenExploitDecoder):
+        raise TypeError(f"decoder must be the ExploreThenExploitDecoder that produced result, got "
+                        f"{type(decoder).__name__}")
     check_invariants(result, mask_token_id)
     rep = bits_to_rounds_report(result)
     assert bool(rep["holds"].all()), "bits-to-rounds inequality violated"
@@ -173,6 +211,8 @@ class ExploreThenExploitDecoder(FixedBlockDecoder):
                  explore_when: str = "stuck", explore_select: str = "max_entropy", explore_sample: bool = True,
                  explore_candidates: int = 0, block_length: int = 8, use_cache: bool = True,
                  min_commits: int = 1) -> None:
+        if not isinstance(use_cache, bool):
+            raise TypeError(f"use_cache must be a bool, got {type(use_cache).__name__}")
         super().__init__(block_length, use_cache)
         self.tau, self.tau_cross = check_tau(tau), check_tau(tau_cross, "tau_cross")
         if self.tau_cross < self.tau:
@@ -248,6 +288,8 @@ class ExploreThenExploitDecoder(FixedBlockDecoder):
         return tokens
 
     def select(self, view: RoundView) -> Selection:
+        if not isinstance(view, RoundView):
+            raise TypeError(f"view must be the RoundView that decode() passes, got {type(view).__name__}")
         commit, fallback, kind = self._exploit(view)
         tokens = view.pred
         if self.explore_k == 0:  # confidence-only: the fallback stays, only where nothing else was committed
