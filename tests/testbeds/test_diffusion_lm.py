@@ -323,3 +323,12 @@ def test_temperature_sampling_is_seeded():
     assert g.is_valid(a.tokens).mean() > 0.5
     with pytest.raises(ValueError, match="temperature"):
         decode(oracle, prompts, 32, ConfidenceThresholdDecoder(8, 0.9), temperature=-1.0)
+
+
+def test_decode_refuses_an_empty_prompt_batch():
+    import torch
+
+    from icml26.testbeds.diffusion_lm.decoding import MaskedDiffusionDecoder, decode
+
+    with pytest.raises(ValueError, match="prompt_ids has no rows"):
+        decode(object(), torch.zeros(0, 4, dtype=torch.long), 4, MaskedDiffusionDecoder())

@@ -334,6 +334,8 @@ def decode(model: Any, prompt_ids: torch.Tensor | Sequence[Sequence[int]], gen_l
     if prompt.dim() != 2 or prompt.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
         raise TypeError(f"prompt_ids must be integer token ids of shape (batch, prompt_len), got "
                         f"{tuple(prompt.shape)} {prompt.dtype}")
+    if prompt.shape[0] == 0:
+        raise ValueError("prompt_ids has no rows: pass at least one prompt, shape (batch >= 1, prompt_len)")
     mask_id = resolve_mask_token_id(model, mask_token_id)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
         raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
