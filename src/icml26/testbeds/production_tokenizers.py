@@ -222,14 +222,11 @@ def random_llama(vocab_size: int, *, hidden_size: int = 128, num_layers: int = 2
                  intermediate_size: int = 344, seed: int = 0, dtype=None):
     """A random-weight Hugging Face ``LlamaForCausalLM`` (eval mode) for timing at a given vocabulary (its
     quality does not matter for speed); same seed, same weights."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from .llama import tiny_llama
 
     if not isinstance(vocab_size, int) or vocab_size < 1:
         raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-                      num_attention_heads=num_heads, num_key_value_heads=num_heads,
-                      intermediate_size=intermediate_size, max_position_embeddings=4096, tie_word_embeddings=True)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).eval()
+    model = tiny_llama(vocab_size, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads,
+                       intermediate_size=intermediate_size, max_positions=4096, bos_token_id=1, eos_token_id=2,
+                       seed=seed).eval()  # token ids 1 / 2: LlamaConfig's defaults, as before
     return model if dtype is None else model.to(dtype)

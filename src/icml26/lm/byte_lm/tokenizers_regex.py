@@ -85,9 +85,9 @@ def _train_regex_lm(cfg: RegexLMConfig, out_dir) -> None:
     import logging
 
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from icml26.testbeds.code_corpus import corpus_texts
+    from icml26.testbeds.llama import tiny_llama
     from icml26.testbeds.progress import BuildProgress, build_phase
     from icml26.testbeds.training import train_lm_on_stream
 
@@ -98,12 +98,9 @@ def _train_regex_lm(cfg: RegexLMConfig, out_dir) -> None:
     with build_phase(log, "b11-regex-lm", what):
         enc = tok.encode_batch(corpus_texts("train", cfg.train_bytes))
         data = torch.tensor([t for e in enc for t in (*e.ids, eos)], dtype=torch.long)
-    config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
-                         num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
-                         intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.context,
-                         tie_word_embeddings=True, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos)
-    torch.manual_seed(cfg.seed)
-    model = LlamaForCausalLM(config)
+    model = tiny_llama(tok.get_vocab_size(), hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
+                       num_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size, max_positions=cfg.context,
+                       bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, seed=cfg.seed)
     with BuildProgress(log, "b11-regex-lm", cfg.steps) as progress:
         train_lm_on_stream(model, data, progress, steps=cfg.steps, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
                            lr=cfg.lr, warmup=cfg.warmup, weight_decay=0.1, seed=cfg.seed)
