@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 
 import pytest
 import torch
@@ -508,3 +510,55 @@ def test_timed_passes_same_work_control_and_order():
     fake = {"greedy": [1.0, 2.0, 1.0], GREEDY_AGAIN: [1.1, 2.2, 1.1], "m": [0.5, 1.0, 0.5], "b": [2.0, 4.0, 2.0]}
     tc = _versus(fake, "m", "b")
     assert tc.control_ratio == pytest.approx(1.1) and not tc.stable and tc.speedup == pytest.approx(4.0)
+
+
+@functools.lru_cache(maxsize=1)
+def _bad_input_cases():
+    import icml26.lm.eagle3 as h
+    from icml26.testbeds.llama import tiny_llama
+
+    nan = float("nan")
+    tgt = tiny_llama(64, hidden_size=32, num_layers=4, num_heads=2, seed=0).eval()
+    cfg = h.Eagle3Config(hidden_size=32, vocab_size=64, draft_vocab_size=32, num_heads=2, num_kv_heads=2,
+                         head_dim=16, intermediate_size=64)
+    d = h.Eagle3Draft(cfg)
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    z96, z64, ones = torch.zeros(2, 8, 96), torch.zeros(2, 8, 64), torch.ones(2, 8)
+    return [
+        (lambda: h.Eagle3Config(hidden_size=0, vocab_size=64, draft_vocab_size=32), ValueError, "hidden_size"),
+        (lambda: h.Eagle3Config(hidden_size=32, vocab_size=64, draft_vocab_size=128), ValueError, "cannot exceed"),
+        (lambda: h.Eagle3Config(hidden_size=32, vocab_size=64, draft_vocab_size=32, rms_norm_eps=0.0), ValueError,
+         "rms_norm_eps"),
+        (lambda: h.Eagle3Draft(cfg, d2t=torch.zeros(5, dtype=torch.long)), ValueError, "d2t must hold 32"),
+        (lambda: h.DraftCache(capacity=-1), ValueError, "capacity"),
+        (lambda: h.build_draft_vocab(torch.ones(10), 0), ValueError, "size must be an int in [1, 10]"),
+        (lambda: h.build_draft_vocab(torch.full((10,), nan), 5), ValueError, "NaN"),
+        (lambda: h.token_counts(torch.tensor([[70]]), 64), ValueError, "indices in [0, 64)"),       # dropped silently
+        (lambda: h.token_counts(ids, 64, mask=torch.ones(3)), ValueError, "mask must have the shape"),  # IndexError
+        (lambda: h.capture_aux_hidden_states(tgt, ids, (1, 9)), ValueError, "aux_layers"),
+        (lambda: h.regenerate_responses(tgt, ids, 0), ValueError, "max_new_tokens"),
+        (lambda: h.regenerate_responses(tgt, ids, 2, batch_size=0), ValueError, "batch_size"),       # RuntimeError
+        (lambda: h.eagle3_ttt_loss(d, ids, z96, z64, ones, ttt_length=0), ValueError, "ttt_length"),
+        (lambda: h.eagle3_ttt_loss(d, ids, z96, z64, ones, decay=2.0), ValueError, "decay"),
+        (lambda: h.eagle3_ttt_loss(d, ids, z96 * nan, z64, ones), ValueError, "NaN"),                # a NaN loss
+        (lambda: h.Eagle3Trainer(tgt, d, mode="bogus"), ValueError, "mode"),
+        (lambda: h.Eagle3Trainer(tgt, d, clip=-1.0), ValueError, "clip"),                            # was silent
+        (lambda: h.eagle3_generate(tgt, d, ids[:1], 0), ValueError, "max_new_tokens"),
+        (lambda: h.eagle3_generate(tgt, d, ids[:1], 4, num_steps=0), ValueError, "num_steps"),
+        (lambda: h.eagle3_generate(tgt, d, ids, 4), ValueError, "one prompt"),
+        (lambda: h.eagle3_generate(tgt, d, ids[:1], 4, kv_cache="bogus"), ValueError, "kv_cache"),
+        (lambda: h.greedy_generate(tgt, ids[:1], -1), ValueError, "max_new_tokens"),
+        (lambda: h.greedy_generate(tgt, torch.tensor([[99]]), 2), ValueError, "outside the model's vocabulary"),
+        (lambda: h.StaticTree(()), ValueError, "non-empty paths"),
+        (lambda: h.StaticTree(((0,), (5, 1))), ValueError, "lack their parent path"),
+        (lambda: h.chain_tree(0), ValueError, "non-empty paths"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(26))
+def test_public_entry_points_refuse_bad_input(case):
+    cases = _bad_input_cases()
+    assert len(cases) == 26
+    call, error, fragment = cases[case]
+    with pytest.raises(error, match=re.escape(fragment)):
+        call()

@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate
+
 # helper functions
 
 
@@ -70,6 +72,7 @@ def build_draft_vocab(counts: torch.Tensor, size: int) -> tuple[torch.Tensor, to
         raise TypeError("counts must be a 1-D tensor of token frequencies over the target vocabulary")
     if not isinstance(size, int) or not 1 <= size <= counts.numel():
         raise ValueError(f"size must be an int in [1, {counts.numel()}] (the target vocab size), got {size!r}")
+    validate.finite("counts", counts)
     if (counts < 0).any():
         raise ValueError("counts must be non-negative")
     order = torch.argsort(counts.double() * -1.0, stable=True)  # stable: equal counts keep the smaller id first
@@ -81,6 +84,10 @@ def build_draft_vocab(counts: torch.Tensor, size: int) -> tuple[torch.Tensor, to
 
 def token_counts(ids: torch.Tensor, vocab_size: int, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Frequency of each target token in ``ids`` (only where ``mask`` is set, when given)."""
+    vocab_size = validate.positive_int("vocab_size", vocab_size)
+    validate.indices("ids", ids, vocab_size)   # an id >= vocab_size was silently dropped
+    if mask is not None and tuple(mask.shape) != tuple(ids.shape):
+        raise ValueError(f"mask must have the shape of ids {tuple(ids.shape)}, got {tuple(mask.shape)}")
     flat = ids.reshape(-1) if mask is None else ids[mask.bool()]
     return torch.bincount(flat, minlength=vocab_size)[:vocab_size]
 
@@ -113,6 +120,9 @@ class DraftCache:
     capacity: int = 0
     _kb: torch.Tensor | None = field(default=None, repr=False)
     _vb: torch.Tensor | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        validate.non_negative_int("capacity", self.capacity)
 
     @property
     def length(self) -> int:
@@ -150,6 +160,19 @@ class Eagle3Config:
     intermediate_size: int = 344
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "vocab_size", "draft_vocab_size", "num_heads", "num_kv_heads", "head_dim",
+                     "intermediate_size"):
+            validate.positive_int(name, getattr(self, name))
+        if self.draft_vocab_size > self.vocab_size:
+            raise ValueError(f"draft_vocab_size ({self.draft_vocab_size}) cannot exceed vocab_size ({self.vocab_size})")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        if not self.aux_layers or any(not isinstance(a, int) or a < 0 for a in self.aux_layers):
+            raise ValueError(f"aux_layers must be non-negative layer indices, got {self.aux_layers!r}")
+        validate.positive("rms_norm_eps", self.rms_norm_eps)
+        validate.positive("rope_theta", self.rope_theta)
 
     @property
     def feature_size(self) -> int:

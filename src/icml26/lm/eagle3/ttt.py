@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icml26.harness import validate
+
 from .decoding import _new_cache, _target_forward, validate_generation_inputs
 from .draft import Eagle3Draft, num_decoder_layers, target_vocab_size
 
@@ -72,6 +74,7 @@ def regenerate_responses(target: nn.Module, prompts: torch.Tensor, new_tokens: i
     if not isinstance(prompts, torch.Tensor) or prompts.ndim != 2:
         raise ValueError("prompts must be a LongTensor of shape [n_prompts, prompt_len] (equal-length prompts)")
     validate_generation_inputs(target, prompts[:1], new_tokens)
+    batch_size = validate.positive_int("batch_size", batch_size)
     rows = []
     for chunk in prompts.split(batch_size):
         cache = _new_cache(target)
@@ -115,6 +118,8 @@ def eagle3_ttt_loss(draft: Eagle3Draft, ids: torch.Tensor, aux: torch.Tensor, ta
         raise ValueError(f"ttt_length must be a positive int, got {ttt_length!r}")
     if not 0 < decay <= 1:
         raise ValueError(f"decay must be in (0, 1], got {decay!r}")
+    validate.finite("aux", aux)
+    validate.finite("target_logits", target_logits)
     B, T = ids.shape
     if aux.shape[:2] != (B, T) or target_logits.shape[:2] != (B, T) or loss_mask.shape != (B, T):
         raise ValueError(f"ids {tuple(ids.shape)}, aux {tuple(aux.shape[:2])}, target_logits "
@@ -165,6 +170,9 @@ class Eagle3Trainer:
         if draft.config.vocab_size != target_vocab_size(target):
             raise ValueError(f"draft vocabulary map covers {draft.config.vocab_size} target tokens, the target has "
                              f"{target_vocab_size(target)}: build the draft with Eagle3Draft.from_target(target)")
+        validate.positive("clip", clip)
+        validate.non_negative("weight_decay", weight_decay)
+        validate.non_negative_int("warmup_steps", warmup_steps)
         self.target, self.draft, self.mode = target, draft, mode
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.ttt_length, self.decay, self.weight_decay, self.clip, self.seed = ttt_length, decay, weight_decay, clip, seed
