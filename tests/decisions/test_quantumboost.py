@@ -330,7 +330,7 @@ _NAN = float("nan")
 
 @pytest.mark.parametrize("call, error, fragment", [
     (lambda: bhk_rounds(0.0, 0.1), ValueError, "gamma must be in (0.0, 1.0)"),     # was a ZeroDivisionError
-    (lambda: bhk_rounds(0.1, 0.0), ValueError, "delta must be in (0.0, 1.0)"),     # was a ZeroDivisionError
+    (lambda: bhk_rounds(0.1, 0.0), ValueError, "delta must be in (0.0, 1.0]"),     # was a ZeroDivisionError
     (lambda: bhk_rounds(0.1, 1.5), ValueError, "delta must be in"),                # returned 1 round
     (lambda: bhk_rounds(_NAN, 0.1), ValueError, "gamma must be finite"),
     (lambda: boost(np.full((20, 3), _NAN), _Y), ValueError, "NaN"),

@@ -238,3 +238,10 @@ def test_counts_table_counts_seed_invariant_claims_apart(tmp_path):
     row = next(line for line in r.output.splitlines() if line.startswith("| A03"))
     assert row == "| A03 | 1 / 0 / 0 | 1 / 0 / 0 | 1 / 0 / 0 | 2 | standard, 3 seeds |"
     assert "| total | 1 / 0 / 0 | 1 / 0 / 0 | 1 / 0 / 0 | 2 | |" in r.output
+
+
+def test_unstable_timing_is_the_reason_even_when_the_interval_also_contains_0():
+    """A drifting machine makes the per-repeat interval meaningless too, so 'timing unstable' is what is said."""
+    c = Claim("faster", measured=0.98, op=">", reference=1.0, paired=[-0.1, 0.05, 0.02, -0.03],
+              timing_control=1.18, falsifier="not faster")
+    assert c.verdict == "inconclusive" and c.reason.startswith("timing unstable")

@@ -220,11 +220,11 @@ class Claim:
         h = compare(self.measured, self.op, self.reference)  # type: ignore[arg-type]
         if h is None:
             return None, "not a finite number"
+        if self.timing_stable is False:  # first: with a drifting machine the interval itself says nothing
+            return None, f"timing unstable (same-work ratio {self.timing_control:.3f}, not within {self.timing_tolerance:g} of 1)"
         ci = self.paired_ci
         if self.op != "in" and ci is not None and ci[0] <= 0.0 <= ci[1]:
             return None, "the per-instance interval of (measured − reference) contains 0"
-        if self.timing_stable is False:
-            return None, f"timing unstable (same-work ratio {self.timing_control:.3f}, not within {self.timing_tolerance:g} of 1)"
         if h and self.control is not None:
             cv = self.control_verdict
             if cv == "holds":

@@ -44,9 +44,9 @@ PROJECTIONS = ("lazy", "greedy", "none")
 def bhk_rounds(gamma: float, delta: float) -> int:
     """T = ceil(4 ln(1/delta) / gamma^2) (the constant 4 is our choice; BHK prove O(log(1/delta)/gamma^2)).
 
-    ``gamma`` (the weak learner's advantage) and ``delta`` (the target error) must be in (0, 1)."""
+    ``gamma`` (the weak learner's advantage) must be in (0, 1) and ``delta`` (the target error) in (0, 1]."""
     gamma = validate.in_range("gamma", gamma, 0.0, 1.0, low_open=True, high_open=True)
-    delta = validate.in_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
+    delta = validate.in_range("delta", delta, 0.0, 1.0, low_open=True)
     return max(1, math.ceil(4.0 * math.log(1.0 / delta) / gamma**2))
 
 
