@@ -411,11 +411,18 @@ def build_testbeds(needed: list, users: dict[str, tuple[str, ...]], dry_run: boo
                 bars[name] = progress.add_task(message, total=total or None)
             progress.update(bars[name], completed=done, total=total or None, description=message)
 
-        with listening(on_step):
+        from .harness.runner import _sigterm_raises, _Stop
+
+        with listening(on_step), _sigterm_raises():  # SIGTERM unwinds the build, so its tmp folder is removed
             for i, tb in enumerate(todo, 1):
                 err.print(f"[{i}/{len(todo)}] building {tb.name} ({tb.description})", highlight=False)
                 try:
                     tb.build()
+                except (_Stop, KeyboardInterrupt) as e:
+                    sig = "SIGTERM" if isinstance(e, _Stop) else "SIGINT"
+                    err.print(f"interrupted by {sig} while building testbed {tb.name}; its partial build was removed "
+                              f"({i - 1} of {len(todo)} testbeds built)", highlight=False)
+                    raise typer.Exit(code=143 if sig == "SIGTERM" else 130) from None
                 except Exception as e:  # noqa: BLE001 - say which testbed failed, then stop
                     err.print(f"[bold red]error:[/] building testbed {tb.name} failed: {escape(f'{type(e).__name__}: {e}')}")
                     raise typer.Exit(code=1) from None

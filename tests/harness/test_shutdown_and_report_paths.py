@@ -98,3 +98,21 @@ def test_a_record_nested_too_deep_is_skipped_with_a_warning(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         assert store.records() == []           # no RecursionError out of json
     assert "RecursionError" in caplog.text and "fix or delete the file" in caplog.text
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_sigterm_during_a_testbed_build_leaves_no_partial_folder(tmp_path):
+    cache_dir = tmp_path / "cache"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", ICML26_CACHE=str(cache_dir))
+    proc = subprocess.Popen([sys.executable, "-m", "icml26", "prepare", "A14", "--budget", "quick"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(cache_dir.rglob(".*.tmp*")):  # the build folder exists
+        time.sleep(0.2)
+    assert list(cache_dir.rglob(".*.tmp*")), "the build never started"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, (out, err)
+    assert "interrupted by SIGTERM while building testbed" in err and "Traceback" not in err
+    assert not list(cache_dir.rglob(".*.tmp*")), "a partial build folder was left behind"
