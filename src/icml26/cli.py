@@ -331,12 +331,31 @@ def report_cmd(out: list[str] = typer.Option(["runs"], help="Output folder(s) ho
                counts: bool = typer.Option(False, "--counts", help="Print the per-paper verdict counts (claims "
                                            "decided over seeds, seed-invariant, checks, without a control) of "
                                            "the newest batch of each paper in OUT, as the Markdown table the "
-                                           "README's totals come from; builds no report.")) -> None:
-    """Build the static HTML report from the run records in OUT (or, with --counts, print the counts table)."""
+                                           "README's totals come from; builds no report."),
+               markdown: str = typer.Option("", "--markdown", metavar="ID",
+                                            help="Print paper ID's claims and checks from its newest batch in OUT "
+                                            "as the Markdown tables of its README (command, seeds, wall time per "
+                                            "seed, code commit, per-seed values, why undecided); builds no "
+                                            "report.")) -> None:
+    """Build the static HTML report from the run records in OUT (or, with --counts, print the counts table, or with
+    --markdown ID one paper's README tables)."""
     roots = [out_path(o) for o in out]
     for o, root in zip(out, roots):
         if not (root / "records").is_dir():
             fail(f"no run records in {o!r}; run `icml26 reproduce ... --out {o}` first")
+    if counts and markdown:
+        fail("give --counts or --markdown ID, not both")
+    if markdown:
+        from .catalog import get_paper
+        from .harness.report import paper_markdown
+
+        try:
+            pid = get_paper(markdown).id
+            text = paper_markdown(roots, pid)
+        except (KeyError, ValueError) as e:
+            fail(str(e.args[0]) if e.args else str(e))
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        return
     if counts:
         from .harness.report import counts_table
 

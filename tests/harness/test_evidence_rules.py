@@ -245,3 +245,45 @@ def test_unstable_timing_is_the_reason_even_when_the_interval_also_contains_0():
     c = Claim("faster", measured=0.98, op=">", reference=1.0, paired=[-0.1, 0.05, 0.02, -0.03],
               timing_control=1.18, falsifier="not faster")
     assert c.verdict == "inconclusive" and c.reason.startswith("timing unstable")
+
+
+def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
+    """`icml26 report --markdown ID` prints the README tables from the records: the newest batch only, its
+    command, seeds and wall times, per-seed values, the strongest baseline, the control and why a claim is
+    undecided; an id without records is refused with the ids that have some."""
+    from typer.testing import CliRunner
+
+    from icml26.cli import app
+    from icml26.harness.store import ResultStore
+
+    store = ResultStore(tmp_path)
+
+    def save(batch, seed, m, started):
+        claims = [claim(m, None, baselines={"keyword": 1.0, "random": 0.1}).to_dict(),
+                  Claim("undecided | piped", measured=1.0 + (0.3 if seed % 2 else -0.2), op=">", reference=1.0,
+                        falsifier=F).to_dict(),
+                  Claim("exact", 0.0, "<=", 1e-9, kind="check").to_dict()]
+        store.save({"run_id": f"A03-{batch}-{seed}", "batch": batch, "paper": "A03", "budget": "standard",
+                    "seed": seed, "status": "ok", "started": started, "error": None, "wall_time": 40.0 + seed,
+                    "tables": {}, "figures": [], "env": {"command": "icml26 reproduce A03 --budget standard --seeds 3",
+                                                          "git": {"commit": "abcdef1234567890", "dirty": False}},
+                    "claims": claims, "metrics": {}})
+
+    save("old", 0, 9.0, 1.6e9)
+    for seed in range(3):
+        save("new", seed, 2.0 + 0.1 * seed, 1.7e9 + seed)
+    r = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "a03"])
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "seeds 0–2 (3 ok)" in out and "40 s, 41 s, 42 s" in out and "abcdef123456" in out
+    assert "`icml26 reproduce A03 --budget standard --seeds 3`" in out
+    assert "9 (" not in out  # the older batch is not mixed in
+    row = next(line for line in out.splitlines() if line.startswith("| s |"))
+    assert "strongest of 2 baselines: keyword" in row and "2; 2.1; 2.2" not in row and "2 (holds); 2.1 (holds)" in row
+    assert "undecided \\| piped" in out and "over 3 seeds" in out  # the pipe is escaped; power is shown
+    assert "**Checks" in out and "| exact |" in out
+    assert "claims decided over seeds holds 1, does not hold 0, inconclusive 1" in out
+    bad = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "B11"])
+    assert bad.exit_code == 2 and "papers with records: A03" in bad.output
+    both = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "A03", "--counts"])
+    assert both.exit_code == 2

@@ -430,12 +430,7 @@ def counts_table(outs: Sequence[str | Path]) -> str:
     """Per paper (the newest batch in any of ``outs``): claims decided over seeds (holds / does not hold /
     inconclusive), seed-invariant claims, checks, claims without a control, seeds and budget; then the totals.
     This is the table the README's totals are copied from."""
-    latest: dict[str, list[dict[str, Any]]] = {}
-    for out in outs:
-        for pid, recs in ResultStore(Path(out)).latest_batches().items():
-            if pid not in latest or max(r.get("started") or 0 for r in recs) > max(r.get("started") or 0
-                                                                                 for r in latest[pid]):
-                latest[pid] = recs
+    latest = _latest(outs)
     head = ("| id | claims: holds / not / inconclusive | seed-invariant: holds / not / inconclusive | checks: holds / "
             "not / inconclusive | claims without a control | budget, seeds |")
     rows = [head, "|" + "---|" * 6]
@@ -457,6 +452,75 @@ def counts_table(outs: Sequence[str | Path]) -> str:
     rows.append(f"| total | {' | '.join(' / '.join(map(str, tot[k])) for k in ('claims', SEED_INVARIANT, 'checks'))}"
                 f" | {tot_nc} | |")
     return "\n".join(rows)
+
+
+def _latest(outs: Sequence[str | Path]) -> dict[str, list[dict[str, Any]]]:
+    """Per paper, the records of its newest batch found in any of ``outs``."""
+    latest: dict[str, list[dict[str, Any]]] = {}
+    for out in outs:
+        for pid, recs in ResultStore(Path(out)).latest_batches().items():
+            if pid not in latest or max(r.get("started") or 0 for r in recs) > max(r.get("started") or 0
+                                                                                 for r in latest[pid]):
+                latest[pid] = recs
+    return latest
+
+
+def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
+    """The README table of one paper's newest batch in ``outs``: where it came from (command, budget, seeds, wall
+    time per seed, code commit), then its claims (falsifier, mean and 95% interval over seeds, reference and the
+    strongest baseline, control, per-seed values, verdict and, when undecided, why and the seeds it would need) and
+    its checks. Every number is copied from the run records, so a README table is regenerated, never typed."""
+    latest = _latest(outs)
+    if paper not in latest:
+        known = ", ".join(sorted(latest)) or "none"
+        raise ValueError(f"no run records for {paper!r} in {', '.join(map(str, outs))} (papers with records: {known})")
+    recs = latest[paper]
+    s = summarize_records(recs).get(paper)
+    if s is None:
+        raise ValueError(f"the newest batch of {paper} has no readable records")
+    envs = [r.get("env") or {} for r in recs]
+    commands = list(dict.fromkeys(str(e.get("command")) for e in envs if e.get("command")))
+    gits = list(dict.fromkeys(f"{g['commit'][:12]}{' with uncommitted changes' if g.get('dirty') else ''}"
+                              for g in (e.get("git") for e in envs) if isinstance(g, dict) and g.get("commit")))
+    walls = [f"{r['wall_time']:.0f} s" for r in sorted(recs, key=lambda r: r["seed"]) if _finite(r.get("wall_time"))]
+    starts = [r["started"] for r in recs if _finite(r.get("started"))]
+    when = time.strftime("%Y-%m-%d", time.gmtime(min(starts))) if starts else "date not recorded"
+    seeds = sorted(r["seed"] for r in recs)
+    lines = [f"Budget {s['budget']}, seeds {_ranges(seeds)} ({len(s['seeds'])} ok"
+             + (f", crashed on {s['crashed']}" if s["crashed"] else "") + f"), run {when}; "
+             f"wall time per seed {', '.join(walls) or 'not recorded'}; code {', '.join(gits) or 'not recorded'}.",
+             f"Command: `{commands[0]}`" if len(commands) == 1 else
+             "Commands: " + "; ".join(f"`{c}`" for c in commands) if commands else "Command: not recorded", ""]
+    claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]
+    checks = [c for c in s["claims"] if c.get("kind") == "check"]
+    if claims:
+        lines += ["**Claims (refutable; counted)**", "",
+                  "| claim | falsifier | measured (mean [95% CI] over seeds) | reference | control | per seed: measured "
+                  "(verdict) | verdict |", "|---|---|---|---|---|---|---|"]
+        for c in claims:
+            n = c.get("n_finite", c.get("n_seeds"))
+            ref = claim_reference(c) + (f" ({c['baseline']})" if c.get("baseline") else "")
+            if baselines_text(c):
+                ref += f"; {baselines_text(c)}"
+            per_seed = "; ".join(f"{fmt(m)} ({v})" for m, v in zip(c.get("seed_measured") or [],
+                                                                  c.get("seed_verdicts") or []))
+            cells = [latex_to_text(c["statement"]), latex_to_text(c.get("falsifier") or "(not stated)"),
+                     fmt_n(c["measured"], c.get("measured_ci"), n), ref, control_text(c), per_seed, _verdict_text(c)]
+            lines.append("| " + " | ".join(_md(x) for x in cells) + " |")
+        lines.append("")
+    if checks:
+        lines += ["**Checks (true by construction, exactness or a theorem; not counted)**", "",
+                  "| check | measured | reference | verdict |", "|---|---|---|---|"]
+        for c in checks:
+            n = c.get("n_finite", c.get("n_seeds"))
+            cells = [latex_to_text(c["statement"]), fmt_n(c["measured"], c.get("measured_ci"), n),
+                     claim_reference(c), _verdict_text(c)]
+            lines.append("| " + " | ".join(_md(x) for x in cells) + " |")
+        lines.append("")
+    counts = verdict_counts(s["claims"])
+    lines.append(f"Counts: claims decided over seeds {_count_text(counts['claims'], zero=True)}; seed-invariant "
+                 f"{_count_text(counts[SEED_INVARIANT], zero=True)}; checks {_count_text(counts['checks'], zero=True)}.")
+    return "\n".join(lines)
 
 
 # pieces
