@@ -217,3 +217,75 @@ def test_waiting_for_a_concurrent_build_says_so(caplog):
             pass
     t.join()
     assert "waiting for another process that is building toy/abc" in caplog.text
+
+
+# code version: an artefact built by different code is rebuilt
+
+def _module(tmp_path, monkeypatch, source, name="fpmod"):
+    """Write and import a module the fingerprint treats as the package's own (PACKAGE patched to its name)."""
+    import importlib
+    import sys
+
+    from icml26.testbeds import code_version
+
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(code_version, "PACKAGE", name)
+    code_version._normalised_source.cache_clear()
+    sys.modules.pop(name, None)
+    importlib.invalidate_caches()
+    return importlib.import_module(name)
+
+
+TRAIN_V1 = '''
+def helper(x):
+    return x * 2
+
+
+def train(d):
+    """Write the artefact."""
+    (d / "w.txt").write_text(str(helper(3)))
+'''
+
+
+def test_an_artefact_built_by_different_code_is_rebuilt_and_the_change_named(tmp_path, monkeypatch, caplog):
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1)
+    d = cached_dir("toy", {"c": 1}, lambda d: mod.train(d))
+    rec = __import__("json").loads((d / cache.CODE).read_text())
+    assert {"fpmod.train", "fpmod.helper"} <= set(rec["functions"])  # the helper it calls is part of its code
+    first = (d / "w.txt").stat().st_mtime_ns
+    # docstrings, comments and formatting do not count
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace('"""Write the artefact."""', '"""Other words."""  # c')
+                  .replace("return x * 2", "return  x*2"))
+    assert cached_dir("toy", {"c": 1}, lambda d: mod.train(d)) == d and (d / "w.txt").stat().st_mtime_ns == first
+    # a changed statement in a function the build reaches does
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x * 2", "return x * 3"))
+    with caplog.at_level("WARNING"):
+        d2 = cached_dir("toy", {"c": 1}, lambda d: mod.train(d))
+    assert (d2 / "w.txt").read_text() == "9"
+    assert "built by different code (fpmod.helper changed since)" in caplog.text
+
+
+def test_an_artefact_without_a_code_record_is_adopted_once_and_then_checked(tmp_path, monkeypatch):
+    """Built before code records were kept: nothing to compare with, so it is adopted under today's code (and from
+    then on a code change rebuilds it); the override reuses a changed-code artefact."""
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1)
+    d = cached_dir("toy", {"c": 2}, lambda d: mod.train(d))
+    (d / cache.CODE).unlink()
+    cache.write_manifest(d)
+    assert cached_dir("toy", {"c": 2}, lambda d: mod.train(d)) == d and (d / cache.CODE).exists()
+    assert cache.manifest_problem(d) is None  # the manifest lists the new record
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x * 2", "return x * 5"))
+    monkeypatch.setenv(cache.IGNORE_CODE_ENV, "1")
+    assert (cached_dir("toy", {"c": 2}, lambda d: mod.train(d)) / "w.txt").read_text() == "6"  # reused as built
+    monkeypatch.delenv(cache.IGNORE_CODE_ENV)
+    assert (cached_dir("toy", {"c": 2}, lambda d: mod.train(d)) / "w.txt").read_text() == "15"  # rebuilt
+
+
+def test_the_fingerprint_of_a_real_testbed_reaches_its_training_loop_and_not_the_cache():
+    from icml26.testbeds import causal_lm
+    from icml26.testbeds.code_version import code_fingerprint
+
+    fp = code_fingerprint(lambda d: causal_lm._build(causal_lm.TOY_4L, d))
+    assert "icml26.testbeds.training.train_steps" in fp and "icml26.testbeds.llama.tiny_llama" in fp
+    assert not any(k.startswith(("icml26.testbeds.cache", "icml26.testbeds.progress")) for k in fp)

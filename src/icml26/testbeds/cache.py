@@ -10,6 +10,13 @@ a damaged artefact (a truncated ``model.safetensors``, a deleted file) is rebuil
 rebuilds once when the loader itself fails on the files. When a damaged folder cannot be removed, the error
 names the folder to delete. Temporary build folders left behind by crashed builds are removed. Folders and files
 get the usual permissions (``0o777``/``0o666`` minus the umask), so a shared cache is readable by everyone.
+
+Code version: the key is the config, but a build also records ``icml26_code.json``, the fingerprint of the code
+it ran (:mod:`icml26.testbeds.code_version`: every ``icml26`` function and class the build callable reaches,
+docstrings and comments aside). A cached artefact whose recorded fingerprint differs from the current code's is
+rebuilt, and the warning names the functions that changed; ``ICML26_CACHE_IGNORE_CODE=1`` reuses it anyway (for a
+change you know leaves it alone). An artefact from before code records were kept has nothing to compare with: it is
+adopted once under the current code (delete its folder to rebuild it).
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+from .code_version import changed, code_fingerprint, fingerprint_hash
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -33,6 +42,8 @@ T = TypeVar("T")
 MANIFEST = "icml26_manifest.json"
 COMPLETE = ".complete"
 CONFIG = "icml26_config.json"
+CODE = "icml26_code.json"
+IGNORE_CODE_ENV = "ICML26_CACHE_IGNORE_CODE"
 STALE_TMP_S = 3600.0  # a build folder untouched this long, whose build lock is free, is left from a crash
 builds_done = 0  # how many artefacts this process has built (the CLI tells "built" from "reused" with it)
 _verified: dict[str, float] = {}  # folder -> manifest mtime whose hashes this process has checked
@@ -163,6 +174,37 @@ def _status(final: Path) -> str | None:
     return why
 
 
+LEGACY = "built before code fingerprints were recorded"
+
+
+def _write_code(folder: Path, fp: dict[str, str]) -> None:
+    from ..harness.store import atomic_write_bytes
+
+    blob = json.dumps({"version": 1, "fingerprint": fingerprint_hash(fp), "functions": fp}, sort_keys=True, indent=1)
+    atomic_write_bytes(folder / CODE, blob.encode())
+
+
+def _code_problem(final: Path, fp: dict[str, str]) -> str | None:
+    """``None`` when the artefact in ``final`` was built by the code whose fingerprint is ``fp``; else how not."""
+    if os.environ.get(IGNORE_CODE_ENV, "").strip() not in ("", "0"):
+        return None
+    try:
+        rec = json.loads((final / CODE).read_text())
+        old, old_hash = rec["functions"], rec["fingerprint"]
+        if not isinstance(old, dict):
+            raise TypeError("functions is not an object")
+    except FileNotFoundError:
+        return LEGACY if (final / COMPLETE).exists() else None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"built by code whose fingerprint cannot be read ({e})"
+    if old_hash == fingerprint_hash(fp):
+        return None
+    names = changed(old, fp)
+    shown = ", ".join(n.removeprefix("icml26.") for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4
+                                                                        else "")
+    return f"built by different code ({shown} changed since)"
+
+
 def _remove(folder: Path, why: str) -> None:
     """Move a damaged artefact out of the way and delete it; ``CacheError`` naming it when that fails."""
     _verified.pop(str(folder), None)
@@ -197,7 +239,7 @@ def clean_stale_builds(kind_dir: Path, own: str | None = None, max_age_s: float 
     A build folder ``.<hash>.tmp*`` is removed when it belongs to ``own`` (whose lock the caller holds, so no
     build of it is running), or when it is older than ``max_age_s`` and its build lock is free.
     """
-    removed = []
+    removed: list[Path] = []
     if not kind_dir.is_dir():
         return removed
     now = time.time()
@@ -230,26 +272,40 @@ def clean_stale_builds(kind_dir: Path, own: str | None = None, max_age_s: float 
 
 def is_cached(kind: str, config: Any) -> bool:
     """Whether an intact artefact for ``config`` is in the cache: complete and matching its manifest (a damaged
-    one counts as not cached, since the next load rebuilds it)."""
+    one counts as not cached, since the next load rebuilds it). Whether it was built by today's code is checked
+    when it is loaded (that needs the build callable)."""
     return _status(cache_root() / kind / config_hash(config)) is None
 
 
-def cached_dir(kind: str, config: Any, build: Callable[[Path], None]) -> Path:
+def cached_dir(kind: str, config: Any, build: Callable[[Path], None], code: Sequence[Any] | None = None) -> Path:
     """Return the folder holding the artefact for ``config``, building it with ``build(tmp_dir)`` if absent.
 
     ``build`` writes everything into the folder it is given; the folder is renamed into place only when
     ``build`` returns, so a crash never leaves a half-written artefact behind. A damaged artefact (files that
-    do not match the manifest written at build time) is rebuilt.
+    do not match the manifest written at build time) is rebuilt, and so is one built by different code: the
+    fingerprint of ``code`` (default: ``build`` and everything it reaches) is recorded at build time and compared
+    at every load.
     """
     final = cache_root() / kind / config_hash(config)
-    why = _status(final)
+    fp = code_fingerprint(*(code if code is not None else (build,)))
+    why = _status(final) or _code_problem(final, fp)
     if why is None:
         return final
     with file_lock(cache_root() / kind / f".{final.name}.lock"):
-        why = _status(final)
+        why = _status(final) or _code_problem(final, fp)
         if why is None:  # built by another process while we waited
             return final
-        if why not in ("absent",):
+        if why == LEGACY:  # nothing to compare with: adopt it under today's code, once, and say so
+            log.info("cached %s artefact %s has no code record (built before they were kept); recording the current "
+                     "code's fingerprint for it", kind, final)
+            _write_code(final, fp)
+            write_manifest(final)
+            return final
+        if why.startswith("built by"):
+            log.warning("cached %s artefact %s was %s; rebuilding it (set %s=1 to reuse it anyway)", kind, final,
+                        why, IGNORE_CODE_ENV)
+            _remove(final, why)
+        elif why not in ("absent",):
             log.warning("cached %s artefact %s is damaged (%s); rebuilding it", kind, final, why)
             _remove(final, why)
         clean_stale_builds(final.parent, own=final.name)
@@ -260,6 +316,7 @@ def cached_dir(kind: str, config: Any, build: Callable[[Path], None]) -> Path:
             global builds_done
             builds_done += 1
             (tmp / CONFIG).write_text(json.dumps(config, sort_keys=True, indent=1, default=str))
+            _write_code(tmp, fp)
             _share(tmp)  # libraries write some files 0600 (tempfile + rename); a shared cache is readable by all
             write_manifest(tmp)
             (tmp / COMPLETE).touch()  # last: a folder with the marker is complete and has its manifest
@@ -273,14 +330,15 @@ def cached_dir(kind: str, config: Any, build: Callable[[Path], None]) -> Path:
     return final
 
 
-def load_cached(kind: str, config: Any, build: Callable[[Path], None], load: Callable[[Path], T]) -> T:
+def load_cached(kind: str, config: Any, build: Callable[[Path], None], load: Callable[[Path], T],
+                code: Sequence[Any] | None = None) -> T:
     """``load(cached_dir(kind, config, build))``, rebuilding once when ``load`` fails on the cached files.
 
     A file that matches its manifest can still be unreadable (a folder from before manifests, a library that
     changed format); then the folder is removed, rebuilt and loaded again. If that fails too, a ``CacheError``
     names the folder.
     """
-    folder = cached_dir(kind, config, build)
+    folder = cached_dir(kind, config, build, code)
     seen = _mtime(folder / MANIFEST)
     try:
         return load(folder)
@@ -290,7 +348,7 @@ def load_cached(kind: str, config: Any, build: Callable[[Path], None], load: Cal
     with file_lock(folder.parent / f".{folder.name}.lock"):
         if _mtime(folder / MANIFEST) == seen:  # not rebuilt by another process meanwhile
             _remove(folder, why)
-    folder = cached_dir(kind, config, build)
+    folder = cached_dir(kind, config, build, code)
     try:
         return load(folder)
     except Exception as e:  # noqa: BLE001
