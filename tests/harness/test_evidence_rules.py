@@ -265,6 +265,7 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
                   Claim("exact", 0.0, "<=", 1e-9, kind="check").to_dict()]
         store.save({"run_id": f"A03-{batch}-{seed}", "batch": batch, "paper": "A03", "budget": "standard",
                     "seed": seed, "status": "ok", "started": started, "error": None, "wall_time": 40.0 + seed,
+                    "cpu_time": 30.0,
                     "tables": {}, "figures": [], "env": {"command": "icml26 reproduce A03 --budget standard --seeds 3",
                                                           "git": {"commit": "abcdef1234567890", "dirty": False}},
                     "claims": claims, "metrics": {}})
@@ -275,7 +276,7 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
     r = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "a03"])
     assert r.exit_code == 0, r.output
     out = r.output
-    assert "seeds 0–2 (3 ok)" in out and "40 s, 41 s, 42 s" in out and "abcdef123456" in out
+    assert "seeds 0–2 (3 ok)" in out and "40 s, 41 s, 42 s (CPU 30 s, 30 s, 30 s)" in out and "abcdef123456" in out
     assert "`icml26 reproduce A03 --budget standard --seeds 3`" in out
     assert "9 (" not in out  # the older batch is not mixed in
     row = next(line for line in out.splitlines() if line.startswith("| s |"))

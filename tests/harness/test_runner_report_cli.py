@@ -49,6 +49,7 @@ def jobs_for(module, seeds, paper="A03"):
 def test_run_job_records_a_crash_instead_of_raising(fake_modules):
     rec, pngs = run_job(Job("A03", "broken_repro", "quick", 0, "b"))
     assert rec["status"] == "error" and "boom" in rec["error"] and pngs == {}
+    assert rec["cpu_time"] >= 0 and rec["wall_time"] >= 0  # what a crashed run cost is recorded too
 
 
 def test_execute_store_and_report(fake_modules, tmp_path):

@@ -482,13 +482,16 @@ def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
     commands = list(dict.fromkeys(str(e.get("command")) for e in envs if e.get("command")))
     gits = list(dict.fromkeys(f"{g['commit'][:12]}{' with uncommitted changes' if g.get('dirty') else ''}"
                               for g in (e.get("git") for e in envs) if isinstance(g, dict) and g.get("commit")))
-    walls = [f"{r['wall_time']:.0f} s" for r in sorted(recs, key=lambda r: r["seed"]) if _finite(r.get("wall_time"))]
+    ordered = sorted(recs, key=lambda r: r["seed"])
+    walls = [f"{r['wall_time']:.0f} s" for r in ordered if _finite(r.get("wall_time"))]
+    cpus = [f"{r['cpu_time']:.0f} s" for r in ordered if _finite(r.get("cpu_time"))]
     starts = [r["started"] for r in recs if _finite(r.get("started"))]
     when = time.strftime("%Y-%m-%d", time.gmtime(min(starts))) if starts else "date not recorded"
     seeds = sorted(r["seed"] for r in recs)
     lines = [f"Budget {s['budget']}, seeds {_ranges(seeds)} ({len(s['seeds'])} ok"
              + (f", crashed on {s['crashed']}" if s["crashed"] else "") + f"), run {when}; "
-             f"wall time per seed {', '.join(walls) or 'not recorded'}; code {', '.join(gits) or 'not recorded'}.",
+             f"wall time per seed {', '.join(walls) or 'not recorded'}"
+             + (f" (CPU {', '.join(cpus)})" if cpus else "") + f"; code {', '.join(gits) or 'not recorded'}.",
              f"Command: `{commands[0]}`" if len(commands) == 1 else
              "Commands: " + "; ".join(f"`{c}`" for c in commands) if commands else "Command: not recorded", ""]
     claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]

@@ -92,10 +92,10 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
     record: dict[str, Any] = {
         "run_id": run_id, "batch": job.batch, "paper": job.paper, "budget": job.budget, "seed": job.seed,
         "started": time.time(), "status": "ok", "error": None, "metrics": {}, "claims": [], "tables": {},
-        "figures": [], "wall_time": None, "env": {},
+        "figures": [], "wall_time": None, "cpu_time": None, "env": {},
     }
     pngs: dict[str, bytes] = {}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     log.info("%s seed %s (%s budget, %s threads): started", job.paper, job.seed, job.budget, job.threads)
     reset_missing_peers()
     try:
@@ -123,6 +123,7 @@ def run_job(job: Job) -> tuple[dict[str, Any], dict[str, bytes]]:
         record["status"] = "error"
         record["error"] = traceback.format_exc()
         record["wall_time"] = time.perf_counter() - t0
+    record["cpu_time"] = time.process_time() - c0  # all threads of this process: what the run cost, whatever the load
     try:
         record["env"] = run_env()  # after the run: it then knows the device torch used
     except Exception:  # noqa: BLE001 - provenance is best effort, never a crash

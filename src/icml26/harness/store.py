@@ -34,7 +34,7 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 }
 _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "batch": (str, type(None)), "started": (int, float, type(None)), "wall_time": (int, float, type(None)),
-    "error": (str, type(None)), "metrics": dict, "claims": list, "tables": dict, "figures": list,
+    "cpu_time": (int, float, type(None)), "error": (str, type(None)), "metrics": dict, "claims": list, "tables": dict, "figures": list,
     "env": dict, "notes": (str, type(None)), "missing_peers": list,
 }
 _CLAIM_REQUIRED = ("statement", "measured", "op", "reference", "verdict")
