@@ -135,6 +135,24 @@ def _ratio(sz: Sizes, res: dict, seed: int) -> tuple[dict[str, TimedComparison |
             for k, v in forms.items()}, K
 
 
+def _ratio_at_max(sz: Sizes, res: dict, seed: int) -> TimedComparison | None:
+    """Gram-form DCCA against UniFast at the sweep's largest K, timed the same way as :func:`_ratio` (interleaved,
+    CPU time, with the same-work control), or ``None`` when Gram-form DCCA did not finish there."""
+    rec = res["dcca_gram"]
+    K = res["unifast"]["K"][-1]
+    if rec["K"][-1] != K or rec["status"][-1] != "ok" or res["unifast"]["status"][-1] != "ok":
+        return None
+    gen = torch.Generator().manual_seed(seed + 1)
+    f = torch.randn(sz.m, K, generator=gen).requires_grad_()
+    g = (f.detach() + torch.randn(sz.m, K, generator=gen)).requires_grad_()
+
+    def call(loss: Callable[[Tensor, Tensor], Tensor]) -> Callable[[], None]:
+        return lambda: torch.autograd.grad(loss(f, g), (f, g))
+
+    return compare_times(call(UniFastHGRLoss()), call(DCCALoss(ridge=1e-3, form="gram")),
+                         repeats=max(3, sz.ratio_iters), warmup=1, clock="cpu")
+
+
 # (b) learning quality on two-view digits
 
 
@@ -252,6 +270,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     with limit_threads(sz.threads):  # torch and numpy / scikit-learn BLAS
         res, metrics, scaling_rows, fig_cost = _scaling(sz, seed)
         timings, ratio_K = _ratio(sz, res, seed)
+        timings["dcca_gram_at_max"] = at_max = _ratio_at_max(sz, res, seed)
         q_metrics, hits, quality_rows, fig_quality = _quality(sz, seed)
         exact = _exactness(seed)
     metrics.update(q_metrics)
@@ -263,12 +282,13 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     metrics["dcca_same_work_ratio"] = same_work["dcca"]
     metrics["dcca_gram_same_work_ratio"] = same_work["dcca_gram"]
 
-    def speed_claim(form: str, statement: str, **kw) -> Claim:
-        """>= 10x cheaper: paired over interleaved repeats, with the same-work control (see compare_times)."""
+    def speed_claim(form: str, statement: str, op: str = ">=", threshold: float = 10.0, **kw) -> Claim:
+        """Speed-up ``op threshold`` (the spec's >= 10x unless given): paired over interleaved repeats, with the same-work
+        control (see compare_times); not a number when the baseline did not finish."""
         tc = timings[form]
         if tc is None:
-            return Claim(statement, math.nan, ">=", 10.0, **kw)
-        return tc.claim(statement, ">=", 10.0, **kw)
+            return Claim(statement, math.nan, op, threshold, **kw)
+        return tc.claim(statement, op, threshold, **kw)
 
     uni = res["unifast"]
     K_max = uni["K"][-1]
@@ -295,7 +315,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     def paired(a: str, b: str, shift: float = 0.0) -> list[float]:  # per test pair: hits_a - (hits_b + shift)
         return list(hits[a] - (hits[b] + shift))
 
-    gram_at_max = metrics["dcca_gram_over_unifast_time_at_Kmax"]
+    metrics["dcca_gram_over_unifast_interleaved_at_Kmax"] = at_max.speedup if at_max is not None else math.nan
+    metrics["dcca_gram_same_work_ratio_at_Kmax"] = at_max.control_ratio if at_max is not None else math.nan
     rivals = {"softhgr": "Soft-HGR", "dcca": "DCCA (Gram form)", "infonce": "InfoNCE"}
 
     def quality_claim(what: str, key: str, K: int, metric: str, note: str) -> Claim:
@@ -332,14 +353,17 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               baseline="the spec's 10x bar, against the fast (dual) whitening baseline",
               falsifier=f"Gram-form DCCA less than 10x UniFast's CPU time at K={ratio_K}",
               note=f"same-work ratio {same_work['dcca_gram']:.3f}; Gram-form DCCA forms its m x m Grams in float64"),
-        Claim(statement=f"UniFast-HGR is cheaper than Gram-form whitening at extreme K (K={K_max})",
-              measured=gram_at_max, op=">", reference=1.0,
-              metric=f"CPU time DCCA (Gram form) / UniFast at K={K_max}, min of reps, same sweep",
+        speed_claim("dcca_gram_at_max", f"UniFast-HGR is cheaper than Gram-form whitening at extreme K (K={K_max})",
+              op=">", threshold=1.0,
+              metric=f"median CPU time DCCA (Gram form) / UniFast (fwd+bwd, interleaved) at K={K_max}",
               baseline="equal cost (ratio 1)",
-              falsifier=f"Gram-form DCCA at or below UniFast's CPU time at K={K_max}",
+              falsifier=f"Gram-form DCCA at or below UniFast's CPU time at K={K_max}, or the per-repeat paired "
+                        "interval containing 1",
               paper="replaces the whitening estimator; dominant cost O(m^2 K)",
-              note=f"Soft-HGR in Gram form / UniFast at K={K_max}: "
-                   f"{metrics['softhgr_gram_over_unifast_time_at_Kmax']:.2f}"),
+              note=f"same-work ratio {metrics['dcca_gram_same_work_ratio_at_Kmax']:.3f}; the sweep's min-of-reps "
+                   f"ratio {metrics['dcca_gram_over_unifast_time_at_Kmax']:.2f}; Soft-HGR in Gram form / UniFast "
+                   f"(sweep): {metrics['softhgr_gram_over_unifast_time_at_Kmax']:.2f}"
+                   + ("" if at_max is not None else "; Gram-form DCCA did not finish at this K")),
         Claim(statement=f"UniFast-HGR still runs at K={K_max} (finite loss and gradient under the time cap)",
               measured=cap_frac, op="<", reference=1.0,
               metric=f"UniFast fwd+bwd CPU time at K={K_max} / time cap {sz.time_cap_s:g} s (2.0 if DNF or non-finite)",
@@ -347,7 +371,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
               falsifier=f"UniFast over the {sz.time_cap_s:g} s cap, or a non-finite loss or gradient, at K={K_max}, "
                         "or a whitening baseline running under the cap there too",
               paper="stable behavior at extreme feature dimensions", bar=True, control=cap_ctl,
-              control_arm=f"the fastest whitening baseline at the same K ({NAMES[cap_ctl_name]}), same statistic",
+              control_arm=f"the fastest HGR/CCA baseline at the same K ({NAMES[cap_ctl_name]}), same statistic",
               note="baselines: " + ", ".join(f"{NAMES[n]} max K {metrics[f'max_K_{n}']:.0f}" for n in res if n != "unifast")),
         Claim(statement="UniFast-HGR learns cross-view dependence: retrieval beats untrained encoders by >= 2 pp",
               measured=metrics[f"r1_unifast_K{K0}"], op=">=", reference=metrics[f"r1_untrained_K{K0}"] + R1_MARGIN,
