@@ -202,6 +202,24 @@ def test_batched_expansion_with_a_regex_tokenizer_equals_one_call_per_node(small
     assert g[1].data == g[8].data and math.isclose(g[1].logprob, g[8].logprob, abs_tol=1e-9)
 
 
+def test_run_logsumexp_is_exact_for_runs_far_below_the_maximum():
+    """The per-run log-sum-exp of a node's sorted range, with runs 800 nats below the maximum (they underflow
+    after the shift by the maximum and are redone with their own maximum) and runs with no finite value."""
+    from icml26.lm.byte_lm.lm import _run_logsumexp
+
+    rng = np.random.default_rng(0)
+    col = np.repeat(np.arange(6, dtype=np.int16), [3, 1, 4, 2, 5, 2])
+    x = rng.normal(size=len(col))
+    x[col == 2] -= 800.0
+    x[col == 4] = -math.inf
+    x[(col == 5)][:1] = -math.inf
+    lab, out = _run_logsumexp(x, col)
+    assert lab.tolist() == list(range(6))
+    for g in range(6):
+        ref = torch.logsumexp(torch.from_numpy(x[col == g]), 0).item()
+        assert (out[g] == ref == -math.inf) or abs(out[g] - ref) < 1e-12
+
+
 # the production tokenizer cache (issue 34: the key must follow the training text)
 
 def test_production_tokenizer_cache_key_follows_the_training_text(tmp_path, monkeypatch):

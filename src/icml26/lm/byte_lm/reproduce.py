@@ -78,6 +78,7 @@ class Sizes:
     prod_gen_bytes: int = 8                   # Exp IV: greedy bytes generated per timed call
     prod_repeats: int = 3                     # Exp IV: compare_times repeats
     prod_warm_bytes: int = 3000               # Exp IV: other held-out bytes that warm the per-tokenizer caches
+    prod_models: tuple = ("d128-2L",)         # Exp IV: timing models (keys of PROD_MODELS)
     row_iters: int = 5                        # interleaved repeats of the table-only speed rows (covering sampler)
 
 
@@ -85,9 +86,11 @@ SIZES = {
     Budget.QUICK: Sizes(12, 48, 1, 60, 1, 48, 24, 9, 6, 24, 32, prod_gen_bytes=16, prod_repeats=5,
                         prod_warm_bytes=1000, row_iters=3),
     Budget.STANDARD: Sizes(400, 128, 6, 500, 4, 300, 96, 5, 80, 48, 150, model_a=SMALL_8L, model_b=SMALL_8L_V1024,
-                           prod_vocabs=(1024, 8192, 32768, 65536), prod_gen_bytes=32, prod_repeats=3),
+                           prod_vocabs=(1024, 8192, 32768, 65536), prod_gen_bytes=32, prod_repeats=3,
+                           prod_models=("d128-2L", "d512-8L")),
     Budget.FULL: Sizes(2000, 192, 20, 600, 10, 600, 256, 5, 400, 96, 400, model_a=SMALL_8L, model_b=SMALL_8L_V1024,
-                       prod_vocabs=(1024, 8192, 32768, 65536), prod_gen_bytes=64, prod_repeats=5),
+                       prod_vocabs=(1024, 8192, 32768, 65536), prod_gen_bytes=64, prod_repeats=5,
+                       prod_models=("d128-2L", "d512-8L")),
 }
 LN2 = math.log(2)
 GAIN = 0.15     # the spec's ">= 15 points above naive at mid-token cuts"
@@ -272,14 +275,30 @@ def _whole_chars(lm: ByteLevelLM, prompt: bytes, n: int) -> tuple[int, bytes]:
     return m, out
 
 
+# Exp IV's timing models (random weights; speed does not depend on them): the d = 128 2-layer Llama, where the V x 128
+# output head is most of a forward at large V, and a d = 512 8-layer one, where the transformer layers are most of it
+# up to 32k (the head's share of a forward's multiply-adds is a table column)
+PROD_MODELS = {
+    "d128-2L": dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=344),
+    "d512-8L": dict(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=1376),
+}
+
+
+def _head_share(V: int, hidden_size: int, num_layers: int, intermediate_size: int, **_) -> float:
+    """The output head's share of one token's forward multiply-adds (V x d against per layer 4 d^2 + 3 d f)."""
+    head = V * hidden_size
+    return head / (head + num_layers * (4 * hidden_size ** 2 + 3 * hidden_size * intermediate_size))
+
+
 def production_benchmark(vocabs=(1024, 8192, 32768, 65536), gen_bytes: int = 32, repeats: int = 3, seed: int = 0,
-                         texts: list[bytes] | None = None, rng=None, warm_bytes: int = 3000):
-    """Exp IV (issue 34): per V, a GPT-2-regex tokenizer of V tokens (``production_tokenizer``) and a random-weight
-    2-layer Llama (``random_llama``); greedy byte-by-byte generation of ``gen_bytes`` bytes after a 64-byte
-    held-out prompt against token-level greedy generation of the same bytes (KV cache, prefill with
-    ``logits_to_keep=1`` as ``generate`` does), by ``compare_times`` (process CPU time, interleaved, same-work
-    control); then next-byte distributions along ``gen_bytes`` held-out bytes at the largest V against V = 8192.
-    Returns (claims, table rows, metrics)."""
+                         texts: list[bytes] | None = None, rng=None, warm_bytes: int = 3000,
+                         models: tuple = ("d128-2L",)):
+    """Exp IV (issue 34): per V, a GPT-2-regex tokenizer of V tokens (``production_tokenizer``) and, per entry of
+    ``models`` (keys of ``PROD_MODELS``), a random-weight Llama (``random_llama``); greedy byte-by-byte generation of
+    ``gen_bytes`` bytes after a 64-byte held-out prompt against token-level greedy generation of the same bytes (KV
+    cache, prefill with ``logits_to_keep=1`` as ``generate`` does), by ``compare_times`` (process CPU time,
+    interleaved, same-work control); then, per model, next-byte distributions along ``gen_bytes`` held-out bytes at
+    the largest V against V = 8192. Returns (claims, table rows, metrics)."""
     if texts is None:
         texts = [t.encode("utf-8") for t in corpus_texts("heldout")]
     rng = np.random.default_rng(seed) if rng is None else rng
@@ -293,71 +312,40 @@ def production_benchmark(vocabs=(1024, 8192, 32768, 65536), gen_bytes: int = 32,
     claims, rows, lms = [], [], {}
     for V in vocabs:
         tok = production_tokenizer("gpt2", V)
-        lm = ByteLevelLM(random_llama(tok.get_vocab_size(), seed=seed), tok)
-        lms[V] = lm
-        warm_s = _warm(lm, other)
-        n, out = _whole_chars(lm, prompt, gen_bytes)
-        lm.bpe._mask_cache.clear()
-        c0 = lm.model_calls
-        lm.generate(prompt, n, greedy=True)
-        calls = (lm.model_calls - c0) / max(1, len(out))
-        tc, r = _per_unit(_cold(lm, lambda lm=lm, n=n: lm.generate(prompt, n, greedy=True)),
-                          lambda lm=lm, out=out: _token_replay(lm, prompt, out, seed, greedy=True), repeats)
-        n_tok = _token_replay(lm, prompt, out, seed, greedy=True)
-        per_byte = float(np.median(tc.method)) / max(1, len(out))
-        per_tok_byte = float(np.median(tc.baseline)) / max(1, len(out))
-        # all caches cold (the per-tokenizer ones too), one untimed-order call, for the record
-        import time
-        lm.bpe._mask_cache.clear()
-        lm.bpe.pc_masks._lc_cache.clear()
-        lm.bpe.pc_masks._entry_cache.clear()
-        t0 = time.process_time()
-        lm.generate(prompt, n, greedy=True)
-        cold = (time.process_time() - t0) / max(1, len(out))
-        metrics[f"prod_v{V}_ms_per_byte_bytelm"] = 1e3 * per_byte
-        metrics[f"prod_v{V}_ms_per_byte_bytelm_all_caches_cold"] = 1e3 * cold
-        metrics[f"prod_v{V}_ms_per_byte_token"] = 1e3 * per_tok_byte
-        metrics[f"prod_v{V}_ratio"] = tc.ratio
-        metrics[f"prod_v{V}_timing_control"] = tc.control_ratio
-        metrics[f"prod_v{V}_bytes_per_token"] = len(out) / max(1, n_tok)
-        metrics[f"prod_v{V}_model_calls_per_byte"] = calls
-        metrics[f"prod_v{V}_warmup_s"] = warm_s
-        rows.append({"V": V, "byte-level ms/byte": round(1e3 * per_byte, 2),
-                     "byte-level ms/byte, all caches cold": round(1e3 * cold, 2),
-                     "token-level ms/byte": round(1e3 * per_tok_byte, 3),
-                     "bytes per token": round(len(out) / max(1, n_tok), 2),
-                     "model calls per byte (byte LM)": round(calls, 2),
-                     "byte / token cost": round(tc.ratio, 2), "same-work control": round(tc.control_ratio, 3)})
-        claims.append(tc.claim(
-            f"With a GPT-2-regex tokenizer of V = {V} tokens byte-by-byte generation is within 3x of token-level "
-            "generation throughput", "<=", PROD_SPEED, as_="ratio", bar=True,
-            baseline="token-level greedy generation of the same bytes with a KV cache, same random-weight Llama",
-            metric="byte-level CPU time / token-level CPU time for the same bytes (median of interleaved repeats)",
-            paper="issue 34's goal (the abstract gives no size)",
-            falsifier=f"byte-by-byte generation more than 3x the token-level CPU time for the same bytes at V = {V}",
-            control_arm="none: a cost bar against the same-run token model; the same-work control (token-level "
-                        "timed twice) guards the timing",
-            note=f"{len(out)} greedy bytes after a 64-byte held-out prompt, {repeats} repeats, node masks rebuilt "
-                 f"each call (per-tokenizer caches warmed on {len(other)} B of other text, {warm_s:.1f} s), the token arm run "
-                 f"{r}x per timed call; {1e3 * per_byte:.2f} ms/byte vs {1e3 * per_tok_byte:.3f} ms/byte "
-                 f"({len(out) / max(1, n_tok):.2f} bytes per token), {calls:.2f} model calls per byte; all caches "
-                 f"cold {1e3 * cold:.2f} ms/byte"))
+        bpe, warm_s = None, 0.0
+        for name in models:
+            cfg = PROD_MODELS[name]
+            lm = ByteLevelLM(random_llama(tok.get_vocab_size(), seed=seed, **cfg), tok if bpe is None else bpe)
+            if bpe is None:     # the per-tokenizer caches are shared by every model of this tokenizer
+                bpe, warm_s = lm.bpe, _warm(lm, other)
+            lms[name, V] = lm
+            claim, row, m = _production_row(lm, name, V, prompt, gen_bytes, repeats, seed, warm_s, len(other))
+            row["head share of a forward"] = round(_head_share(tok.get_vocab_size(), **cfg), 2)
+            claims.append(claim)
+            rows.append(row)
+            pre = f"prod_v{V}_" if name == "d128-2L" else f"prod_{name}_v{V}_"
+            metrics.update({pre + k: x for k, x in m.items()})
     big = max(vocabs)
-    if 8192 in lms and big > 8192:
+    for name in models:
+        if (name, 8192) not in lms or big <= 8192:
+            continue
         text = src[a + 64: a + 64 + gen_bytes]
         while text and text[-1] & 0xC0 == 0x80:
             text = text[:-1]
-        tg = compare_times(_cold(lms[big], lambda: lms[big].byte_logprobs(text, prompt=prompt)),
-                           _cold(lms[8192], lambda: lms[8192].byte_logprobs(text, prompt=prompt)),
+        lb, ls = lms[name, big], lms[name, 8192]
+        tg = compare_times(_cold(lb, lambda lb=lb: lb.byte_logprobs(text, prompt=prompt)),
+                           _cold(ls, lambda ls=ls: ls.byte_logprobs(text, prompt=prompt)),
                            repeats=repeats, warmup=1, clock="cpu")
-        tt = compare_times(lambda: _token_replay(lms[big], prompt, text, seed, greedy=True),
-                           lambda: _token_replay(lms[8192], prompt, text, seed, greedy=True),
+        tt = compare_times(lambda: _token_replay(lb, prompt, text, seed, greedy=True),
+                           lambda: _token_replay(ls, prompt, text, seed, greedy=True),
                            repeats=repeats, warmup=1, clock="cpu")
-        metrics["prod_growth_ratio"] = tg.ratio
-        metrics["prod_growth_timing_control"] = tg.control_ratio
-        metrics["prod_growth_ratio_token_level"] = tt.ratio
+        pre = "prod_" if name == "d128-2L" else f"prod_{name}_"
+        metrics[pre + "growth_ratio"] = tg.ratio
+        metrics[pre + "growth_timing_control"] = tg.control_ratio
+        metrics[pre + "growth_ratio_token_level"] = tt.ratio
+        on = "" if name == "d128-2L" else f" (random {name} Llama)"
         claims.append(tg.claim(
-            f"Per-byte time of next-byte distributions grows by at most 1.5x from V = 8k to V = {big}", "<=",
+            f"Per-byte time of next-byte distributions grows by at most 1.5x from V = 8k to V = {big}{on}", "<=",
             PROD_GROWTH, as_="ratio", bar=True,
             baseline="the same byte LM code at V = 8192 on the same prompt and bytes",
             metric=f"CPU time per next-byte distribution, V = {big} / V = 8192 (median of interleaved repeats)",
@@ -366,22 +354,74 @@ def production_benchmark(vocabs=(1024, 8192, 32768, 65536), gen_bytes: int = 32,
             control_arm="none: a growth bar between two vocabularies of the same run; the same-work control "
                         "(8k timed twice) guards the timing",
             note=f"{len(text)} held-out bytes after the same 64-byte prompt, teacher-forced, node masks rebuilt each "
-                 f"call; the same model's token-level cost for these bytes grows {tt.ratio:.2f}x over the same V "
-                 "(its output head is V x 128: the floor any byte LM of this model shares)"))
+                 f"call; random {name} Llama; the same model's token-level cost for these bytes grows "
+                 f"{tt.ratio:.2f}x over the same V (its output head is V x d: the floor any byte LM of this model "
+                 "shares)"))
     return claims, rows, metrics
 
 
+def _production_row(lm: ByteLevelLM, name: str, V: int, prompt: bytes, gen_bytes: int, repeats: int, seed: int,
+                    warm_s: float, warm_len: int):
+    """One Exp IV row: (claim, table row, metrics) of greedy byte-by-byte generation against token-level greedy
+    generation of the same bytes on one model and tokenizer."""
+    import time
+
+    n, out = _whole_chars(lm, prompt, gen_bytes)
+    lm.bpe._mask_cache.clear()
+    c0 = lm.model_calls
+    lm.generate(prompt, n, greedy=True)
+    calls = (lm.model_calls - c0) / max(1, len(out))
+    tc, r = _per_unit(_cold(lm, lambda: lm.generate(prompt, n, greedy=True)),
+                      lambda: _token_replay(lm, prompt, out, seed, greedy=True), repeats)
+    n_tok = _token_replay(lm, prompt, out, seed, greedy=True)
+    per_byte = float(np.median(tc.method)) / max(1, len(out))
+    per_tok_byte = float(np.median(tc.baseline)) / max(1, len(out))
+    # all caches cold (the per-tokenizer ones too), one untimed-order call, for the record
+    lm.bpe._mask_cache.clear()
+    lm.bpe.pc_masks._lc_cache.clear()
+    lm.bpe.pc_masks._entry_cache.clear()
+    t0 = time.process_time()
+    lm.generate(prompt, n, greedy=True)
+    cold = (time.process_time() - t0) / max(1, len(out))
+    m = {"ms_per_byte_bytelm": 1e3 * per_byte, "ms_per_byte_bytelm_all_caches_cold": 1e3 * cold,
+         "ms_per_byte_token": 1e3 * per_tok_byte, "ratio": tc.ratio, "timing_control": tc.control_ratio,
+         "bytes_per_token": len(out) / max(1, n_tok), "model_calls_per_byte": calls, "warmup_s": warm_s}
+    row = {"model": name, "V": V, "byte-level ms/byte": round(1e3 * per_byte, 2),
+           "byte-level ms/byte, all caches cold": round(1e3 * cold, 2),
+           "token-level ms/byte": round(1e3 * per_tok_byte, 3),
+           "bytes per token": round(len(out) / max(1, n_tok), 2),
+           "model calls per byte (byte LM)": round(calls, 2),
+           "byte / token cost": round(tc.ratio, 2), "same-work control": round(tc.control_ratio, 3)}
+    on = "" if name == "d128-2L" else f" (random {name} Llama)"
+    claim = tc.claim(
+        f"With a GPT-2-regex tokenizer of V = {V} tokens byte-by-byte generation is within 3x of token-level "
+        f"generation throughput{on}", "<=", PROD_SPEED, as_="ratio", bar=True,
+        baseline=f"token-level greedy generation of the same bytes with a KV cache, same random-weight {name} Llama",
+        metric="byte-level CPU time / token-level CPU time for the same bytes (median of interleaved repeats)",
+        paper="issue 34's goal (the abstract gives no size)",
+        falsifier=f"byte-by-byte generation more than 3x the token-level CPU time for the same bytes at V = {V}",
+        control_arm="none: a cost bar against the same-run token model; the same-work control (token-level "
+                    "timed twice) guards the timing",
+        note=f"{len(out)} greedy bytes after a 64-byte held-out prompt, {repeats} repeats, node masks rebuilt "
+             f"each call (per-tokenizer caches warmed on {warm_len} B of other text, {warm_s:.1f} s), the token arm "
+             f"run {r}x per timed call; {1e3 * per_byte:.2f} ms/byte vs {1e3 * per_tok_byte:.3f} ms/byte "
+             f"({len(out) / max(1, n_tok):.2f} bytes per token), {calls:.2f} model calls per byte; all caches "
+             f"cold {1e3 * cold:.2f} ms/byte")
+    return claim, row, m
+
+
 def production_table(vocabs=(1024, 8192, 32768, 65536), gen_bytes: int = 32, repeats: int = 3,
-                     seed: int = 0) -> str:
+                     seed: int = 0, models: tuple = tuple(PROD_MODELS)) -> str:
     """Exp IV on its own, as the markdown table in the README (``python -c "from icml26.lm.byte_lm.reproduce
     import production_table; print(production_table())"``)."""
-    claims, rows, metrics = production_benchmark(vocabs, gen_bytes, repeats, seed)
+    claims, rows, metrics = production_benchmark(vocabs, gen_bytes, repeats, seed, models=models)
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
     lines += ["", *(f"- {c.statement}: {c.verdict} (measured {c.measured:.3g}, bar {c.reference})" for c in claims)]
-    if "prod_growth_ratio" in metrics:
-        lines.append(f"- token-level growth over the same V: {metrics['prod_growth_ratio_token_level']:.2f}x")
+    for k, x in metrics.items():
+        if k.endswith("growth_ratio_token_level"):
+            lines.append(f"- {k}: token-level growth over the same V: {x:.2f}x")
     return "\n".join(lines)
 
 
@@ -493,7 +533,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
     # Exp IV: production-size vocabularies (issue 34)
     prod_claims, table_prod, prod_metrics = production_benchmark(sz.prod_vocabs, sz.prod_gen_bytes, sz.prod_repeats,
-                                                                 seed, texts, rng, sz.prod_warm_bytes)
+                                                                 seed, texts, rng, sz.prod_warm_bytes,
+                                                                 models=sz.prod_models)
     metrics.update(prod_metrics)
 
     # Exp III: the same on a model trained with a GPT-2 regex pre-tokenizer (production-style tokenization)
