@@ -332,7 +332,7 @@ def report_cmd(out: list[str] = typer.Option(["runs"], help="Output folder(s) ho
                                            "decided over seeds, seed-invariant, checks, without a control) of "
                                            "the newest batch of each paper in OUT, as the Markdown table the "
                                            "README's totals come from; builds no report."),
-               markdown: str = typer.Option("", "--markdown", metavar="ID",
+               markdown: str | None = typer.Option(None, "--markdown", metavar="ID",
                                             help="Print paper ID's claims and checks from its newest batch in OUT "
                                             "as the Markdown tables of its README (command, seeds, wall time per "
                                             "seed, code commit, per-seed values, why undecided); builds no "
@@ -343,9 +343,9 @@ def report_cmd(out: list[str] = typer.Option(["runs"], help="Output folder(s) ho
     for o, root in zip(out, roots):
         if not (root / "records").is_dir():
             fail(f"no run records in {o!r}; run `icml26 reproduce ... --out {o}` first")
-    if counts and markdown:
+    if counts and markdown is not None:
         fail("give --counts or --markdown ID, not both")
-    if markdown:
+    if markdown is not None:
         from .catalog import get_paper
         from .harness.report import paper_markdown
 
@@ -354,7 +354,7 @@ def report_cmd(out: list[str] = typer.Option(["runs"], help="Output folder(s) ho
             text = paper_markdown(roots, pid)
         except (KeyError, ValueError) as e:
             fail(str(e.args[0]) if e.args else str(e))
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        console.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False)
         return
     if counts:
         from .harness.report import counts_table

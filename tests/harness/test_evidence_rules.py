@@ -276,11 +276,11 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
     r = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "a03"])
     assert r.exit_code == 0, r.output
     out = r.output
-    assert "seeds 0–2 (3 ok)" in out and "40 s, 41 s, 42 s (CPU 30 s, 30 s, 30 s)" in out and "abcdef123456" in out
-    assert "`icml26 reproduce A03 --budget standard --seeds 3`" in out
+    assert "seeds 0–2 (3 ok)" in out and "s0 40 s (CPU 30 s); s1 41 s (CPU 30 s); s2 42 s (CPU 30 s)" in out
+    assert "abcdef123456" in out and "`` icml26 reproduce A03 --budget standard --seeds 3 ``" in out
     assert "9 (" not in out  # the older batch is not mixed in
     row = next(line for line in out.splitlines() if line.startswith("| s |"))
-    assert "strongest of 2 baselines: keyword" in row and "2; 2.1; 2.2" not in row and "2 (holds); 2.1 (holds)" in row
+    assert "strongest of 2 baselines: keyword" in row and "s0: 2 (holds); s1: 2.1 (holds)" in row
     assert "undecided \\| piped" in out and "over 3 seeds" in out  # the pipe is escaped; power is shown
     assert "**Checks" in out and "| exact |" in out
     assert "claims decided over seeds holds 1, does not hold 0, inconclusive 1" in out
@@ -288,3 +288,17 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
     assert bad.exit_code == 2 and "papers with records: A03" in bad.output
     both = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "A03", "--counts"])
     assert both.exit_code == 2
+    assert CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", ""]).exit_code == 2
+    # a crashed seed is named with its cost; a batch where every seed crashed is refused, with the error's last line
+    for seed, status in ((0, "ok"), (1, "error")):
+        store.save({"run_id": f"A08-{seed}", "batch": "c", "paper": "A08", "budget": "quick", "seed": seed,
+                    "status": status, "started": 1.8e9, "error": None if status == "ok" else "Trace\nValueError: x",
+                    "wall_time": 5.0, "cpu_time": 4.0, "tables": {}, "figures": [], "env": {},
+                    "claims": [claim(2.0, 1.0).to_dict()] if status == "ok" else [], "metrics": {}})
+    out = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "A08"]).output
+    assert "crashed on 1" in out and "s1 5 s (CPU 4 s), crashed" in out
+    store.save({"run_id": "A08-2", "batch": "d", "paper": "A08", "budget": "quick", "seed": 0, "status": "error",
+                "started": 1.9e9, "error": "Traceback\nRuntimeError: boom", "wall_time": 1.0, "tables": {},
+                "figures": [], "env": {}, "claims": [], "metrics": {}})
+    gone = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "A08"])
+    assert gone.exit_code == 2 and "no seed of A08's newest batch finished" in gone.output and "boom" in gone.output

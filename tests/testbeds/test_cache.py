@@ -225,26 +225,42 @@ def _module(tmp_path, monkeypatch, source, name="fpmod"):
     """Write and import a module the fingerprint treats as the package's own (PACKAGE patched to its name)."""
     import importlib
     import sys
+    import time
 
     from icml26.testbeds import code_version
 
     (tmp_path / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(code_version, "PACKAGE", name)
-    code_version._normalised_source.cache_clear()
+    monkeypatch.setattr(code_version, "PROCESS_START", time.time() + 5)  # as if this process started after the edit
+    code_version._source_digest.cache_clear()
     sys.modules.pop(name, None)
     importlib.invalidate_caches()
     return importlib.import_module(name)
 
 
 TRAIN_V1 = '''
+SPLIT = ("a", "b")
+REGISTRY = {"h": None}
+
+
 def helper(x):
     return x * 2
 
 
+class Scaler:
+    def scale(self, x):
+        return x + 1
+
+
 def train(d):
     """Write the artefact."""
-    (d / "w.txt").write_text(str(helper(3)))
+    from fpmod import helper as h  # an import inside the function is followed
+    (d / "w.txt").write_text(str(h(3) + Scaler().scale(0)) + "".join(SPLIT))
+
+
+def train_log(d):
+    train(d)
 '''
 
 
@@ -252,18 +268,51 @@ def test_an_artefact_built_by_different_code_is_rebuilt_and_the_change_named(tmp
     mod = _module(tmp_path, monkeypatch, TRAIN_V1)
     d = cached_dir("toy", {"c": 1}, lambda d: mod.train(d))
     rec = __import__("json").loads((d / cache.CODE).read_text())
-    assert {"fpmod.train", "fpmod.helper"} <= set(rec["functions"])  # the helper it calls is part of its code
+    assert {"fpmod.train", "fpmod.helper", "fpmod.SPLIT", "fpmod.Scaler.scale"} <= set(rec["functions"])
+    assert not any("lambda" in k for k in rec["functions"])  # the dispatching lambda is followed, not recorded
     first = (d / "w.txt").stat().st_mtime_ns
-    # docstrings, comments and formatting do not count
+    # docstrings, comments and formatting do not count; a second call site with its own lambda is the same code
     mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace('"""Write the artefact."""', '"""Other words."""  # c')
                   .replace("return x * 2", "return  x*2"))
     assert cached_dir("toy", {"c": 1}, lambda d: mod.train(d)) == d and (d / "w.txt").stat().st_mtime_ns == first
-    # a changed statement in a function the build reaches does
+    assert cached_dir("toy", {"c": 1}, lambda folder: mod.train(folder)) == d
+    assert (d / "w.txt").stat().st_mtime_ns == first
+    # a changed statement in a function reached only through an import inside the build does count
     mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x * 2", "return x * 3"))
     with caplog.at_level("WARNING"):
         d2 = cached_dir("toy", {"c": 1}, lambda d: mod.train(d))
-    assert (d2 / "w.txt").read_text() == "9"
+    assert (d2 / "w.txt").read_text() == "10ab"
     assert "built by different code (fpmod.helper changed since)" in caplog.text
+    # so do a module-level data constant the build reads and a method of a class it uses
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x * 2", "return x * 3").replace('("a", "b")',
+                                                                                               '("b", "a")'))
+    assert (cached_dir("toy", {"c": 1}, lambda d: mod.train(d)) / "w.txt").read_text() == "10ba"
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x * 2", "return x * 3").replace('("a", "b")',
+                  '("b", "a")').replace("return x + 1", "return x + 2"))
+    assert (cached_dir("toy", {"c": 1}, lambda d: mod.train(d)) / "w.txt").read_text() == "11ba"
+
+
+def test_an_interrupted_rebuild_keeps_the_old_artefact(tmp_path, monkeypatch):
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1)
+    d = cached_dir("toy", {"c": 3}, lambda d: mod.train(d))
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x * 2", "return x * 3"))
+
+    def crash(d):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cached_dir("toy", {"c": 3}, crash, code=(mod.train,))
+    assert (d / "w.txt").read_text() == "7ab" and cache.manifest_problem(d) is None
+
+
+def test_a_module_edited_after_the_process_started_is_recorded_as_unknown(tmp_path, monkeypatch):
+    from icml26.testbeds import code_version
+
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1)
+    monkeypatch.setattr(code_version, "PROCESS_START", 0.0)  # the file on disk is newer than the running code
+    code_version._source_digest.cache_clear()
+    fp = code_version.code_fingerprint(mod.train)
+    assert fp["fpmod.train"].startswith("edited-after-start")
 
 
 def test_an_artefact_without_a_code_record_is_adopted_once_and_then_checked(tmp_path, monkeypatch):
@@ -277,15 +326,30 @@ def test_an_artefact_without_a_code_record_is_adopted_once_and_then_checked(tmp_
     assert cache.manifest_problem(d) is None  # the manifest lists the new record
     mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x * 2", "return x * 5"))
     monkeypatch.setenv(cache.IGNORE_CODE_ENV, "1")
-    assert (cached_dir("toy", {"c": 2}, lambda d: mod.train(d)) / "w.txt").read_text() == "6"  # reused as built
+    assert (cached_dir("toy", {"c": 2}, lambda d: mod.train(d)) / "w.txt").read_text() == "7ab"  # reused as built
     monkeypatch.delenv(cache.IGNORE_CODE_ENV)
-    assert (cached_dir("toy", {"c": 2}, lambda d: mod.train(d)) / "w.txt").read_text() == "15"  # rebuilt
+    assert (cached_dir("toy", {"c": 2}, lambda d: mod.train(d)) / "w.txt").read_text() == "16ab"  # rebuilt
 
 
-def test_the_fingerprint_of_a_real_testbed_reaches_its_training_loop_and_not_the_cache():
+def test_a_read_only_cache_uses_an_old_code_artefact_as_built(tmp_path, monkeypatch, caplog):
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1)
+    d = cached_dir("toy", {"c": 4}, lambda d: mod.train(d))
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x * 2", "return x * 3"))
+    real_access = os.access
+    monkeypatch.setattr(cache.os, "access", lambda p, m: False if str(p) == str(d.parent) else real_access(p, m))
+    with caplog.at_level("WARNING"):
+        assert cached_dir("toy", {"c": 4}, lambda d: mod.train(d)) == d
+    assert (d / "w.txt").read_text() == "7ab" and "read-only" in caplog.text
+
+
+def test_the_fingerprint_of_a_real_testbed_reaches_its_training_loop_data_and_not_the_cache():
     from icml26.testbeds import causal_lm
     from icml26.testbeds.code_version import code_fingerprint
+    from icml26.testbeds.diffusion_lm import model
 
     fp = code_fingerprint(lambda d: causal_lm._build(causal_lm.TOY_4L, d))
     assert "icml26.testbeds.training.train_steps" in fp and "icml26.testbeds.llama.tiny_llama" in fp
+    assert "icml26.testbeds.code_corpus.HELDOUT_DIRS" in fp  # the train / held-out split is data the build reads
     assert not any(k.startswith(("icml26.testbeds.cache", "icml26.testbeds.progress")) for k in fp)
+    # the diffusion LM's task generators are imported inside make_task: they are its training data
+    assert any(k.startswith("icml26.testbeds.diffusion_lm.tasks.") for k in code_fingerprint(model._build))

@@ -478,22 +478,29 @@ def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
     s = summarize_records(recs).get(paper)
     if s is None:
         raise ValueError(f"the newest batch of {paper} has no readable records")
+    if not s["seeds"]:
+        first = str(s["errors"][0] if s["errors"] else "").strip().splitlines()
+        raise ValueError(f"no seed of {paper}'s newest batch finished (crashed on seeds {_ranges(s['crashed'])}): "
+                         f"{first[-1] if first else 'no error recorded'}")
     envs = [r.get("env") or {} for r in recs]
     commands = list(dict.fromkeys(str(e.get("command")) for e in envs if e.get("command")))
     gits = list(dict.fromkeys(f"{g['commit'][:12]}{' with uncommitted changes' if g.get('dirty') else ''}"
                               for g in (e.get("git") for e in envs) if isinstance(g, dict) and g.get("commit")))
-    ordered = sorted(recs, key=lambda r: r["seed"])
-    walls = [f"{r['wall_time']:.0f} s" for r in ordered if _finite(r.get("wall_time"))]
-    cpus = [f"{r['cpu_time']:.0f} s" for r in ordered if _finite(r.get("cpu_time"))]
+    def cost(r: dict[str, Any]) -> str:
+        wall = f"{r['wall_time']:.0f} s" if _finite(r.get("wall_time")) else "wall not recorded"
+        cpu = f" (CPU {r['cpu_time']:.0f} s)" if _finite(r.get("cpu_time")) else ""
+        return f"s{r['seed']} {wall}{cpu}" + (", crashed" if r["status"] != "ok" else "")
+
+    costs = [cost(r) for r in sorted(recs, key=lambda r: r["seed"])]
     starts = [r["started"] for r in recs if _finite(r.get("started"))]
     when = time.strftime("%Y-%m-%d", time.gmtime(min(starts))) if starts else "date not recorded"
     seeds = sorted(r["seed"] for r in recs)
     lines = [f"Budget {s['budget']}, seeds {_ranges(seeds)} ({len(s['seeds'])} ok"
-             + (f", crashed on {s['crashed']}" if s["crashed"] else "") + f"), run {when}; "
-             f"wall time per seed {', '.join(walls) or 'not recorded'}"
-             + (f" (CPU {', '.join(cpus)})" if cpus else "") + f"; code {', '.join(gits) or 'not recorded'}.",
-             f"Command: `{commands[0]}`" if len(commands) == 1 else
-             "Commands: " + "; ".join(f"`{c}`" for c in commands) if commands else "Command: not recorded", ""]
+             + (f", crashed on {_ranges(sorted(s['crashed']))}" if s["crashed"] else "") + f"), run {when}; "
+             f"time per seed: {'; '.join(costs)}; code {', '.join(gits) or 'not recorded'}.",
+             ("Command: " if len(commands) == 1 else "Commands: ") + "; ".join(f"`` {c} ``" for c in commands)
+             if commands else "Command: not recorded", ""]
+    tag = [f"s{x}" for x in s["seeds"]]  # the aggregated per-seed lists follow the finished seeds in this order
     claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]
     checks = [c for c in s["claims"] if c.get("kind") == "check"]
     if claims:
@@ -505,8 +512,8 @@ def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
             ref = claim_reference(c) + (f" ({c['baseline']})" if c.get("baseline") else "")
             if baselines_text(c):
                 ref += f"; {baselines_text(c)}"
-            per_seed = "; ".join(f"{fmt(m)} ({v})" for m, v in zip(c.get("seed_measured") or [],
-                                                                  c.get("seed_verdicts") or []))
+            per_seed = "; ".join(f"{t}: {fmt(m)} ({v})" for t, m, v in zip(tag, c.get("seed_measured") or [],
+                                                                            c.get("seed_verdicts") or []))
             cells = [latex_to_text(c["statement"]), latex_to_text(c.get("falsifier") or "(not stated)"),
                      fmt_n(c["measured"], c.get("measured_ci"), n), ref, control_text(c), per_seed, _verdict_text(c)]
             lines.append("| " + " | ".join(_md(x) for x in cells) + " |")
@@ -543,7 +550,7 @@ def _finite(x: Any) -> bool:
 
 
 def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return str(text).replace("|", "\\|").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
 
 
 def _count_text(counts: dict[str, int], zero: bool = False) -> str:

@@ -150,7 +150,11 @@ def manifest_problem(folder: Path, check_hashes: bool = True) -> str | None:
             return f"{rel} has {size} bytes, the manifest says {want.get('size')} (truncated or overwritten)"
     if check_hashes:
         for rel, want in files.items():
-            if _sha256(folder / rel) != want.get("sha256"):
+            try:
+                digest = _sha256(folder / rel)
+            except OSError as e:  # removed or replaced by another process meanwhile
+                return f"{rel} cannot be read ({e.strerror or e})"
+            if digest != want.get("sha256"):
                 return f"{rel} does not match its SHA-256 in the manifest"
     return None
 
@@ -291,6 +295,11 @@ def cached_dir(kind: str, config: Any, build: Callable[[Path], None], code: Sequ
     why = _status(final) or _code_problem(final, fp)
     if why is None:
         return final
+    if (why == LEGACY or why.startswith("built by")) and not os.access(final.parent, os.W_OK):
+        if why != LEGACY:  # a read-only shared cache: it cannot be rebuilt here, so it is used as it is
+            log.warning("cached %s artefact %s was %s, but the cache is read-only; using it as built", kind, final,
+                        why)
+        return final
     with file_lock(cache_root() / kind / f".{final.name}.lock"):
         why = _status(final) or _code_problem(final, fp)
         if why is None:  # built by another process while we waited
@@ -301,10 +310,9 @@ def cached_dir(kind: str, config: Any, build: Callable[[Path], None], code: Sequ
             _write_code(final, fp)
             write_manifest(final)
             return final
-        if why.startswith("built by"):
+        if why.startswith("built by"):  # kept until the new build replaces it: an interrupted rebuild loses nothing
             log.warning("cached %s artefact %s was %s; rebuilding it (set %s=1 to reuse it anyway)", kind, final,
                         why, IGNORE_CODE_ENV)
-            _remove(final, why)
         elif why not in ("absent",):
             log.warning("cached %s artefact %s is damaged (%s); rebuilding it", kind, final, why)
             _remove(final, why)
@@ -320,9 +328,11 @@ def cached_dir(kind: str, config: Any, build: Callable[[Path], None], code: Sequ
             _share(tmp)  # libraries write some files 0600 (tempfile + rename); a shared cache is readable by all
             write_manifest(tmp)
             (tmp / COMPLETE).touch()  # last: a folder with the marker is complete and has its manifest
+            old = final.parent / f".{final.name}.tmp-replaced-{os.getpid()}"
             if final.exists():
-                shutil.rmtree(final)
+                os.replace(final, old)
             os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
             _verified[str(final)] = (final / MANIFEST).stat().st_mtime
         finally:
             if tmp.exists():

@@ -179,7 +179,10 @@ def trained_drafts(target_name: str, sizes: Sizes, seed: int, ablation: bool = T
                 out[name], out[f"{name}_log"] = draft.eval(), logs[name]
         return out
 
-    out = load_cached(DRAFT_KIND, _draft_config(target_name, sizes, seed, ablation), build, load)
+    # the drafts are trained on the target's own continuations: a change to the target's training code is a change
+    # to theirs too (the code fingerprint follows load_causal_lm to it)
+    out = load_cached(DRAFT_KIND, _draft_config(target_name, sizes, seed, ablation), build, load,
+                      code=(build, load_causal_lm))
     return {"target": target, "tok": tok, **out}
 
 
