@@ -430,3 +430,24 @@ def test_public_entry_points_refuse_bad_input(case):
     call, error, fragment = cases[case]
     with pytest.raises(error, match=re.escape(fragment)):
         call()
+
+
+def test_graph_off_control_also_removes_what_node_features_know_of_the_edges():
+    """The graph-off control emptied edge_index but kept the log in/out degrees in the node features; a chain's
+    source differs from its benign mirror by exactly its flow out-edges, so the degree alone told them apart."""
+    from icml26.graphs.gmllm.codegraph import degree_columns, structure_dim
+    from icml26.graphs.gmllm.reproduce import _drop_edges
+
+    projects = make_dataset(4, 1)
+    graphs = [build_code_graph(p.files) for p in projects]
+    enc = HashingEncoder(dim=8).fit([t for g in graphs for t in (n.text for n in g.nodes)])
+    data = [to_pyg(g, enc, p.label) for g, p in zip(graphs, projects)]
+    off = _drop_edges(data)
+    cols = degree_columns()
+    for d, e in zip(data, off):
+        base = d.x.shape[1] - structure_dim()
+        assert e.edge_index.shape[1] == 0 and d.edge_index.shape[1] > 0
+        assert float(d.x[:, base + cols.start:base + cols.stop].abs().sum()) > 0  # the original kept them
+        assert float(e.x[:, base + cols.start:base + cols.stop].abs().sum()) == 0
+        keep = [i for i in range(d.x.shape[1]) if not base + cols.start <= i < base + cols.stop]
+        assert (e.x[:, keep] == d.x[:, keep]).all()  # everything else (text, type, depth, tags) unchanged

@@ -387,10 +387,20 @@ def read_project(root: str | Path, max_files: int | None = None) -> dict[str, st
     return out
 
 
+def structure_dim() -> int:
+    """Width of :func:`degree_features` (the last columns of a node's features in ``model.to_pyg``)."""
+    return len(NODE_TYPES) + 3 + len(TAGS) + 2
+
+
+def degree_columns() -> slice:
+    """The columns of :func:`degree_features` that are computed from the edges (log in / out degree)."""
+    return slice(len(NODE_TYPES), len(NODE_TYPES) + 2)
+
+
 def degree_features(g: CodeGraph) -> np.ndarray:
     """Structure features per node: type one-hot, log(1 + in/out degree), depth, behaviour-tag multi-hot."""
     n = g.num_nodes
-    f = np.zeros((n, len(NODE_TYPES) + 3 + len(TAGS) + 2), dtype=np.float32)
+    f = np.zeros((n, structure_dim()), dtype=np.float32)
     deg_in, deg_out = np.zeros(n), np.zeros(n)
     for s, d, _ in g.edges:
         deg_out[s] += 1

@@ -47,7 +47,7 @@ from .analysis import (
     order_whole,
     recall_at_k,
 )
-from .codegraph import EDGE_TYPES, TAGS, build_code_graph, iter_stdlib_files
+from .codegraph import EDGE_TYPES, TAGS, build_code_graph, degree_columns, iter_stdlib_files, structure_dim
 from .model import HashingEncoder, explain_edges, node_attribution, node_texts, predict_proba, to_pyg, train_gnn
 from .motifs import make_motif_dataset, motif_edge_auroc, node_to_edge_scores
 from .synth import HELD_OUT_TEMPLATES, NOUNS, SEEN_TEMPLATES, VERBS, make_dataset
@@ -145,12 +145,17 @@ def keyword_node_scores(g) -> np.ndarray:
 
 
 def _drop_edges(ds):
-    """Copies of the data with every edge removed (the graph-off control)."""
+    """Copies of the data with every edge removed (the graph-off control), including what the node features know
+    of the edges: the log in / out degree columns are zeroed (a malicious chain's source differs from its benign
+    mirror by exactly its flow out-edges, so its degree alone carried the label's edge into a graph-free model)."""
+    cols = degree_columns()
     out = []
     for d in ds:
         e = d.clone()
         e.edge_index = d.edge_index[:, :0]
         e.edge_type = d.edge_type[:0]
+        off = e.x.shape[1] - structure_dim()
+        e.x[:, off + cols.start:off + cols.stop] = 0.0
         out.append(e)
     return out
 
