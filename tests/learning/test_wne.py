@@ -471,3 +471,29 @@ def test_public_entry_points_refuse_bad_input(case):
     call, error, fragment = cases[case]
     with pytest.raises(error, match=re.escape(fragment)):
         call()
+
+
+def test_a_model_scans_its_input_once_and_its_ne_blocks_do_not_rescan(monkeypatch):
+    """The architectural NE DnCNN scanned for NaN/inf in every block (14 scans per forward against the ordinary
+    net's 1), which was part of its timed slowdown; now the model scans its input once. A block called on its own
+    still scans."""
+    from icml26.learning.wne import blocks
+
+    calls = []
+    real = blocks.v.finite
+    monkeypatch.setattr(blocks.v, "finite", lambda name, x: (calls.append(name), real(name, x))[1])
+    from icml26.learning.wne.models import make_dncnn
+
+    for mode in ("ordinary", "norm_equiv"):
+        calls.clear()
+        make_dncnn(depth=6, width=8, mode=mode)(torch.rand(1, 1, 8, 8))
+        assert len(calls) == 1, (mode, calls)
+    calls.clear()
+    x = torch.rand(1, 2, 4, 4)
+    x[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        SortPool()(x)  # on its own a block still refuses NaN
+    bad = torch.rand(1, 1, 8, 8)
+    bad[0, 0, 1, 1] = float("inf")
+    with pytest.raises(ValueError, match="finite|inf"):
+        make_dncnn(depth=3, width=8, mode="norm_equiv")(bad)

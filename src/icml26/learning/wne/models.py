@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .blocks import AffineConv2d, AffineResidual, SortPool, check_tensor
+from .blocks import AffineConv2d, AffineResidual, SortPool, check_tensor, input_checked
 
 DnCNNMode = Literal["ordinary", "bias_free", "norm_equiv"]
 
@@ -85,7 +86,13 @@ class DnCNN(nn.Module):
         self.skip = AffineResidual() if mode == "norm_equiv" and residual else None
 
     def forward(self, y: Tensor) -> Tensor:
-        _check_nchw(y, self.channels)
+        _check_nchw(y, self.channels)  # scans y for NaN/inf once; the NE blocks inside do not scan again
+        if torch.compiler.is_compiling():
+            return self._forward(y)
+        with input_checked():
+            return self._forward(y)
+
+    def _forward(self, y: Tensor) -> Tensor:
         out = self.body(y)
         if not self.residual:
             return out
