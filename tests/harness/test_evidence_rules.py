@@ -302,3 +302,15 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
                 "figures": [], "env": {}, "claims": [], "metrics": {}})
     gone = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "A08"])
     assert gone.exit_code == 2 and "no seed of A08's newest batch finished" in gone.output and "boom" in gone.output
+
+
+def test_a_label_with_a_per_seed_number_is_marked_as_the_first_seeds():
+    """A paper that writes a number into its baseline label ("Fast-dLLM (8.32)") would show seed 0's number next
+    to the mean over seeds; the aggregate says whose text it is."""
+    rows = [[claim(m, r, baseline=f"Fast-dLLM ({r:.2f})", note=f"n = {i}").to_dict()]
+            for i, (m, r) in enumerate(((9.0, 8.32), (9.1, 7.9), (9.2, 7.96)))]
+    agg = aggregate_claims(rows)[0]
+    assert agg["baseline"].startswith("Fast-dLLM (8.32)") and "first seed's text" in agg["baseline"]
+    assert "first seed's text" in agg["note"]
+    same = aggregate_claims([[claim(m, 1.0, baseline="ERM").to_dict()] for m in (2.0, 2.1)])[0]
+    assert same["baseline"] == "ERM"

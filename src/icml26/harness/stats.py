@@ -85,6 +85,10 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     meas = [_f(c["measured"]) for c in group]
     row = dict(first)
     row["kind"] = first.get("kind", "claim")
+    for key in ("baseline", "note"):  # labels that embed a per-seed number would read as the mean over seeds
+        labels = {str(c.get(key) or "") for c in group}
+        if len(labels) > 1 and first.get(key):
+            row[key] = f"{first[key]} [the first seed's text; it differs by seed]"
     strongest, base_means = (None, {}) if band else _strongest(group, op)
     if strongest is not None:
         refs = [_f((c.get("baselines") or {}).get(strongest)) for c in group]
