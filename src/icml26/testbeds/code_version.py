@@ -101,8 +101,7 @@ def _module_name(obj: Any) -> str:
 
 
 def _ours(obj: Any) -> bool:
-    mod = _module_name(obj)
-    return (mod == PACKAGE or mod.startswith(PACKAGE + ".")) and not mod.startswith(NEUTRAL)
+    return _ours_name(_module_name(obj))
 
 
 def _unwrap(obj: Any) -> Any:

@@ -114,14 +114,10 @@ def _scaling(sz: Sizes, seed: int) -> tuple[dict, dict[str, float], list[dict], 
     return res, metrics, rows, fig
 
 
-def _ratio(sz: Sizes, res: dict, seed: int) -> tuple[dict[str, TimedComparison | None], int]:
-    """DCCA (covariance and Gram forms) against UniFast at the largest K <= ratio_K where the covariance-form DCCA
-    finished: ``compare_times`` (interleaved, CPU time, UniFast timed against itself as the same-work control).
-    Returns ({form: TimedComparison or None}, K)."""
-    ok = [k for k, s in zip(res["dcca"]["K"], res["dcca"]["status"]) if s == "ok" and k <= sz.ratio_K]
-    if not ok:
-        return {"dcca": None, "dcca_gram": None}, 0
-    K = max(ok)
+def _time_against_unifast(sz: Sizes, K: int, seed: int, baselines: dict[str, Callable[[Tensor, Tensor], Tensor]]
+                          ) -> dict[str, TimedComparison]:
+    """Each baseline loss against UniFast on the same (m, K) features, forward + backward: ``compare_times``
+    (interleaved, CPU time, the baseline also timed against itself as the same-work control)."""
     gen = torch.Generator().manual_seed(seed)
     f = torch.randn(sz.m, K, generator=gen).requires_grad_()
     g = (f.detach() + torch.randn(sz.m, K, generator=gen)).requires_grad_()
@@ -130,27 +126,29 @@ def _ratio(sz: Sizes, res: dict, seed: int) -> tuple[dict[str, TimedComparison |
         return lambda: torch.autograd.grad(loss(f, g), (f, g))
 
     unifast = call(UniFastHGRLoss())
-    forms = {"dcca": DCCALoss(ridge=1e-3), "dcca_gram": DCCALoss(ridge=1e-3, form="gram")}
     return {k: compare_times(unifast, call(v), repeats=max(3, sz.ratio_iters), warmup=1, clock="cpu")
-            for k, v in forms.items()}, K
+            for k, v in baselines.items()}
+
+
+def _ratio(sz: Sizes, res: dict, seed: int) -> tuple[dict[str, TimedComparison | None], int]:
+    """DCCA (covariance and Gram forms) against UniFast at the largest K <= ratio_K where the covariance-form DCCA
+    finished. Returns ({form: TimedComparison or None}, K)."""
+    ok = [k for k, s in zip(res["dcca"]["K"], res["dcca"]["status"]) if s == "ok" and k <= sz.ratio_K]
+    if not ok:
+        return {"dcca": None, "dcca_gram": None}, 0
+    K = max(ok)
+    forms = {"dcca": DCCALoss(ridge=1e-3), "dcca_gram": DCCALoss(ridge=1e-3, form="gram")}
+    return dict(_time_against_unifast(sz, K, seed, forms)), K
 
 
 def _ratio_at_max(sz: Sizes, res: dict, seed: int) -> TimedComparison | None:
-    """Gram-form DCCA against UniFast at the sweep's largest K, timed the same way as :func:`_ratio` (interleaved,
-    CPU time, with the same-work control), or ``None`` when Gram-form DCCA did not finish there."""
+    """Gram-form DCCA against UniFast at the sweep's largest K, timed like :func:`_ratio`, or ``None`` when
+    Gram-form DCCA did not finish there."""
     rec = res["dcca_gram"]
     K = res["unifast"]["K"][-1]
     if rec["K"][-1] != K or rec["status"][-1] != "ok" or res["unifast"]["status"][-1] != "ok":
         return None
-    gen = torch.Generator().manual_seed(seed + 1)
-    f = torch.randn(sz.m, K, generator=gen).requires_grad_()
-    g = (f.detach() + torch.randn(sz.m, K, generator=gen)).requires_grad_()
-
-    def call(loss: Callable[[Tensor, Tensor], Tensor]) -> Callable[[], None]:
-        return lambda: torch.autograd.grad(loss(f, g), (f, g))
-
-    return compare_times(call(UniFastHGRLoss()), call(DCCALoss(ridge=1e-3, form="gram")),
-                         repeats=max(3, sz.ratio_iters), warmup=1, clock="cpu")
+    return _time_against_unifast(sz, K, seed + 1, {"dcca_gram": DCCALoss(ridge=1e-3, form="gram")})["dcca_gram"]
 
 
 # (b) learning quality on two-view digits
