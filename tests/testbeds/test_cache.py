@@ -353,3 +353,22 @@ def test_the_fingerprint_of_a_real_testbed_reaches_its_training_loop_data_and_no
     assert not any(k.startswith(("icml26.testbeds.cache", "icml26.testbeds.progress")) for k in fp)
     # the diffusion LM's task generators are imported inside make_task: they are its training data
     assert any(k.startswith("icml26.testbeds.diffusion_lm.tasks.") for k in code_fingerprint(model._build))
+
+
+def test_is_cached_says_no_for_an_artefact_built_by_different_code(tmp_path, monkeypatch):
+    """``icml26 prepare`` / ``reproduce`` decide what to build with ``is_cached``, which has no build callable: it
+    re-hashes the recorded entries, so a code-stale artefact is reported as to build (not rebuilt in a job)."""
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1)
+    cached_dir("toy", {"c": 5}, lambda d: mod.train(d))
+    assert cache.is_cached("toy", {"c": 5})
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace('"""Write the artefact."""', '"""Other words."""'))
+    assert cache.is_cached("toy", {"c": 5})  # a docstring is not code
+    mod = _module(tmp_path, monkeypatch, TRAIN_V1.replace("return x + 1", "return x + 4"))
+    assert not cache.is_cached("toy", {"c": 5})  # a method the build reaches changed
+    monkeypatch.setenv(cache.IGNORE_CODE_ENV, "1")
+    assert cache.is_cached("toy", {"c": 5})
+    monkeypatch.delenv(cache.IGNORE_CODE_ENV)
+    cached_dir("toy", {"c": 5}, lambda d: mod.train(d))  # the rebuild
+    assert cache.is_cached("toy", {"c": 5})
+    _module(tmp_path, monkeypatch, TRAIN_V1.replace("def helper(x):\n    return x * 2\n", ""))
+    assert not cache.is_cached("toy", {"c": 5})  # a recorded function that no longer exists

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
-from .code_version import changed, code_fingerprint, fingerprint_hash
+from .code_version import changed, code_fingerprint, fingerprint_hash, stale_entries
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -275,10 +275,28 @@ def clean_stale_builds(kind_dir: Path, own: str | None = None, max_age_s: float 
 # main entry points
 
 def is_cached(kind: str, config: Any) -> bool:
-    """Whether an intact artefact for ``config`` is in the cache: complete and matching its manifest (a damaged
-    one counts as not cached, since the next load rebuilds it). Whether it was built by today's code is checked
-    when it is loaded (that needs the build callable)."""
-    return _status(cache_root() / kind / config_hash(config)) is None
+    """Whether an intact artefact for ``config``, built by today's code, is in the cache: complete, matching its
+    manifest, and every entry of its recorded code fingerprint unchanged (``code_version.stale_entries``). A
+    damaged or code-stale one counts as not cached, since the next load rebuilds it; one from before fingerprints
+    counts as cached (the next load adopts it)."""
+    final = cache_root() / kind / config_hash(config)
+    return _status(final) is None and _recorded_code_problem(final) is None
+
+
+def _recorded_code_problem(final: Path) -> str | None:
+    """Like ``_code_problem`` but from the recorded fingerprint alone (no build callable needed)."""
+    if os.environ.get(IGNORE_CODE_ENV, "").strip() not in ("", "0"):
+        return None
+    try:
+        old = json.loads((final / CODE).read_text())["functions"]
+        if not isinstance(old, dict):
+            raise TypeError("functions is not an object")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"built by code whose fingerprint cannot be read ({e})"
+    stale = stale_entries(old)
+    return f"built by different code ({', '.join(stale[:4])} changed since)" if stale else None
 
 
 def cached_dir(kind: str, config: Any, build: Callable[[Path], None], code: Sequence[Any] | None = None) -> Path:

@@ -92,6 +92,50 @@ def changed(old: dict[str, str], new: dict[str, str]) -> list[str]:
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
+def stale_entries(recorded: dict[str, str]) -> list[str]:
+    """Names in a recorded fingerprint whose object today hashes differently, or no longer exists, sorted.
+
+    The check that needs no build callable (``cache.is_cached``): every recorded entry is looked up by its
+    qualified name and hashed again. A change that makes a build reach new code edits a recorded caller, so it is
+    caught too."""
+    return sorted(n for n, digest in recorded.items()
+                  if "<locals>" not in n and _current_digest(n) != digest)  # a nested function: its parent covers it
+
+
+def _lookup(name: str) -> Any:
+    """The object named ``package.module.Qual.name``: the longest importable module prefix, then attributes."""
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[i:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return _MISSING
+        return obj
+    return _MISSING
+
+
+_MISSING = object()
+
+
+def _current_digest(name: str) -> str | None:
+    try:
+        obj = _unwrap(_lookup(name))
+    except Exception:  # noqa: BLE001 - an import that fails today means the recorded code is gone
+        return None
+    if obj is _MISSING:
+        return None
+    if inspect.isfunction(obj):
+        return _source_digest(obj.__code__)[0]
+    if inspect.isclass(obj):
+        return _source_digest(obj)[0]
+    return _data_digest(obj) if _is_data(obj) else None
+
+
 # helper functions
 
 def _module_name(obj: Any) -> str:
@@ -306,4 +350,4 @@ def _source_digest(obj: Any) -> tuple[str, ast.AST | None]:
     return hashlib.sha256(text.encode()).hexdigest()[:16], tree
 
 
-__all__ = ["code_fingerprint", "fingerprint_hash", "changed"]
+__all__ = ["code_fingerprint", "fingerprint_hash", "changed", "stale_entries"]
