@@ -277,7 +277,7 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
     assert r.exit_code == 0, r.output
     out = r.output
     assert "seeds 0–2 (3 ok)" in out and "s0 40 s (CPU 30 s); s1 41 s (CPU 30 s); s2 42 s (CPU 30 s)" in out
-    assert "abcdef123456" in out and "`` icml26 reproduce A03 --budget standard --seeds 3 ``" in out
+    assert "abcdef123456" in out and "Command: `icml26 reproduce A03 --budget standard --seeds 3`." in out
     assert "9 (" not in out  # the older batch is not mixed in
     row = next(line for line in out.splitlines() if line.startswith("| s |"))
     assert "strongest of 2 baselines: keyword" in row and "s0: 2 (holds); s1: 2.1 (holds)" in row
@@ -297,11 +297,24 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
                     "claims": [claim(2.0, 1.0).to_dict()] if status == "ok" else [], "metrics": {}})
     out = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "A08"]).output
     assert "crashed on 1" in out and "s1 5 s (CPU 4 s), crashed" in out
+    assert "`icml26 reproduce A08 --budget quick --seeds 2` (the recorded command line is missing)" in out
     store.save({"run_id": "A08-2", "batch": "d", "paper": "A08", "budget": "quick", "seed": 0, "status": "error",
                 "started": 1.9e9, "error": "Traceback\nRuntimeError: boom", "wall_time": 1.0, "tables": {},
                 "figures": [], "env": {}, "claims": [], "metrics": {}})
     gone = CliRunner().invoke(app, ["report", "--out", str(tmp_path), "--markdown", "A08"])
     assert gone.exit_code == 2 and "no seed of A08's newest batch finished" in gone.output and "boom" in gone.output
+
+
+def test_the_markdown_command_is_the_one_paper_command_without_the_out_folder():
+    """A batch run with other papers (and an ``--out`` folder on someone's machine) is shown as the one-paper
+    command that reruns the table, with the batch's command beside it minus its folder."""
+    from icml26.harness.report import _command_line
+
+    ran = ["/some/venv/bin/icml26 reproduce A03 B19 --budget standard --seeds 5 --jobs 2 --out /x/runs --no-report"]
+    line = _command_line("A03", "standard", 5, ran)
+    assert line == ("Command: `icml26 reproduce A03 --budget standard --seeds 5` (run as `icml26 reproduce A03 B19 "
+                    "--budget standard --seeds 5 --jobs 2 --no-report`).")
+    assert "/x/runs" not in _command_line("A03", "quick", 1, ["icml26 reproduce A03 --budget quick --out=/x/r"])
 
 
 def test_a_label_with_a_per_seed_number_is_marked_as_the_first_seeds():

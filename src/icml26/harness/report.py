@@ -275,6 +275,37 @@ def provenance(records: Sequence[dict[str, Any]], command: str | None = None) ->
     ]
 
 
+def _without_out(command: str) -> str:
+    """The recorded command line without its ``--out`` folder (a machine's own path has no place in a README)."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    kept, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+        elif w == "--out":
+            skip = True
+        elif not w.startswith("--out="):
+            kept.append(w)
+    if kept and kept[0].endswith(("/icml26", "\\icml26")):
+        kept[0] = "icml26"
+    return shlex.join(kept)
+
+
+def _command_line(paper: str, budget: str, n_seeds: int, commands: Sequence[str]) -> str:
+    """``Command: icml26 reproduce ID --budget B --seeds N``: the one-paper command that reruns this table, and
+    the recorded command when the batch ran as part of a larger one (its ``--out`` folder left out)."""
+    own = f"icml26 reproduce {paper} --budget {budget} --seeds {n_seeds}"
+    ran = [c for c in dict.fromkeys(_without_out(c) for c in commands) if c != own]
+    if not commands:
+        return f"Command: `{own}` (the recorded command line is missing)."
+    return f"Command: `{own}`" + (f" (run as {'; '.join(f'`{c}`' for c in ran)})." if ran else ".")
+
+
 def _ranges(xs: Sequence[int]) -> str:
     out, start = [], None
     for i, x in enumerate(xs):
@@ -498,8 +529,7 @@ def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
     lines = [f"Budget {s['budget']}, seeds {_ranges(seeds)} ({len(s['seeds'])} ok"
              + (f", crashed on {_ranges(sorted(s['crashed']))}" if s["crashed"] else "") + f"), run {when}; "
              f"time per seed: {'; '.join(costs)}; code {', '.join(gits) or 'not recorded'}.",
-             ("Command: " if len(commands) == 1 else "Commands: ") + "; ".join(f"`` {c} ``" for c in commands)
-             if commands else "Command: not recorded", ""]
+             _command_line(paper, s["budget"], len(seeds), commands), ""]
     tag = [f"s{x}" for x in s["seeds"]]  # the aggregated per-seed lists follow the finished seeds in this order
     claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]
     checks = [c for c in s["claims"] if c.get("kind") == "check"]
