@@ -275,6 +275,13 @@ def provenance(records: Sequence[dict[str, Any]], command: str | None = None) ->
     ]
 
 
+def _paired_text(ci: Any) -> str:
+    """`` (paired [lo, hi])``: a seed's paired interval of measured - reference, which decided that seed."""
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_finite(x) for x in ci):
+        return f" (paired [{fmt(ci[0])}, {fmt(ci[1])}])"
+    return ""
+
+
 def _without_out(command: str) -> str:
     """The recorded command line without its ``--out`` folder (a machine's own path has no place in a README)."""
     import shlex
@@ -542,8 +549,10 @@ def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
             ref = claim_reference(c) + (f" ({c['baseline']})" if c.get("baseline") else "")
             if baselines_text(c):
                 ref += f"; {baselines_text(c)}"
-            per_seed = "; ".join(f"{t}: {fmt(m)} ({v})" for t, m, v in zip(tag, c.get("seed_measured") or [],
-                                                                            c.get("seed_verdicts") or []))
+            pcis = c.get("seed_paired_ci") or []
+            per_seed = "; ".join(f"{t}: {fmt(m)}{_paired_text(pcis[i] if i < len(pcis) else None)} ({v})"
+                                 for i, (t, m, v) in enumerate(zip(tag, c.get("seed_measured") or [],
+                                                                   c.get("seed_verdicts") or [])))
             cells = [latex_to_text(c["statement"]), latex_to_text(c.get("falsifier") or "(not stated)"),
                      fmt_n(c["measured"], c.get("measured_ci"), n), ref, control_text(c), per_seed, _verdict_text(c)]
             lines.append("| " + " | ".join(_md(x) for x in cells) + " |")

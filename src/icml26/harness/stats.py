@@ -106,6 +106,7 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     row["n_finite"] = int(sum(finite))
     row["seed_verdicts"] = [c["verdict"] for c in group]
     row["seed_measured"] = [c["measured"] for c in group]
+    row["seed_paired_ci"] = [c.get("paired_ci") for c in group]  # what decided each seed, where it was paired
     invariant = len(group) >= 2 and all(finite) and _same(meas) and (band or _same(refs))
     row["seed_invariant"] = invariant
     reason = ""
