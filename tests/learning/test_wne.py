@@ -259,6 +259,10 @@ def test_validation_errors():
         ScaleEquivariantWrapper(bb, check_finite=True)(x)
     with pytest.raises(ValueError, match="NaN"):  # our backbones scan their input in eager mode
         w(x)
+    # ... and the refusal names the user's input (1 bad entry), not the normalised tensor the NaN spread to
+    for wrapped in (w, ScaleEquivariantWrapper(bb)):
+        with pytest.raises(ValueError, match=rf"y has 1 NaN or infinite entries \(of {x.numel()}\)"):
+            wrapped(x)
     # the wrapper's own scan is opt-in: around a backbone that does not scan, NaN propagates (no device sync)
     assert torch.isnan(NormEquivariantWrapper(nn.Identity())(x)).any()
     with pytest.raises(TypeError, match="floating"):

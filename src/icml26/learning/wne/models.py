@@ -86,7 +86,9 @@ class DnCNN(nn.Module):
         self.skip = AffineResidual() if mode == "norm_equiv" and residual else None
 
     def forward(self, y: Tensor) -> Tensor:
-        _check_nchw(y, self.channels)  # scans y for NaN/inf once; the NE blocks inside do not scan again
+        """Denoise ``y`` (N, C, H, W). The input is scanned for NaN/inf once; the weights are not (a model whose
+        weights went non-finite returns NaN without an error), and the NE blocks inside do not scan again."""
+        _check_nchw(y, self.channels)
         if torch.compiler.is_compiling():
             return self._forward(y)
         with input_checked():

@@ -156,7 +156,7 @@ class NormEquivariantWrapper(nn.Module):
     def forward(self, y: Tensor) -> Tensor:
         _check_image(y, "y", finite=self.check_finite)
         y_norm, mu, sigma, const = self.normalize(y)
-        g = self.backbone(y_norm)
+        g = _backbone(self.backbone, y_norm, y)
         if g.shape != y.shape:
             raise ValueError(f"backbone must return a tensor shaped like its input {tuple(y.shape)}, got "
                              f"{tuple(g.shape)}")
@@ -193,12 +193,27 @@ class ScaleEquivariantWrapper(nn.Module):
         s = y.pow(2).mean(dim=_reduce_dims(y, self.reduce_dims), keepdim=True).sqrt()
         zero = s <= self.min_scale
         s = torch.where(zero, torch.ones_like(s), s)
-        g = self.backbone(y / s)
+        g = _backbone(self.backbone, y / s, y)
         if g.shape != y.shape:
             raise ValueError(f"backbone must return a tensor shaped like its input {tuple(y.shape)}, got "
                              f"{tuple(g.shape)}")
         out = s * g if self.pred_mode == "direct" else y - s * g
         return torch.where(zero, y, out)
+
+
+def _backbone(backbone: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+    """``backbone(x)`` on the normalised input ``x``; a backbone's own NaN/inf refusal is re-raised naming the
+    user's input ``y`` (one NaN pixel spreads to its whole sample through the mean and std, so the backbone's
+    message would count the normalised tensor's entries). Costs nothing unless the backbone raises."""
+    try:
+        return backbone(x)
+    except ValueError as e:
+        if "nan" not in str(e).lower() or bool(torch.isfinite(y).all()):
+            raise
+        bad = int((~torch.isfinite(y)).sum())
+        raise ValueError(f"y has {bad} NaN or infinite entries (of {y.numel()}); the backbone refused the normalised "
+                         "input they spread to. Clean the input, or pass check_finite=True to refuse it before "
+                         "normalising") from e
 
 
 # inference helpers
