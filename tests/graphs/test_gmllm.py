@@ -350,8 +350,9 @@ def test_byte_order_mark_is_not_a_syntax_error():
 
 @pytest.mark.parametrize("template", list(SEEN_TEMPLATES) + list(HELD_OUT_TEMPLATES))
 def test_taint_rule_is_the_label_and_no_url_scheme_leak(template):
-    """The label is a one-line graph rule (source -> sink flow edges), so the taint rule is a baseline; and the
-    raw text carries no URL-scheme signal (malicious chains once used http://, mirrors https://)."""
+    """A malicious chain has a source -> sink flow path, so the taint rule is a baseline (and ranks the chain's
+    functions first); and the raw text carries no URL-scheme signal (malicious chains once used http://, mirrors
+    https://)."""
     from icml26.graphs.gmllm.reproduce import taint_count, taint_function_scores
 
     p = make_project(np.random.default_rng(3), True, templates=[template])
@@ -366,6 +367,41 @@ def test_taint_rule_is_the_label_and_no_url_scheme_leak(template):
         schemes[mirror] = sorted(re.findall(r"(https?)://", "\n".join(code for _, code in parts)))
     assert schemes[False] == schemes[True]
     assert "https" not in schemes[False]
+
+
+def _template_graph(template, mirror, seed):
+    parts, names, _ = CHAINS[template](np.random.default_rng(seed), set(), ["m0", "m1", "m2"], mirror=mirror)
+    files: dict[str, str] = {}
+    for slot, code in parts:
+        files[f"m{slot}.py"] = files.get(f"m{slot}.py", "") + code + "\n\n"
+    return build_code_graph(files), names
+
+
+@pytest.mark.parametrize("template", sorted(CHAINS))
+def test_taint_rule_is_zero_on_every_mirror_and_positive_on_every_chain(template):
+    """The taint rule once counted source -> sink flow *edges* with ``b64encode`` (tagged decode) as a source, so
+    the env -> network mirror (it encodes a constant and sends it) had one such edge, exactly like the chain, and
+    every benign project the rule flagged was that mirror. Encoders are transforms now and the rule follows paths:
+    0 on every template's mirror, > 0 on every chain, alone and inside whole projects."""
+    from icml26.graphs.gmllm.reproduce import _taint_paths, is_taint_source, taint_count
+
+    for seed in range(3):
+        g, _ = _template_graph(template, True, seed)
+        assert taint_count(g) == 0, (template, "mirror", seed)
+        g, names = _template_graph(template, False, seed)
+        assert taint_count(g) > 0, (template, "chain", seed)
+        assert {g.nodes[s].name.split("::")[1] for s, _, _ in _taint_paths(g)} <= set(names)
+    for seed in range(4):                 # in a whole project: no path touches the mirror; one runs along the chain
+        for malicious in (False, True):
+            p = make_project(np.random.default_rng(40 + seed), malicious, templates=[template])
+            g = build_code_graph(p.files)
+            slot = set(p.truth_functions) if malicious else set(p.decoy_functions[-len(names):])
+            on = [{g.nodes[v].name for v in nodes} & slot for _, _, nodes in _taint_paths(g)]
+            assert any(on) == malicious, (template, malicious, seed)
+    if template == "env->network":         # the encoder passes taint on but starts none
+        g, names = _template_graph(template, True, 0)
+        assert not is_taint_source(g.node_by_name(f"m1.py::{names[1]}"))
+        assert "decode" in g.node_by_name(f"m1.py::{names[1]}").tags
 
 
 def test_edge_mask_is_symmetrised():

@@ -47,6 +47,9 @@ BEHAVIOURS: dict[str, tuple[str, ...]] = {
     "process": ("system", "popen", "Popen", "run", "call", "check_output", "spawn", "execv", "fork"),
     "persistence": ("crontab", "startup", "autostart", "chmod", "write_text"),
 }
+#: call names tagged ``decode`` that *encode*: they transform data already in hand and reveal nothing hidden,
+#: so a taint rule treats them as transforms that pass taint on, never as sources (``reproduce.taint_count``)
+ENCODERS = ("b64encode",)
 TAGS = tuple(BEHAVIOURS)
 _CALL_TO_TAG = {name: tag for tag, names in BEHAVIOURS.items() for name in names}
 _B64 = re.compile(r"^[A-Za-z0-9+/=]{16,}$")
@@ -64,6 +67,7 @@ class CodeNode:
     text: str = ""            # identifiers, call names and literals used by the encoder (not the raw source)
     tags: set = field(default_factory=set)
     depth: int = 0
+    calls: tuple = ()         # dotted names of the calls made directly in this scope, in source order
 
 
 @dataclass
@@ -171,7 +175,7 @@ class _FileParser:
     def _add(self, kind: str, name: str, node: ast.AST, parent: int | None, depth: int, text: str = "") -> int:
         lineno = getattr(node, "lineno", 1)
         self.items.append(dict(kind=kind, name=name, lineno=lineno, end_lineno=getattr(node, "end_lineno", lineno),
-                               parent=parent, text=text, tags=set(), depth=depth))
+                               parent=parent, text=text, tags=set(), depth=depth, calls=[]))
         return len(self.items) - 1
 
     def run(self, tree: ast.Module, n_lines: int) -> "_FileParser":
@@ -210,6 +214,7 @@ class _FileParser:
             it = self.items[cur]
             it["tags"] |= tags_of_call(callee)
             it["text"] += " call_" + callee.replace(".", "_")
+            it["calls"].append(callee)
             for arg in node.args + [k.value for k in node.keywords]:
                 if isinstance(arg, ast.Call):
                     prod = _dotted(arg.func)
@@ -295,7 +300,7 @@ def build_code_graph(files: Mapping[str, str], *, n_jobs: int = 1) -> CodeGraph:
         offset[path] = len(nodes)
         for it in fp.items:
             nodes.append(CodeNode(len(nodes), it["kind"], it["name"], path, it["lineno"], it["end_lineno"],
-                                  it["text"], it["tags"], it["depth"]))
+                                  it["text"], it["tags"], it["depth"], tuple(it["calls"])))
     # resolution tables: dotted module name -> module node; "mod.func" / "mod.Class" -> node
     by_module = {fp.mod: offset[p] for p, fp in ok}
     top_level: dict[str, int] = {}

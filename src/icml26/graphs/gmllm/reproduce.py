@@ -47,7 +47,16 @@ from .analysis import (
     order_whole,
     recall_at_k,
 )
-from .codegraph import EDGE_TYPES, TAGS, build_code_graph, degree_columns, iter_stdlib_files, structure_dim
+from .codegraph import (
+    EDGE_TYPES,
+    ENCODERS,
+    TAGS,
+    build_code_graph,
+    degree_columns,
+    iter_stdlib_files,
+    structure_dim,
+    tags_of_call,
+)
 from .model import HashingEncoder, explain_edges, node_attribution, node_texts, predict_proba, to_pyg, train_gnn
 from .motifs import make_motif_dataset, motif_edge_auroc, node_to_edge_scores
 from .synth import HELD_OUT_TEMPLATES, NOUNS, SEEN_TEMPLATES, VERBS, make_dataset
@@ -77,6 +86,7 @@ SIZES = {
 BUDGET_T = 512          # analyser context, tokens
 TOP_K = 5               # functions scored by recall@k; guided context seeds
 TIMING_BAR = 10.0       # the spec's "1,000 files in < 60 s" at this machine's parse floor (5.1 s CPU / 1,000)
+TAINT = "taint rule (source->sink flow paths, untrained)"
 _GEN_NAME = re.compile(rf"^_({'|'.join(VERBS)})_({'|'.join(NOUNS)})_\d+$")
 
 
@@ -109,29 +119,67 @@ def generated_name_count(g) -> int:
     return sum(bool(_GEN_NAME.match(n.name.rsplit("::", 1)[-1].rsplit(".", 1)[-1])) for n in g.functions())
 
 
-def _taint_edges(g):
-    """``flow`` edges from a source-tagged function to a sink-tagged one (the generator's label rule)."""
+def is_taint_source(node) -> bool:
+    """A function that brings in data from outside or hidden in the code: it reads the environment, a file or the
+    network, or it *decodes* (``b64decode``, ``fromhex``, ``chr``, ...). A function whose only ``decode``-tagged
+    calls are encoders (``codegraph.ENCODERS``: ``b64encode``) is a transform, not a source: it passes taint on
+    along a path but starts none (the env -> network mirror encodes a constant and sends it)."""
+    if set(node.tags) & (SOURCES - {"decode"}):
+        return True
+    return any("decode" in tags_of_call(c) and c.rsplit(".", 1)[-1] not in ENCODERS for c in node.calls)
+
+
+def _taint_paths(g) -> list[tuple[int, int, set[int]]]:
+    """Source -> ... -> sink ``flow`` paths: one ``(source, sink, nodes)`` per source function and sink-tagged
+    function reachable from it along ``flow`` edges (the source itself excluded), ``nodes`` being the nodes on
+    some such path (both ends included). Intermediate functions (encoders, wrappers) pass the flow on whatever their tags."""
     fn = {n.id: n for n in g.functions()}
-    return [(a, b) for a, b, t in g.edges if t == "flow" and a in fn and b in fn
-            and set(fn[a].tags) & SOURCES and set(fn[b].tags) & SINKS]
+    succ: dict[int, set[int]] = {}
+    pred: dict[int, set[int]] = {}
+    for a, b, t in g.edges:
+        if t == "flow":
+            succ.setdefault(a, set()).add(b)
+            pred.setdefault(b, set()).add(a)
+
+    def reach(start: int, nbr: dict[int, set[int]]) -> set[int]:
+        seen, stack = {start}, [start]
+        while stack:
+            for m in nbr.get(stack.pop(), ()):
+                if m not in seen:
+                    seen.add(m)
+                    stack.append(m)
+        return seen
+
+    out = []
+    for s in sorted(fn):
+        if s not in succ or not is_taint_source(fn[s]):
+            continue
+        down = reach(s, succ)
+        for d in sorted(down - {s}):
+            if d in fn and set(fn[d].tags) & SINKS:
+                out.append((s, d, down & reach(d, pred)))
+    return out
 
 
 def taint_count(g) -> float:
-    """Untrained taint rule on the code graph: the number of source -> sink ``flow`` edges. The synthetic label
-    is exactly this one-line graph rule (``synth.py``), so it is the strongest training-free detector."""
-    return float(len(_taint_edges(g)))
+    """Untrained taint rule on the code graph: the number of (source, sink) pairs joined by a ``flow`` path
+    (``_taint_paths``). In the chain slot a malicious template has such a path and its benign mirror none
+    (tested on every template), so this is the strongest training-free detector on our data; outside the slot
+    the standard-library base code may add paths to either class."""
+    return float(len(_taint_paths(g)))
 
 
 def taint_function_scores(g) -> np.ndarray:
-    """Per-node taint scores: +1 for each source -> sink ``flow`` edge a function is an end of, ties broken by
+    """Per-node taint scores: +1 for each source -> sink path (``_taint_paths``) a function lies on, ties broken by
     0.01 x the keyword score. Fed to the same ``order_guided`` packing as the GNN's attribution."""
     sc = np.zeros(g.num_nodes)
     kw = keyword_scores(g)
+    fn = {n.id for n in g.functions()}
     for n in g.functions():
         sc[n.id] = 0.01 * kw.get(n.name, 0.0)
-    for a, b in _taint_edges(g):
-        sc[a] += 1.0
-        sc[b] += 1.0
+    for _, _, on_path in _taint_paths(g):
+        for v in on_path & fn:
+            sc[v] += 1.0
     return sc
 
 
@@ -147,7 +195,10 @@ def keyword_node_scores(g) -> np.ndarray:
 def _drop_edges(ds):
     """Copies of the data with every edge removed (the graph-off control), including what the node features know
     of the edges: the log in / out degree columns are zeroed (a malicious chain's source differs from its benign
-    mirror by exactly its flow out-edges, so its degree alone carried the label's edge into a graph-free model)."""
+    mirror by exactly its flow out-edges, so its degree alone carried the label's edge into a graph-free model).
+    What stays: the node's depth, type one-hot, behaviour tags and its text (identifier words and call names),
+    none computed from edges. A reviewer's scratch run that also zeroed the text columns (standard sizes) stayed at
+    chance like this control: seen AUROC 0.645 / 0.427 / 0.588 on seeds 0 / 1 / 2."""
     cols = degree_columns()
     out = []
     for d in ds:
@@ -215,7 +266,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         det[split] = {
             "GNN (project labels)": _auroc(ys, predict_proba(model, ds)),
             "official GCN layout": _auroc(ys, predict_proba(gcn, ds)),
-            "taint rule (source->sink flow edges, untrained)": _auroc(ys, np.array([taint_count(g) for g in gs])),
+            TAINT: _auroc(ys, np.array([taint_count(g) for g in gs])),
             "keyword scanner (max rule)": _auroc(ys, np.array([max(keyword_scores(g).values(), default=0.0)
                                                                for g in gs])),
             "logistic regression on project counts": _auroc(
@@ -294,21 +345,25 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     hit_ctrl = max(("untrained", "shuffled"), key=lambda a: float(h[a].mean()))
     base_loc = ("taint rule + 1-hop packing", "keyword + 1-hop packing", "keyword scanner", "whole project",
                 "random guidance")
-    det_base = ("taint rule (source->sink flow edges, untrained)", "keyword scanner (max rule)",
+    det_base = (TAINT, "keyword scanner (max rule)",
                 "logistic regression on project counts")
     hit_base = {"taint rule top-5": "taint", "keyword scanner top-5": "keyword", "random top-5": "random"}
     claims = [
         Claim("GNN trained on project labels only detects malicious projects (AUROC > 0.9; new projects, seen "
               "chain templates, benign mirrors with the same tags and calls)", measured=auroc_seen, op=">",
-              reference=0.9, bar=True, baseline="spec target 0.9",
+              reference=0.9, bar=True,
+              baseline=f"spec target 0.9; the untrained taint rule on the same split: {det['seen'][TAINT]:.3f}",
               control=det["seen"]["GNN on shuffled labels (control)"],
               control_arm="the same GNN trained on shuffled labels", paper="outperforms existing approaches",
-              metric="project AUROC, seen templates", falsifier="AUROC at or below 0.9 (or the control above it)"),
+              metric="project AUROC, seen templates", falsifier="AUROC at or below 0.9 (or the control above it)",
+              note="the bar says the GNN learns the label from project labels; whether it beats the untrained "
+                   "taint rule is the strongest-detector claim"),
         Claim("The GNN also detects projects whose chain template it never saw (AUROC > 0.9)", measured=auroc,
               op=">", reference=0.9, bar=True, baseline="spec target 0.9", control=auroc_shuf,
               control_arm="the same GNN trained on shuffled labels", paper="outperforms existing approaches",
               metric=f"project AUROC, held-out templates {HELD_OUT_TEMPLATES}",
-              falsifier="AUROC at or below 0.9 (or the control above it)"),
+              falsifier="AUROC at or below 0.9 (or the control above it)",
+              note=f"the untrained taint rule on the same split: {det['held-out'][TAINT]:.3f}"),
         Claim("The GNN detects malicious projects better than the strongest untrained detector (taint rule on the "
               "same graph) and the non-graph detectors", measured=auroc_seen, op=">",
               baselines={k: det["seen"][k] for k in det_base},
