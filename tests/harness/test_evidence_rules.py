@@ -260,7 +260,8 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
 
     def save(batch, seed, m, started):
         claims = [claim(m, None, baselines={"keyword": 1.0, "random": 0.1}).to_dict(),
-                  Claim("undecided | piped", measured=1.0 + (0.3 if seed % 2 else -0.2), op=">", reference=1.0,
+                  Claim("undecided | piped", measured=1.0 + (0.3 if seed % 2 else -0.2), op=">",
+                        reference=1.0 + 0.01 * seed,
                         falsifier=F, paired=[-0.1, -0.3, -0.2] if seed == 0 else None).to_dict(),
                   Claim("exact", 0.0, "<=", 1e-9, kind="check").to_dict()]
         store.save({"run_id": f"A03-{batch}-{seed}", "batch": batch, "paper": "A03", "budget": "standard",
@@ -282,7 +283,8 @@ def test_markdown_tables_of_one_paper_come_from_its_newest_batch(tmp_path):
     row = next(line for line in out.splitlines() if line.startswith("| s |"))
     assert "strongest of 2 baselines: keyword" in row and "s0: 2 (holds); s1: 2.1 (holds)" in row
     paired = next(line for line in out.splitlines() if line.startswith("| undecided"))
-    assert "s0: 0.8 (paired [-0.4484, 0.04841]) (inconclusive); s1: 1.3 (" in paired  # what decided each seed
+    assert "s0: 0.8 vs 1 (paired [-0.4484, 0.04841]) (inconclusive); s1: 1.3 vs 1.01 (" in paired  # per seed
+    assert " vs " not in row  # a reference equal on every seed is not repeated per seed
     assert "undecided \\| piped" in out and "over 3 seeds" in out  # the pipe is escaped; power is shown
     assert "**Checks" in out and "| exact |" in out
     assert "claims decided over seeds holds 1, does not hold 0, inconclusive 1" in out

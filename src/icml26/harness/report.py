@@ -276,7 +276,9 @@ def provenance(records: Sequence[dict[str, Any]], command: str | None = None) ->
 
 
 def _paired_text(ci: Any) -> str:
-    """`` (paired [lo, hi])``: a seed's paired interval of measured - reference, which decided that seed."""
+    """`` (paired [lo, hi])``: the interval of the quantity a seed's claim paired (per-instance differences
+    measured - reference, or per-repeat time ratios for a timed claim; the measured value itself may be another
+    statistic, e.g. a ratio of medians), which decided that seed."""
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_finite(x) for x in ci):
         return f" (paired [{fmt(ci[0])}, {fmt(ci[1])}])"
     return ""
@@ -549,10 +551,15 @@ def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
             ref = claim_reference(c) + (f" ({c['baseline']})" if c.get("baseline") else "")
             if baselines_text(c):
                 ref += f"; {baselines_text(c)}"
-            pcis = c.get("seed_paired_ci") or []
-            per_seed = "; ".join(f"{t}: {fmt(m)}{_paired_text(pcis[i] if i < len(pcis) else None)} ({v})"
-                                 for i, (t, m, v) in enumerate(zip(tag, c.get("seed_measured") or [],
-                                                                   c.get("seed_verdicts") or [])))
+            pcis, refs = c.get("seed_paired_ci") or [], c.get("seed_reference") or []
+            moves = len({fmt(r) for r in refs}) > 1  # a reference that differs by seed is shown per seed
+
+            def seed_text(i: int, t: str, m: Any, v: str) -> str:
+                ref = f" vs {fmt(refs[i])}" if moves and i < len(refs) else ""
+                return f"{t}: {fmt(m)}{ref}{_paired_text(pcis[i] if i < len(pcis) else None)} ({v})"
+
+            per_seed = "; ".join(seed_text(i, t, m, v) for i, (t, m, v) in enumerate(
+                zip(tag, c.get("seed_measured") or [], c.get("seed_verdicts") or [])))
             cells = [latex_to_text(c["statement"]), latex_to_text(c.get("falsifier") or "(not stated)"),
                      fmt_n(c["measured"], c.get("measured_ci"), n), ref, control_text(c), per_seed, _verdict_text(c)]
             lines.append("| " + " | ".join(_md(x) for x in cells) + " |")
