@@ -330,7 +330,7 @@ def test_reproduce_quick_is_well_formed():
     assert timing.timing_control is not None and timing.paired      # a CPU-time ratio, never an absolute time
     assert out.metrics["max_context_tokens"] <= 512
     assert {"localisation [seen]", "localisation [held-out]", "detection", "motif localisation"} <= set(out.tables)
-    # the strongest training-free baseline (the taint rule the label is made of) is in every comparison
+    # the strongest training-free baseline (the taint rule) is in every comparison
     det = [c for c in claims if "strongest untrained detector" in c.statement]
     assert len(det) == 2 and all(any(k.startswith("taint rule") for k in c.baselines) for c in det)
     assert all("graph off" in c.control_arm for c in det)
