@@ -2,8 +2,12 @@
 
 :func:`compare_times` is the one helper every timed *claim* uses (DESIGN.md, "Timed comparisons"):
 
-- the method and the baseline run **interleaved** and **repeated**, in an order that alternates from one repeat to
-  the next (M B B' / B' B M ...), so drift in machine load hits every arm alike;
+- the method and the baseline run **interleaved** and **repeated**, each repeat ``M B M B'``, so drift in machine
+  load hits every arm alike and no timed call follows a call on its own data: B and B' each follow a method call
+  and precede one, so a cache left warm by the previous call favours neither (an earlier ``M B B' / B' B M`` order
+  ran B' straight after B, or after itself, on every repeat: the same-work ratio read 0.90 on work that fills the
+  cache, [B09]'s 32 MB updates, and flagged a stable timing as unstable). The method runs twice per repeat; its
+  per-repeat time is the mean of the two;
 - each call is timed with the process's **CPU time** (``time.process_time``: all threads of this process, not
   other processes' load) where the work is single-threaded or its cost is the point, or with **wall time** where
   parallelism is the point (``clock="wall"``);
@@ -33,6 +37,8 @@ Clock = Literal["cpu", "wall"]
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 #: how far from 1 the same-work control ratio may be before a timing is called unstable
 TIMING_TOLERANCE = 0.05
+#: the calls of one repeat: the baseline (B) and its same-work copy (B') each between two method calls
+REPEAT_ORDER = ("method", "baseline", "method", "control")
 
 
 def interleaved_times(fns: Mapping[str, Callable[[], object]], n_iter: int = 20, warmup: int = 3,
@@ -139,8 +145,9 @@ class TimedComparison:
 
 def compare_times(method: Callable[[], object], baseline: Callable[[], object], *, repeats: int = 7,
                   warmup: int = 1, clock: Clock = "cpu", tolerance: float = TIMING_TOLERANCE) -> TimedComparison:
-    """Time ``method`` against ``baseline``, interleaved and repeated, with the baseline timed twice per repeat
-    as a same-work control. See the module docstring for the rules; returns a :class:`TimedComparison`.
+    """Time ``method`` against ``baseline``, interleaved and repeated (``M B M B'`` per repeat), with the baseline
+    timed twice per repeat as a same-work control. See the module docstring for the rules; returns a
+    :class:`TimedComparison`.
 
     Args:
         method, baseline: zero-argument callables doing one unit of the work being compared.
@@ -163,12 +170,17 @@ def compare_times(method: Callable[[], object], baseline: Callable[[], object], 
         baseline()
     arms: dict[str, list[float]] = {"method": [], "baseline": [], "control": []}
     fns = {"method": method, "baseline": baseline, "control": baseline}
-    orders = (("method", "baseline", "control"), ("control", "baseline", "method"))
-    for i in range(repeats):
-        for name in orders[i % 2]:
+    for _ in range(repeats):
+        pair = []
+        for name in REPEAT_ORDER:
             t0 = now()
             fns[name]()
-            arms[name].append(now() - t0)
+            dt = now() - t0
+            if name == "method":
+                pair.append(dt)
+            else:
+                arms[name].append(dt)
+        arms["method"].append(sum(pair) / len(pair))
     result = TimedComparison(arms["method"], arms["baseline"], arms["control"], clock=clock, tolerance=float(tolerance))
     log.info("timed %s against %s over %d repeats (%s time): ratio %.3g, same-work control %.3g%s",
              getattr(method, "__name__", "method"), getattr(baseline, "__name__", "baseline"), repeats, clock,
