@@ -44,6 +44,10 @@ Penalty = Literal["cross", "within"]
 _PENALTIES = ("cross", "within")
 Form = Literal["covariance", "gram"]
 _FORMS = ("covariance", "gram")
+GramDtype = Literal["float64", "input"]
+_GRAM_DTYPES = ("float64", "input")
+#: jitter of the input-dtype Gram, relative to its mean diagonal: above float32 round-off of a K-long dot product
+GRAM_INPUT_JITTER = 1e-5
 
 # helper functions
 
@@ -124,6 +128,12 @@ def _check_min_features(f: Tensor) -> None:
 def _check_form(form: object) -> None:
     if form not in _FORMS:
         raise ValueError(f"unknown form {form!r}; choose 'covariance' (K x K, O(m K^2)) or 'gram' (m x m, O(m^2 K))")
+
+
+def _check_gram_dtype(gram_dtype: object) -> None:
+    if gram_dtype not in _GRAM_DTYPES:
+        raise ValueError(f"unknown gram_dtype {gram_dtype!r}; choose 'float64' (K-long Gram matmul in float64) or "
+                         "'input' (matmul in the input dtype, m x m Cholesky in float64)")
 
 
 def _check_positive_int(name: str, value: object) -> None:
@@ -300,26 +310,48 @@ def _cca_of_rows(x: Tensor, y: Tensor, ridge: float, r: int) -> Tensor:
     return eig.clamp_min(torch.finfo(eig.dtype).eps).sqrt()
 
 
-def _gram_rows(x0: Tensor, ridge: float) -> Tensor:
-    """An m x m matrix L with L L^T = x0 x0^T + eps I (Gram and Cholesky in float64), eps = 1e-6 (m-1) ridge,
-    when K > m; for K <= m, x0 itself (in float64), whose rows already have the right Gram.
+def _gram_rows(x0: Tensor, ridge: float, gram_dtype: GramDtype = "float64") -> Tensor:
+    """An m x m matrix L (float64) with L L^T = x0 x0^T + jitter, when K > m; for K <= m, x0 itself (in float64),
+    whose rows already have the right Gram.
 
     Linear-kernel CCA sees the data only through x0 x0^T, so L's rows stand in for x0's. The jitter makes the
-    centred (rank <= m-1) Gram positive definite; it adds a spurious canonical correlation of about
-    eps / (eps + (m-1) ridge) = 1e-6 along the all-ones direction, below every correlation that is kept.
-    The Gram is formed in float64: a float32 Gram at large K has round-off far above eps and is not positive
-    definite (this makes the Gram form ~2x dearer than a float32 matmul; its cost stays linear in K).
+    centred (rank <= m-1) Gram positive definite.
+
+    gram_dtype="float64": the K-long Gram matmul in float64 (~2x a float32 matmul), jitter eps I with
+    eps = 1e-6 (m-1) ridge; it adds a spurious canonical correlation of about eps / (eps + (m-1) ridge) = 1e-6
+    along the all-ones direction, below every correlation that is kept.
+
+    gram_dtype="input": the K-long matmul in the input dtype (float32: the fast way), the m x m Gram cast to float64
+    and double-centred there (removing the input-dtype round-off along the all-ones direction, which the centred
+    Gram must annihilate), then jitter eps = GRAM_INPUT_JITTER x mean diagonal on the complement of the all-ones
+    direction (above float32 round-off, which a ridge-sized jitter is not at large K) and 1e-6 (m-1) ridge along
+    it, and the Cholesky in float64. The relative jitter adds eps / (m-1) to the ridge in the Gram's eigenbasis: it
+    agrees with the float64 form when the centred Gram has full rank m-1 with eigenvalues well above eps (random
+    features, K = 4096 and 65536: ~1e-7 in value, ~2e-5 in gradient, tested). It does not for rank-deficient
+    features (rank < m-1 with K > m): each null direction gets a canonical correlation near eps / (eps + (m-1) ridge),
+    close to 1 once the features' scale is large, so use "float64" there (a float32 Gram cannot resolve a
+    ridge-sized eigenvalue at large K).
     """
     m = x0.shape[0]
-    xd = x0.double()
     if x0.shape[1] <= m:  # x0 itself already satisfies X X^T = x0 x0^T with <= m columns: no factor needed
-        return xd
+        return x0.double()
+    if gram_dtype == "input":
+        gram = (x0 @ x0.T).double()
+        gram = gram - gram.mean(dim=0, keepdim=True)
+        gram = gram - gram.mean(dim=1, keepdim=True)  # P K P, P = I - 11^T/m: exact in exact arithmetic
+        eps = GRAM_INPUT_JITTER * gram.diagonal().mean()
+        delta = 1e-6 * (m - 1) * ridge
+        eye = torch.eye(m, dtype=gram.dtype, device=gram.device)
+        ones = torch.full((m, m), 1.0 / m, dtype=gram.dtype, device=gram.device)
+        return torch.linalg.cholesky(gram + eps * (eye - ones) + delta * ones)
+    xd = x0.double()
     gram = xd @ xd.T
     eps = 1e-6 * (m - 1) * ridge
     return torch.linalg.cholesky(gram + eps * torch.eye(m, dtype=gram.dtype, device=gram.device))
 
 
-def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3, form: Form = "covariance") -> Tensor:
+def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3, form: Form = "covariance",
+                           gram_dtype: GramDtype = "float64") -> Tensor:
     """Batch canonical correlations: the top r = min(K_f, K_g, m - 1) singular values of
     T = Sigma_ff^-1/2 Sigma_fg Sigma_gg^-1/2, descending (the rest are 0: centred data has rank <= m - 1).
 
@@ -327,21 +359,26 @@ def canonical_correlations(f: Tensor, g: Tensor, *, ridge: float = 1e-3, form: F
     code. form="covariance": whitening in K x K space, O(m K^2 + K^3) time, O(K^2) memory.
     form="gram": the same correlations from the m x m Grams (dual / linear-kernel CCA; Cholesky rows in
     float64), O(m^2 K + m^3) time, O(m^2 + mK) memory; equal to the covariance form up to ~1e-6.
+    gram_dtype (form="gram" only): "float64" forms the K-long Gram matmul in float64; "input" forms it in the
+    input dtype (float32: about half the cost) with a jitter relative to the Gram's diagonal (see _gram_rows).
     """
     _check_pair(f, g, same_dim=False)
     _check_form(form)
     _check_ridge(ridge)
+    _check_gram_dtype(gram_dtype)
     f0, g0 = f - f.mean(dim=0, keepdim=True), g - g.mean(dim=0, keepdim=True)
     r = min(f.shape[1], g.shape[1], f.shape[0] - 1)
     if form == "gram":
-        return _cca_of_rows(_gram_rows(f0, ridge), _gram_rows(g0, ridge), ridge, r).to(f.dtype)
+        rows_f, rows_g = _gram_rows(f0, ridge, gram_dtype), _gram_rows(g0, ridge, gram_dtype)
+        return _cca_of_rows(rows_f, rows_g, ridge, r).to(f.dtype)
     return _cca_of_rows(f0, g0, ridge, r)
 
 
 def whitened_hgr(f: Tensor, g: Tensor, *, k: int | None = None, ridge: float = 1e-3,
-                 form: Form = "covariance") -> Tensor:
+                 form: Form = "covariance", gram_dtype: GramDtype = "float64") -> Tensor:
     """Whitened HGR / DCCA score (Andrew et al., 2013): the sum of the top-k batch canonical correlations
-    (k=None: all of them, i.e. the trace norm of T); ``form`` as in :func:`canonical_correlations`."""
+    (k=None: all of them, i.e. the trace norm of T); ``form`` and ``gram_dtype`` as in
+    :func:`canonical_correlations`."""
     if k is not None:
         _check_positive_int("k", k)
         _check_pair(f, g, same_dim=False)
@@ -349,7 +386,7 @@ def whitened_hgr(f: Tensor, g: Tensor, *, k: int | None = None, ridge: float = 1
         if k > r:
             raise ValueError(f"k={k} exceeds the number of batch canonical correlations r = min(K_f, K_g, m - 1) "
                              f"= {r}; use k <= {r} or k=None (all of them)")
-    return canonical_correlations(f, g, ridge=ridge, form=form)[:k].sum()
+    return canonical_correlations(f, g, ridge=ridge, form=form, gram_dtype=gram_dtype)[:k].sum()
 
 
 def info_nce_loss(f: Tensor, g: Tensor, *, tau: float = 0.1) -> Tensor:
@@ -423,21 +460,24 @@ class SoftHGRLoss(nn.Module):
 
 
 class DCCALoss(nn.Module):
-    """Loss -(sum of top-k canonical correlations) of :func:`whitened_hgr` (deep CCA, Andrew et al., 2013)."""
+    """Loss -(sum of top-k canonical correlations) of :func:`whitened_hgr` (deep CCA, Andrew et al., 2013);
+    ``gram_dtype="input"`` (with form="gram") forms the Gram matmul in the input dtype."""
 
-    def __init__(self, k: int | None = None, ridge: float = 1e-3, *, form: Form = "covariance") -> None:
+    def __init__(self, k: int | None = None, ridge: float = 1e-3, *, form: Form = "covariance",
+                 gram_dtype: GramDtype = "float64") -> None:
         super().__init__()
         if k is not None:
             _check_positive_int("k", k)
         _check_ridge(ridge)
         _check_form(form)
-        self.k, self.ridge, self.form = k, ridge, form
+        _check_gram_dtype(gram_dtype)
+        self.k, self.ridge, self.form, self.gram_dtype = k, ridge, form, gram_dtype
 
     def forward(self, f: Tensor, g: Tensor) -> Tensor:
-        return -whitened_hgr(f, g, k=self.k, ridge=self.ridge, form=self.form)
+        return -whitened_hgr(f, g, k=self.k, ridge=self.ridge, form=self.form, gram_dtype=self.gram_dtype)
 
     def extra_repr(self) -> str:
-        return f"k={self.k}, ridge={self.ridge}, form={self.form!r}"
+        return f"k={self.k}, ridge={self.ridge}, form={self.form!r}, gram_dtype={self.gram_dtype!r}"
 
 
 class InfoNCELoss(nn.Module):
