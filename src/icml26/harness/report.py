@@ -65,14 +65,24 @@ def fmt(x: Any, ci: Any = None) -> str:
             return "—"
         s = f"{x:.4g}"
         if _spread(ci):
-            s += f" [{ci[0]:.3g}, {ci[1]:.3g}]"
+            s += f" {_iv(ci[0], ci[1])}"
         return s
     return str(x)
 
 
 def _spread(ci: Any) -> bool:
-    """Whether ``ci`` is a finite interval that is visibly wider than a point at 3 significant digits."""
-    return bool(ci) and len(ci) == 2 and all(_finite(c) for c in ci) and f"{ci[0]:.3g}" != f"{ci[1]:.3g}"
+    """Whether ``ci`` is a finite interval wider than a point (ends that differ only past 3 significant digits
+    count: they are printed with the digits that tell them apart, never as "the same on every seed")."""
+    return bool(ci) and len(ci) == 2 and all(_finite(c) for c in ci) and float(ci[0]) != float(ci[1])
+
+
+def _iv(lo: float, hi: float) -> str:
+    """``[lo, hi]`` at 3 significant digits, or at as many more as it takes for the two ends to differ."""
+    for p in range(3, 17):
+        a, b = f"{lo:.{p}g}", f"{hi:.{p}g}"
+        if a != b:
+            return f"[{a}, {b}]"
+    return f"[{lo!r}, {hi!r}]"
 
 
 def fmt_n(x: Any, ci: Any, n: int | None) -> str:
@@ -83,7 +93,7 @@ def fmt_n(x: Any, ci: Any, n: int | None) -> str:
         return f"{fmt(x)} (one seed)"
     if not _spread(ci):
         return f"{fmt(x)} (same on all {n} seeds)" if ci and all(_finite(c) for c in ci) else f"{fmt(x)} (n = {n})"
-    return f"{fmt(x)} [{ci[0]:.3g}, {ci[1]:.3g}]"
+    return f"{fmt(x)} {_iv(ci[0], ci[1])}"
 
 
 def claim_reference(c: dict[str, Any]) -> str:
@@ -120,7 +130,7 @@ def why_undecided(c: dict[str, Any]) -> str:
     p = c.get("power")
     if p and p.get("interval") and all(_finite(x) for x in p["interval"]):
         lo, hi = p["interval"]
-        iv = f"Δ [{lo:.3g}, {hi:.3g}]" if _spread([lo, hi]) else f"Δ {lo:.3g} on every one"
+        iv = f"Δ {_iv(lo, hi)}" if _spread([lo, hi]) else f"Δ {lo:.3g} on every one"
         parts.append(f"{iv} over {p['n']} {p['unit']}; {p['text']}")
     return "; ".join(parts)
 
@@ -643,10 +653,10 @@ def _verdict_cell(c: dict[str, Any], why: tuple[str, str] | None, page: str) -> 
 def _diff(c: dict[str, Any]) -> str:
     d = c.get("difference_ci")
     if d and len(d) == 2 and all(_finite(x) for x in d):
-        return f"[{d[0]:.3g}, {d[1]:.3g}]" if _spread(d) else f"{d[0]:.3g} (same on all seeds)"
+        return _iv(d[0], d[1]) if _spread(d) else f"{d[0]:.3g} (same on all seeds)"
     pc = c.get("paired_ci")
     if c.get("n_seeds", 1) <= 1 and pc and len(pc) == 2 and all(_finite(x) for x in pc):
-        return f"[{pc[0]:.3g}, {pc[1]:.3g}] over instances"
+        return f"{_iv(pc[0], pc[1])} over instances"
     return "one seed" if c.get("n_seeds", 1) <= 1 and c["op"] != "in" else "—"
 
 
