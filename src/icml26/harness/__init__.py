@@ -14,7 +14,8 @@ _WHERE = {
     "seed_everything": "seeding", "aggregate_claims": "stats", "aggregate_metrics": "stats",
     "summarize": "stats", "verdict_counts": "stats", "limit_threads": "threads",
     "interleaved_times": "timing", "median_ratio": "timing", "timed": "timing",
-    "compare_times": "timing", "TimedComparison": "timing", "power": "intervals", "without_control": "stats",
+    "compare_times": "timing", "TimedComparison": "timing", "TIMING_TOLERANCE": "timing", "power": "intervals",
+    "without_control": "stats",
 }
 
 __all__ = list(_WHERE)
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .seeding import seed_everything
     from .stats import aggregate_claims, aggregate_metrics, summarize, verdict_counts, without_control
     from .threads import limit_threads
-    from .timing import TimedComparison, compare_times, interleaved_times, median_ratio, timed
+    from .timing import TIMING_TOLERANCE, TimedComparison, compare_times, interleaved_times, median_ratio, timed
 
 
 def __getattr__(name: str) -> Any:
