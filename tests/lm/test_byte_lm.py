@@ -182,6 +182,45 @@ def test_next_byte_matches_brute_force_enumeration(lm300, bpe300):
     assert abs(canonical_token_logprob(lm300, s) - base - float(lp[EOS])) < 1e-8
 
 
+def test_raw_pairwise_cover_sums_equal_brute_force_enumeration(tok300, bpe300):
+    """renormalize=False on the pairwise tree: log P(s b) = log sum of the *raw* p(t) over every canonical token
+    sequence covering s b (brute-force enumeration, one forward each), and the EOS score is raw
+    log p(encode(s) || EOS): the cover mask applied in ``log_scores`` (``_allowed_np``, ``_eos_ok``)."""
+    lm = ByteLevelLM(_tiny_llama(len(tok300), seed=5), tok300, renormalize=False)
+
+    def covers(target: bytes):
+        out = []
+
+        def rec(ids, pos):
+            if pos >= len(target):
+                out.append(ids)
+                return
+            for v, tb in enumerate(bpe300.token_bytes):
+                if tb is None:
+                    continue
+                n = min(len(tb), len(target) - pos)
+                if tb[:n] == target[pos: pos + n]:
+                    rec(ids + [v], pos + len(tb))
+        rec([], 0)
+        return [ids for ids in out if is_canonical(bpe300, ids)]
+
+    def raw_logp(ids):
+        logits, _ = lm._forward([lm.bos_id] + ids[:-1])
+        lp = torch.log_softmax(logits[..., : bpe300.vocab_size].double(), -1)
+        return float(lp[torch.arange(len(ids)), torch.tensor(ids)].sum())
+
+    n_covers = 0
+    for s in (b"def", b"sel", b" re"):
+        scores = lm.stream(s).log_scores()
+        for b in b" fa\n(":
+            vals = [raw_logp(c) for c in covers(s + bytes([b]))]
+            n_covers += len(vals)
+            ref = float(torch.logsumexp(torch.tensor(vals, dtype=torch.float64), 0)) if vals else -math.inf
+            assert scores[b] == pytest.approx(ref, abs=1e-9), (s, bytes([b]))
+        assert scores[EOS] == pytest.approx(raw_logp(bpe300.encode(s) + [bpe300.eos_id]), abs=1e-9)
+    assert n_covers > 15    # several covers per target: the sum, not one sequence, is what is tested
+
+
 def test_stream_and_prefill_agree(lm300, snippets):
     text = (snippets[5] + snippets[6])[:40]
     st = lm300.stream(text[:3])

@@ -202,6 +202,41 @@ def test_batched_expansion_with_a_regex_tokenizer_equals_one_call_per_node(small
     assert g[1].data == g[8].data and math.isclose(g[1].logprob, g[8].logprob, abs_tol=1e-9)
 
 
+def test_look_ahead_rows_past_the_first_head_pass_equal_one_call_per_node(small_toks, monkeypatch):
+    """speculate=32 (> 16): look-ahead rows past ``_Logits.eager`` are projected in a second pass over the output
+    head, only if the bytes reach their nodes; the next-byte distributions equal one forward per node. On this tiny
+    random model the bytes rarely reach a look-ahead row past 16, so ``eager`` is lowered to 2 to make the second
+    pass happen (counted: the test fails if it is never taken); the code path is the same at 16."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from icml26.lm.byte_lm import lm as lm_module
+
+    passes = {"second": 0}
+    row = lm_module._Logits.row
+
+    def counted(self, i):
+        passes["second"] += int(i >= len(self.first))
+        return row(self, i)
+    monkeypatch.setattr(lm_module._Logits, "row", counted)
+    monkeypatch.setattr(lm_module._Logits, "eager", 2)
+    tok = small_toks["gpt2"]
+    torch.manual_seed(7)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=2, num_key_value_heads=2, intermediate_size=64,
+                                         max_position_embeddings=512)).to(torch.float64).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)
+    lms = {k: ByteLevelLM(model, tok, speculate=k) for k in (1, 32)}
+    text = "".join(corpus_texts("val", 3000)).encode()[1000:1080]
+    streams = {k: lm.stream(text[:4]) for k, lm in lms.items()}
+    for b in text[4:]:
+        assert torch.allclose(streams[1].logprobs(), streams[32].logprobs(), atol=1e-10, rtol=0)
+        for st in streams.values():
+            st.push(b)
+    assert lms[32]._lazy_head and passes["second"] > 0
+    assert lms[32].model_calls < lms[1].model_calls
+
+
 def test_run_logsumexp_is_exact_for_runs_far_below_the_maximum():
     """The per-run log-sum-exp of a node's sorted range, with runs 800 nats below the maximum (they underflow
     after the shift by the maximum and are redone with their own maximum) and runs with no finite value."""
@@ -212,7 +247,8 @@ def test_run_logsumexp_is_exact_for_runs_far_below_the_maximum():
     x = rng.normal(size=len(col))
     x[col == 2] -= 800.0
     x[col == 4] = -math.inf
-    x[(col == 5)][:1] = -math.inf
+    x[np.flatnonzero(col == 5)[0]] = -math.inf   # a run partly -inf (its finite rest decides it)
+    assert np.isneginf(x[col == 5]).sum() == 1 and np.isfinite(x[col == 5]).sum() == 1
     lab, out = _run_logsumexp(x, col)
     assert lab.tolist() == list(range(6))
     for g in range(6):

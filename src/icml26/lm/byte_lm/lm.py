@@ -820,13 +820,14 @@ class PretokByteStream(_ModelStream, PretokTree):
         return self.lm._pretok_mask(self.full_mask(u), u.can_end)
 
     def _node_logprobs(self, node, logits: torch.Tensor) -> torch.Tensor:
-        """As the base class, masking with the node's bool mask in place (no float64 additive mask over V)."""
+        """As the base class, masking a fresh float64 copy of the node's logits with its bool mask in place
+        (``masked_fill_``; no float64 additive mask over V and no second copy)."""
         lm = self.lm
-        z = logits[: lm.bpe.vocab_size].to("cpu", torch.float64)
+        z = logits[: lm.bpe.vocab_size].to("cpu", torch.float64, copy=True)   # a fresh copy: the row is kept
         if lm.renormalize:
             eos = lm.bpe.eos_id
             z_eos = float(z[eos])
-            z = z.masked_fill(torch.from_numpy(~self.full_mask(node)), -math.inf)
+            z.masked_fill_(torch.from_numpy(~self.full_mask(node)), -math.inf)
             z[eos] = z_eos if node.can_end else -math.inf
         return torch.log_softmax(z, dim=-1)
 
