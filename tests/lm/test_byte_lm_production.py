@@ -294,3 +294,36 @@ def test_production_tokenizer_cache_key_follows_the_training_text(tmp_path, monk
     pt.production_tokenizer("gpt2", 300, sample_bytes=5000)
     assert len(folders()) == 3
     pt.corpus_files.cache_clear()
+
+
+# Exp IV's timing harness (reproduce.py): memo resets and verdicts over prompts
+
+def test_exp4_timed_calls_start_from_the_warm_memos_and_growth_is_decided_over_prompts(small_toks):
+    """Every timed call starts from the memos as they were after the warm-up on other text (nothing learnt from
+    the timed text survives a call), and the growth claim is the byte LM's growth over the token level's: one
+    paired difference per prompt with several prompts, one per repeat with one."""
+    from icml26.lm.byte_lm.reproduce import PROD_GROWTH, _growth, _memos, _restored, _snapshot, _warm
+    from icml26.testbeds.production_tokenizers import random_llama
+
+    tok = small_toks["gpt2"]
+    text = "".join(corpus_texts("val", 4000)).encode()
+    lms = [ByteLevelLM(random_llama(tok.get_vocab_size(), hidden_size=32, num_heads=2, intermediate_size=64,
+                                    seed=s), tok) for s in (0, 1)]
+    bpe = lms[1].bpe = lms[0].bpe
+    _warm(lms[0], text[:400])
+    snap = _snapshot(lms[0])
+    sizes = {k: len(d) for k, d in snap.items()}
+    assert sizes["lc_cache"] > 0 and sizes["mask_cache"] == 0
+    prompt, follow = text[1000:1040], text[1040:1056]
+    lms[0].generate(prompt, 8, greedy=True)            # an untimed call fills the memos from the timed text
+    assert len(bpe._mask_cache) > 0 and len(lms[0]._enc_memo) > sizes["enc_memo"]
+    seen = _restored(lms[0], snap, lambda: {k: len(d) for k, d in _memos(lms[0]).items()})()
+    assert seen == sizes
+    snaps = [snap, _snapshot(lms[1])]
+    two, m2 = _growth(lms[0], lms[1], *snaps, "d128-2L", 1, [prompt, text[2000:2040]], [follow, text[2040:2056]],
+                      3, 0)
+    assert len(two.paired) == 2 and two.timing_control is not None
+    rel = [m2["growth_relative_p0"], m2["growth_relative_p1"]]
+    assert two.measured == pytest.approx(np.mean(rel)) and two.paired == pytest.approx([r - PROD_GROWTH for r in rel])
+    one, _ = _growth(lms[0], lms[1], *snaps, "d128-2L", 1, [prompt], [follow], 3, 0)
+    assert len(one.paired) == 3
