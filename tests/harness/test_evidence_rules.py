@@ -158,6 +158,31 @@ def test_timing_claim_with_drifting_same_work_control_is_inconclusive():
     assert aggregate_claims(rows)[0]["verdict"] == "inconclusive"
 
 
+def test_a_timing_effect_far_beyond_the_drift_is_decided_anyway():
+    """B12's OCMB ran ~500x faster than PC while the same-work ratio read 0.88: no drift of that size can flip
+    it, so it is decided; the same drift on a close call (2x against a 1.5x bar under a 1.2 drift) is not."""
+    big = TimedComparison(method=[0.002] * 5, baseline=[1.0] * 5, control=[0.88] * 5)
+    c = big.claim("faster", "<", 1.0, as_="ratio", falsifier=F, control_arm="none: same-run baseline")
+    assert not big.stable and c.verdict == "holds"
+    slow = TimedComparison(method=[2.0] * 5, baseline=[1.0] * 5, control=[0.88] * 5)
+    assert slow.claim("faster", "<", 1.0, as_="ratio", falsifier=F, control_arm="none").verdict == "does not hold"
+    rows = [[TimedComparison([0.002] * 3, [1.0] * 3, [k] * 3).claim(
+        "t", "<", 1.0, as_="ratio", falsifier=F, control_arm="none").to_dict()] for k in (0.88, 0.93, 0.90)]
+    assert aggregate_claims(rows)[0]["verdict"] == "holds"
+    close = [[TimedComparison([0.9] * 3, [1.0] * 3, [k] * 3).claim(
+        "t", "<", 1.0, as_="ratio", falsifier=F, control_arm="none").to_dict()] for k in (0.88, 0.93, 0.90)]
+    agg = aggregate_claims(close)[0]
+    assert agg["verdict"] == "inconclusive" and agg["reason"].startswith("timing unstable")
+
+
+def test_a_value_off_the_reference_only_by_rounding_counts_as_equal():
+    """B12's oracle F1 of 54/60 came out as 0.8999999999999999 and was judged outside [0.9, 1]."""
+    from icml26.harness.outcome import compare
+
+    assert compare(0.8999999999999999, "in", (0.9, 1.0)) and compare(0.8999999999999999, ">=", 0.9)
+    assert not compare(0.9 + 1e-15, ">", 0.9) and not compare(0.899, "in", (0.9, 1.0))
+
+
 def test_compare_times_measures_cpu_time_and_same_work():
     def busy(n):
         def f():

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .intervals import Summary, power, summarize
-from .outcome import compare
+from .outcome import compare, drift_robust
 
 #: relative / absolute tolerance under which per-seed values count as the same number
 _SAME_RTOL, _SAME_ATOL = 1e-9, 1e-12
@@ -139,7 +139,7 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     if not all(finite):
         h, reason = None, f"{len(group) - int(sum(finite))} of {len(group)} seeds not finite"
     if len(group) >= 2 and h is not None:
-        h, reason = _timing_rule(group, h, reason)
+        h, reason = _timing_rule(group, h, reason, ms.mean, op, (lo, hi) if band else row["reference"])
     if len(group) >= 2 and h:
         h, reason = _control_rule(row, group, refs, band, h, reason)
     elif any(c.get("control") is not None for c in group):
@@ -158,13 +158,16 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     return row
 
 
-def _timing_rule(group: Sequence[dict[str, Any]], h: bool, reason: str) -> tuple[bool | None, str]:
+def _timing_rule(group: Sequence[dict[str, Any]], h: bool, reason: str, measured: float, op: str,
+                 reference: Any) -> tuple[bool | None, str]:
     tcs = [_f(c.get("timing_control")) for c in group if c.get("timing_control") is not None]
     if not tcs:
         return h, reason
     tol = float(group[0].get("timing_tolerance") or 0.05)
     med = float(np.median(tcs)) if tcs and all(math.isfinite(t) for t in tcs) else float("nan")
     if not (math.isfinite(med) and abs(med - 1.0) <= tol):
+        if math.isfinite(med) and drift_robust(measured, op, reference, med) == h:  # type: ignore[arg-type]
+            return h, reason  # the effect is far larger than the drift (outcome.drift_robust)
         return None, f"timing unstable (median same-work ratio {med:.3f} over seeds, not within {tol:g} of 1)"
     return h, reason
 
