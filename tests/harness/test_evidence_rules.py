@@ -175,6 +175,13 @@ def test_a_timing_effect_far_beyond_the_drift_is_decided_anyway():
     assert agg["verdict"] == "inconclusive" and agg["reason"].startswith("timing unstable")
 
 
+def test_intervals_print_the_digits_that_tell_their_ends_apart_and_rounding_noise_as_a_point():
+    from icml26.harness.report import fmt_n
+
+    assert fmt_n(1.001, [1.00055, 1.00153], 5) == "1.001 [1.001, 1.002]"  # A09's loss ratios: not "the same"
+    assert fmt_n(0.95, [0.9499999999999995, 0.9500000000000002], 3) == "0.95 (same on all 3 seeds)"  # B06's bar
+
+
 def test_a_value_off_the_reference_only_by_rounding_counts_as_equal():
     """B12's oracle F1 of 54/60 came out as 0.8999999999999999 and was judged outside [0.9, 1]."""
     from icml26.harness.outcome import compare

@@ -73,7 +73,10 @@ def fmt(x: Any, ci: Any = None) -> str:
 def _spread(ci: Any) -> bool:
     """Whether ``ci`` is a finite interval wider than a point (ends that differ only past 3 significant digits
     count: they are printed with the digits that tell them apart, never as "the same on every seed")."""
-    return bool(ci) and len(ci) == 2 and all(_finite(c) for c in ci) and float(ci[0]) != float(ci[1])
+    if not (ci and len(ci) == 2 and all(_finite(c) for c in ci)):
+        return False
+    lo, hi = float(ci[0]), float(ci[1])  # ends apart only by float rounding (a t-interval of equal values) are a point
+    return abs(hi - lo) > 1e-9 * max(1.0, abs(lo), abs(hi))
 
 
 def _iv(lo: float, hi: float) -> str:
