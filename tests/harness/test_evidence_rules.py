@@ -188,6 +188,8 @@ def test_a_value_off_the_reference_only_by_rounding_counts_as_equal():
 
     assert compare(0.8999999999999999, "in", (0.9, 1.0)) and compare(0.8999999999999999, ">=", 0.9)
     assert not compare(0.9 + 1e-15, ">", 0.9) and not compare(0.899, "in", (0.9, 1.0))
+    assert compare(5e-13, "<", 1e-12) and compare(2.22e-16, "<", 1e-12) and compare(0.0, "<", 1e-12)  # A06's checks
+    assert not compare(1e-12, "<", 1e-12) and compare(1e-300, ">", 0.0)
 
 
 def test_compare_times_measures_cpu_time_and_same_work():

@@ -64,8 +64,9 @@ def compare(measured: float, op: Op, reference: float | tuple[float, float]) -> 
 
 
 def _snap(x: float, ref: float) -> float:
-    """``ref`` when ``x`` differs from it only by rounding (relative 1e-12), else ``x``."""
-    return ref if math.isfinite(ref) and abs(x - ref) <= 1e-12 * max(1.0, abs(ref)) else x
+    """``ref`` when ``x`` differs from it only by rounding (relative 1e-12 of the larger of the two; no absolute
+    floor, so a check against a tiny bar such as ``< 1e-12`` is not blurred), else ``x``."""
+    return ref if math.isfinite(ref) and abs(x - ref) <= 1e-12 * max(abs(ref), abs(x)) else x
 
 
 def drift_robust(measured: float, op: Op, reference: float | tuple[float, float], timing_control: float) -> bool | None:
