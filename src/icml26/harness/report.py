@@ -551,7 +551,7 @@ def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
     lines = [f"Budget {s['budget']}, seeds {_ranges(seeds)} ({len(s['seeds'])} ok"
              + (f", crashed on {_ranges(sorted(s['crashed']))}" if s["crashed"] else "") + f"), run {when}; "
              f"time per seed: {'; '.join(costs)}; code {', '.join(gits) or 'not recorded'}.",
-             _command_line(paper, s["budget"], len(seeds), commands), ""]
+             "", _command_line(paper, s["budget"], len(seeds), commands), ""]
     tag = [f"s{x}" for x in s["seeds"]]  # the aggregated per-seed lists follow the finished seeds in this order
     claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]
     checks = [c for c in s["claims"] if c.get("kind") == "check"]
