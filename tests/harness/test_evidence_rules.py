@@ -164,6 +164,9 @@ def test_a_timing_effect_far_beyond_the_drift_is_decided_anyway():
     big = TimedComparison(method=[0.002] * 5, baseline=[1.0] * 5, control=[0.88] * 5)
     c = big.claim("faster", "<", 1.0, as_="ratio", falsifier=F, control_arm="none: same-run baseline")
     assert not big.stable and c.verdict == "holds"
+    noisy = TimedComparison(method=[0.002, 3.0, 0.002, 0.002, 2.5], baseline=[1.0] * 5, control=[0.88] * 5)
+    c = noisy.claim("faster", "<", 1.0, as_="ratio", falsifier=F, control_arm="none")
+    assert c.verdict == "inconclusive" and "interval" in c.reason  # the median is robust, the repeats are not
     slow = TimedComparison(method=[2.0] * 5, baseline=[1.0] * 5, control=[0.88] * 5)
     assert slow.claim("faster", "<", 1.0, as_="ratio", falsifier=F, control_arm="none").verdict == "does not hold"
     rows = [[TimedComparison([0.002] * 3, [1.0] * 3, [k] * 3).claim(

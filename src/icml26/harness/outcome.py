@@ -249,7 +249,7 @@ class Claim:
             if robust is None:
                 return None, (f"timing unstable (same-work ratio {self.timing_control:.3f}, not within "
                               f"{self.timing_tolerance:g} of 1)")
-            return robust, ""  # the effect is far larger than the drift: the interval cannot decide less
+            h = robust  # the effect is far larger than the drift; the paired interval and the control still apply
         ci = self.paired_ci
         if self.op != "in" and ci is not None and ci[0] <= 0.0 <= ci[1]:
             return None, "the per-instance interval of (measured − reference) contains 0"
