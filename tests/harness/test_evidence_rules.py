@@ -172,6 +172,10 @@ def test_a_timing_effect_far_beyond_the_drift_is_decided_anyway():
     rows = [[TimedComparison([0.002] * 3, [1.0] * 3, [k] * 3).claim(
         "t", "<", 1.0, as_="ratio", falsifier=F, control_arm="none").to_dict()] for k in (0.88, 0.93, 0.90)]
     assert aggregate_claims(rows)[0]["verdict"] == "holds"
+    from icml26.harness.report import control_text
+
+    shown = control_text(aggregate_claims(rows)[0])
+    assert shown.startswith("same-work ratio 0.900 (") and "unstable" in shown  # the median over seeds is shown
     close = [[TimedComparison([0.9] * 3, [1.0] * 3, [k] * 3).claim(
         "t", "<", 1.0, as_="ratio", falsifier=F, control_arm="none").to_dict()] for k in (0.88, 0.93, 0.90)]
     agg = aggregate_claims(close)[0]

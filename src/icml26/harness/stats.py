@@ -108,6 +108,9 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     row["seed_measured"] = [c["measured"] for c in group]
     row["seed_paired_ci"] = [c.get("paired_ci") for c in group]  # what decided each seed, where it was paired
     row["seed_reference"] = None if band else refs  # each seed's own reference (a same-run baseline moves with it)
+    tcs = [_f(c["timing_control"]) for c in group if c.get("timing_control") is not None]
+    if tcs:  # the median same-work ratio over seeds (what the timing rule judges), not the first seed's
+        row["timing_control"] = float(np.median(tcs))
     invariant = len(group) >= 2 and all(finite) and _same(meas) and (band or _same(refs))
     row["seed_invariant"] = invariant
     reason = ""
