@@ -119,9 +119,8 @@ def baselines_text(c: dict[str, Any]) -> str:
 def control_text(c: dict[str, Any]) -> str:
     """The control arm's value under the claim's own test, or why no control exists; "—" when neither."""
     if c.get("control") is None:
-        tc = c.get("timing_control")
-        if _finite(tc):  # a timed claim: its control is the baseline timed against itself
-            tol = c.get("timing_tolerance") or 0.05
+        if _finite(c.get("timing_control")):  # a timed claim: its control is the baseline timed against itself
+            tc, tol = float(c["timing_control"]), float(c.get("timing_tolerance") or 0.05)
             return (f"same-work ratio {tc:.3f} (the baseline timed against itself; within {tol:g} of 1: "
                     f"{'stable' if abs(tc - 1.0) <= tol else 'unstable'})")
         return c.get("control_arm") or "—"
