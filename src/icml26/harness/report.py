@@ -76,7 +76,7 @@ def _spread(ci: Any) -> bool:
     if not (ci and len(ci) == 2 and all(_finite(c) for c in ci)):
         return False
     lo, hi = float(ci[0]), float(ci[1])  # ends apart only by float rounding (a t-interval of equal values) are a point
-    return abs(hi - lo) > 1e-9 * max(1.0, abs(lo), abs(hi))
+    return abs(hi - lo) > 1e-9 * max(abs(lo), abs(hi))  # relative only: tiny intervals (4e-13..8e-13) are kept
 
 
 def _iv(lo: float, hi: float) -> str:
