@@ -190,6 +190,14 @@ def test_intervals_print_the_digits_that_tell_their_ends_apart_and_rounding_nois
     assert fmt_n(6e-13, [4.4e-13, 7.7e-13], 5) == "6e-13 [4.4e-13, 7.7e-13]"  # B09's round-off checks differ by seed
 
 
+def test_the_control_verdict_of_a_failing_claim_is_the_mean_controls_not_the_first_seeds():
+    """A13's quantile row printed the 5-seed control mean -0.3 with seed 0's "holds" (its control was 1)."""
+    rows = [[Claim("q", m, ">=", 0.8, falsifier=F, control=ctl, control_arm="init").to_dict()]
+            for m, ctl in ((0.5, 1.0), (0.4, -0.5), (0.6, -0.8))]
+    agg = aggregate_claims(rows)[0]
+    assert agg["verdict"] == "does not hold" and agg["control_verdict"] == "does not hold"
+
+
 def test_a_value_off_the_reference_only_by_rounding_counts_as_equal():
     """B12's oracle F1 of 54/60 came out as 0.8999999999999999 and was judged outside [0.9, 1]."""
     from icml26.harness.outcome import compare

@@ -147,6 +147,9 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
         h, reason = _control_rule(row, group, refs, band, h, reason)
     elif any(c.get("control") is not None for c in group):
         row["control"] = summarize([_f(c.get("control")) for c in group]).mean
+        if len(group) >= 2:  # the mean's own verdict (the claim did not pass, so the control cannot undo it), not seed 0's
+            hc = compare(row["control"], op, (lo, hi) if band else row["reference"])
+            row["control_verdict"] = "inconclusive" if hc is None else ("holds" if hc else "does not hold")
     if len(group) == 1:
         row["verdict"] = group[0]["verdict"] if all(finite) else "inconclusive"
         row["reason"] = group[0].get("reason", "") if all(finite) else reason
