@@ -146,26 +146,32 @@ def test_prefix_probability_telescopes(lm300):
     assert abs(st.log_prefix_prob() - total) < 1e-8
 
 
+def _canonical_covers(bpe, target: bytes) -> list[list[int]]:
+    """Every canonical token sequence whose bytes cover ``target`` (the last token may run past its end): the
+    brute-force enumeration the cover-sum tests compare with."""
+    out: list[list[int]] = []
+
+    def rec(ids: list[int], pos: int) -> None:
+        if pos >= len(target):
+            out.append(ids)
+            return
+        for v, tb in enumerate(bpe.token_bytes):
+            if tb is None:
+                continue
+            n = min(len(tb), len(target) - pos)
+            if tb[:n] == target[pos: pos + n]:
+                rec(ids + [v], pos + len(tb))
+    rec([], 0)
+    return [ids for ids in out if is_canonical(bpe, ids)]
+
+
 def test_next_byte_matches_brute_force_enumeration(lm300, bpe300):
     """P(b | s) from the covering tree == brute force over all token sequences covering s b (canonical by the
     encode definition), each scored by a full forward pass."""
     s = b"def"
 
     def seqs_covering(target: bytes):
-        out = []
-
-        def rec(ids, pos):
-            if pos >= len(target):
-                out.append(ids)
-                return
-            for v, tb in enumerate(bpe300.token_bytes):
-                if tb is None:
-                    continue
-                n = min(len(tb), len(target) - pos)
-                if tb[:n] == target[pos: pos + n]:
-                    rec(ids + [v], pos + len(tb))
-        rec([], 0)
-        return [ids for ids in out if is_canonical(bpe300, ids)]
+        return _canonical_covers(bpe300, target)
 
     def seq_logprob(ids):
         logits, _ = lm300._forward([lm300.bos_id] + ids[:-1])
@@ -189,20 +195,7 @@ def test_raw_pairwise_cover_sums_equal_brute_force_enumeration(tok300, bpe300):
     lm = ByteLevelLM(_tiny_llama(len(tok300), seed=5), tok300, renormalize=False)
 
     def covers(target: bytes):
-        out = []
-
-        def rec(ids, pos):
-            if pos >= len(target):
-                out.append(ids)
-                return
-            for v, tb in enumerate(bpe300.token_bytes):
-                if tb is None:
-                    continue
-                n = min(len(tb), len(target) - pos)
-                if tb[:n] == target[pos: pos + n]:
-                    rec(ids + [v], pos + len(tb))
-        rec([], 0)
-        return [ids for ids in out if is_canonical(bpe300, ids)]
+        return _canonical_covers(bpe300, target)
 
     def raw_logp(ids):
         logits, _ = lm._forward([lm.bos_id] + ids[:-1])
