@@ -449,6 +449,7 @@ def test_generation_input_validation(target):
 
 def test_reproduce_quick_is_well_formed():
     from icml26.harness import Budget
+    from icml26.harness.outcome import drift_robust
     from icml26.lm.eagle3.reproduce import reproduce
 
     out = reproduce(Budget.QUICK, seed=0)
@@ -470,8 +471,12 @@ def test_reproduce_quick_is_well_formed():
     train = by["Offline training (cached target features) is >= 2x faster per epoch than online"]
     assert train.timing_control == pytest.approx(out.metrics["online_again_over_online"]) and len(train.paired) == 5
     for c in timed:
-        if abs(c.timing_control - 1.0) > 0.05:
-            assert c.verdict == "inconclusive" and "timing unstable" in c.reason
+        if abs(c.timing_control - 1.0) > 0.05:  # undecided, unless the verdict survives the drift (drift_robust)
+            robust = drift_robust(c.measured, c.op, c.reference, c.timing_control)
+            if robust is None:
+                assert c.verdict == "inconclusive" and "timing unstable" in c.reason
+            else:
+                assert c.verdict in ("holds" if robust else "does not hold", "inconclusive")
     # the per-prompt comparisons (acceptance, tokens per call) stay paired over the held-out prompts
     assert sum(c.paired is not None and len(c.paired) == 4 for c in claims) == 3
     goal = by["EAGLE-3 is >= 1.5x faster than plain greedy decoding on a CPU (issue 12's goal)"]
