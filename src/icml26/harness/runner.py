@@ -265,6 +265,17 @@ def _end_pool(pool: ProcessPoolExecutor) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
+    # Python 3.11's atexit hook wakes every pool's manager thread through a pipe that the manager may already have
+    # closed; on a pool ended like this it printed "OSError: [Errno 9] Bad file descriptor" with a traceback at
+    # exit (1 run in ~10). Wait for the manager to finish and take its wake-up pipe out of the hook's list.
+    with contextlib.suppress(Exception):
+        from concurrent.futures import process as _cfp
+
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=10)
+            if not manager.is_alive():
+                _cfp._threads_wakeups.pop(manager, None)  # type: ignore[attr-defined]
 
 
 @dataclass
