@@ -198,6 +198,13 @@ def test_the_control_verdict_of_a_failing_claim_is_the_mean_controls_not_the_fir
     assert agg["verdict"] == "does not hold" and agg["control_verdict"] == "does not hold"
 
 
+def test_the_reference_is_averaged_over_the_seeds_the_measurement_is():
+    rows = [[Claim("x", m, "<", r, falsifier=F, control_arm="none: same-run baseline").to_dict()]
+            for m, r in ((0.2, 0.3), (0.2, 0.3), (float("nan"), 0.0))]
+    agg = aggregate_claims(rows)[0]
+    assert agg["reference"] == pytest.approx(0.3) and agg["verdict"] == "inconclusive"
+
+
 def test_a_value_off_the_reference_only_by_rounding_counts_as_equal():
     """B12's oracle F1 of 54/60 came out as 0.8999999999999999 and was judged outside [0.9, 1]."""
     from icml26.harness.outcome import compare

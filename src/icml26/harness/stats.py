@@ -126,7 +126,9 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
         diffs = [m - (lo if abs(m - lo) < abs(m - hi) else hi) for m in meas]  # distance to the nearest edge
         effect = min(abs(ms.mean - lo), abs(ms.mean - hi)) if math.isfinite(ms.mean) else None
     else:
-        rs = summarize(refs)
+        # the reference over the same seeds as the measured mean (a seed whose measurement is not finite drops out
+        # of both; A16's reference once averaged 5 seeds against a measured mean over 4)
+        rs = summarize([r for r, m in zip(refs, meas) if math.isfinite(m)] or refs)
         row["reference"] = rs.mean
         row["reference_ci"] = [rs.lo, rs.hi]
         h = compare(ms.mean, op, rs.mean)
