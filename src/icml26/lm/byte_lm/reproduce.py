@@ -259,16 +259,22 @@ def _snapshot(lm: ByteLevelLM) -> dict[str, dict]:
     return {k: dict(d) for k, d in _memos(lm).items()}
 
 
+def _reset_memos(memos: dict[str, dict], snap: dict[str, dict] | None = None) -> None:
+    """Every memo of ``memos`` (``_memos(lm)``) back to ``snap`` (a ``_snapshot``), or emptied when ``snap`` is None."""
+    for k, d in memos.items():
+        d.clear()
+        if snap is not None:
+            d.update(snap[k])
+
+
 def _restored(lm: ByteLevelLM, snap: dict[str, dict], fn):
     """``fn`` with every memo put back to ``snap`` (taken after the warm-up on *other* text) before each call: a
     timed call on the timed text keeps nothing that an earlier call, timed or untimed, learnt from that text, and
     pays for its own nodes, pre-token outcomes and encodings as new text does."""
-    memos = _memos(lm)
+    memos = _memos(lm)   # looked up once, outside the timed call
 
     def run():
-        for k, d in memos.items():
-            d.clear()
-            d.update(snap[k])
+        _reset_memos(memos, snap)
         return fn()
     return run
 
@@ -479,17 +485,13 @@ def _production_row(lm: ByteLevelLM, snap: dict, name: str, V: int, prompts: lis
         calls.append(c / max(1, len(out)))
         r_used.append(r)
     # every memo empty (the per-tokenizer ones too), one untimed-order call on the first prompt, for the record
-    for d in _memos(lm).values():
-        d.clear()
+    _reset_memos(_memos(lm))
     n0 = _whole_chars(lm, prompts[0], gen_bytes)[0]
-    for d in _memos(lm).values():
-        d.clear()
+    _reset_memos(_memos(lm))
     t0 = time.process_time()
     out0 = lm.generate(prompts[0], n0, greedy=True).data
     cold = (time.process_time() - t0) / max(1, len(out0))
-    for k, d in _memos(lm).items():   # back to the warm state for whatever runs next on this tokenizer
-        d.clear()
-        d.update(snap[k])
+    _reset_memos(_memos(lm), snap)   # back to the warm state for whatever runs next on this tokenizer
     measured, paired, over = _over_prompts(ratios, tcs[0].ratios, PROD_SPEED)
     ctl = _pooled_control(tcs)
     mb, mt = float(np.mean(per_byte)), float(np.mean(per_tok_byte))
