@@ -188,15 +188,26 @@ def _write_code(folder: Path, fp: dict[str, str]) -> None:
     atomic_write_bytes(folder / CODE, blob.encode())
 
 
+def _ignoring_code() -> bool:
+    return os.environ.get(IGNORE_CODE_ENV, "").strip() not in ("", "0")
+
+
+def _read_code(final: Path) -> tuple[dict[str, str], str]:
+    """(recorded functions, their fingerprint hash) of the artefact in ``final``; ``FileNotFoundError`` when it has
+    no record, ``OSError`` / ``ValueError`` / ``KeyError`` / ``TypeError`` when the record is unreadable."""
+    rec = json.loads((final / CODE).read_text())
+    old, old_hash = rec["functions"], rec["fingerprint"]
+    if not isinstance(old, dict):
+        raise TypeError("functions is not an object")
+    return old, old_hash
+
+
 def _code_problem(final: Path, fp: dict[str, str]) -> str | None:
     """``None`` when the artefact in ``final`` was built by the code whose fingerprint is ``fp``; else how not."""
-    if os.environ.get(IGNORE_CODE_ENV, "").strip() not in ("", "0"):
+    if _ignoring_code():
         return None
     try:
-        rec = json.loads((final / CODE).read_text())
-        old, old_hash = rec["functions"], rec["fingerprint"]
-        if not isinstance(old, dict):
-            raise TypeError("functions is not an object")
+        old, old_hash = _read_code(final)
     except FileNotFoundError:
         return LEGACY if (final / COMPLETE).exists() else None
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -285,12 +296,10 @@ def is_cached(kind: str, config: Any) -> bool:
 
 def _recorded_code_problem(final: Path) -> str | None:
     """Like ``_code_problem`` but from the recorded fingerprint alone (no build callable needed)."""
-    if os.environ.get(IGNORE_CODE_ENV, "").strip() not in ("", "0"):
+    if _ignoring_code():
         return None
     try:
-        old = json.loads((final / CODE).read_text())["functions"]
-        if not isinstance(old, dict):
-            raise TypeError("functions is not an object")
+        old, _ = _read_code(final)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as e:
