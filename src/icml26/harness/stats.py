@@ -110,7 +110,7 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     row["seed_reference"] = None if band else refs  # each seed's own reference (a same-run baseline moves with it)
     tcs = [_f(c["timing_control"]) for c in group if c.get("timing_control") is not None]
     if tcs:  # the median same-work ratio over seeds (what the timing rule judges), not the first seed's
-        row["timing_control"] = float(np.median(tcs))
+        row["timing_control"] = float(np.median(tcs)) if all(math.isfinite(t) for t in tcs) else math.nan
     invariant = len(group) >= 2 and all(finite) and _same(meas) and (band or _same(refs))
     row["seed_invariant"] = invariant
     reason = ""
@@ -143,8 +143,9 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
                 h, reason = None, "the interval of (measured − reference) over seeds contains 0"
     if not all(finite):
         h, reason = None, f"{len(group) - int(sum(finite))} of {len(group)} seeds not finite"
-    if len(group) >= 2 and h is not None:
-        h, reason = _timing_rule(group, h, reason, ms.mean, op, (lo, hi) if band else row["reference"])
+    if len(group) >= 2 and h is not None and tcs:
+        h, reason = _timing_rule(row["timing_control"], float(first.get("timing_tolerance") or 0.05), h, reason,
+                                 ms.mean, op, (lo, hi) if band else row["reference"])
     if len(group) >= 2 and h:
         h, reason = _control_rule(row, group, refs, band, h, reason)
     elif any(c.get("control") is not None for c in group):
@@ -166,13 +167,9 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     return row
 
 
-def _timing_rule(group: Sequence[dict[str, Any]], h: bool, reason: str, measured: float, op: str,
+def _timing_rule(med: float, tol: float, h: bool, reason: str, measured: float, op: str,
                  reference: Any) -> tuple[bool | None, str]:
-    tcs = [_f(c.get("timing_control")) for c in group if c.get("timing_control") is not None]
-    if not tcs:
-        return h, reason
-    tol = float(group[0].get("timing_tolerance") or 0.05)
-    med = float(np.median(tcs)) if tcs and all(math.isfinite(t) for t in tcs) else float("nan")
+    """The over-seeds timing rule on the median same-work ratio ``med`` (NaN when a seed's is not finite)."""
     if not (math.isfinite(med) and abs(med - 1.0) <= tol):
         if math.isfinite(med) and drift_robust(measured, op, reference, med) == h:  # type: ignore[arg-type]
             return h, reason  # the effect is far larger than the drift (outcome.drift_robust)
