@@ -134,30 +134,17 @@ def _taint_paths(g) -> list[tuple[int, int, set[int]]]:
     function reachable from it along ``flow`` edges (the source itself excluded), ``nodes`` being the nodes on
     some such path (both ends included). Intermediate functions (encoders, wrappers) pass the flow on whatever their tags."""
     fn = {n.id: n for n in g.functions()}
-    succ: dict[int, set[int]] = {}
-    pred: dict[int, set[int]] = {}
-    for a, b, t in g.edges:
-        if t == "flow":
-            succ.setdefault(a, set()).add(b)
-            pred.setdefault(b, set()).add(a)
+    import networkx as nx
 
-    def reach(start: int, nbr: dict[int, set[int]]) -> set[int]:
-        seen, stack = {start}, [start]
-        while stack:
-            for m in nbr.get(stack.pop(), ()):
-                if m not in seen:
-                    seen.add(m)
-                    stack.append(m)
-        return seen
-
+    flow = nx.DiGraph((a, b) for a, b, t in g.edges if t == "flow")
     out = []
     for s in sorted(fn):
-        if s not in succ or not is_taint_source(fn[s]):
+        if s not in flow or not is_taint_source(fn[s]):
             continue
-        down = reach(s, succ)
+        down = nx.descendants(flow, s) | {s}
         for d in sorted(down - {s}):
             if d in fn and set(fn[d].tags) & SINKS:
-                out.append((s, d, down & reach(d, pred)))
+                out.append((s, d, down & (nx.ancestors(flow, d) | {d})))
     return out
 
 
