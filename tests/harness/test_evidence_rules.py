@@ -195,7 +195,38 @@ def test_the_control_verdict_of_a_failing_claim_is_the_mean_controls_not_the_fir
     rows = [[Claim("q", m, ">=", 0.8, falsifier=F, control=ctl, control_arm="init").to_dict()]
             for m, ctl in ((0.5, 1.0), (0.4, -0.5), (0.6, -0.8))]
     agg = aggregate_claims(rows)[0]
-    assert agg["verdict"] == "does not hold" and agg["control_verdict"] == "does not hold"
+    # seed 0's control (1.0) passes; the mean (-0.1) fails, but its interval over seeds reaches the bar
+    assert agg["verdict"] == "does not hold" and agg["control_verdict"] == "inconclusive"
+    tight = [[Claim("q", m, ">=", 0.8, falsifier=F, control=ctl, control_arm="init").to_dict()]
+             for m, ctl in ((0.5, 0.1), (0.4, 0.0), (0.6, 0.2))]
+    assert aggregate_claims(tight)[0]["control_verdict"] == "does not hold"
+
+
+def test_a_control_must_clearly_fail_over_seeds():
+    """A08's rate claim: the method's slope -1.12 clears <= -0.5, the nominal policy's -0.43 [-0.70, -0.15] fails on
+    the mean but its interval reaches the bar, so it is not shown to fail and the claim is not decided."""
+    rows = [[Claim("rate", m, "<=", -0.5, bar=True, falsifier=F, control=ctl, control_arm="nominal").to_dict()]
+            for m, ctl in ((-1.45, -0.2), (-0.92, -0.45), (-0.98, -0.62), (-1.06, -0.35), (-1.2, -0.51))]
+    agg = aggregate_claims(rows)[0]
+    assert agg["verdict"] == "inconclusive" and "control does not clearly fail" in agg["reason"]
+    assert agg["control_verdict"] == "inconclusive" and "power" not in agg
+    clear = [[Claim("rate", m, "<=", -0.5, bar=True, falsifier=F, control=ctl, control_arm="nominal").to_dict()]
+             for m, ctl in ((-1.45, -0.2), (-0.92, -0.25), (-0.98, -0.22), (-1.06, -0.15), (-1.2, -0.31))]
+    agg = aggregate_claims(clear)[0]
+    assert agg["verdict"] == "holds" and agg["control_verdict"] == "does not hold"
+    # a band: the control's mean lies outside it, but its interval crosses the edge
+    band = [[Claim("order", m, "in", (1.3, 1.7), falsifier=F, control=ctl, control_arm="no Levy area").to_dict()]
+            for m, ctl in ((1.5, 1.1), (1.52, 1.4), (1.49, 1.0))]
+    agg = aggregate_claims(band)[0]
+    assert agg["control_verdict"] == "inconclusive" and agg["verdict"] == "inconclusive"
+    band_clear = [[Claim("order", m, "in", (1.3, 1.7), falsifier=F, control=ctl, control_arm="no Levy").to_dict()]
+                  for m, ctl in ((1.5, 1.0), (1.52, 1.01), (1.49, 0.99))]
+    assert aggregate_claims(band_clear)[0]["verdict"] == "holds"
+    # a control equal to a fixed bar on every seed is decided by that number (a tie fails a strict test)
+    tie = [[Claim("above", m, ">", 0.5, bar=True, falsifier=F, control=0.5, control_arm="random").to_dict()]
+           for m in (0.9, 0.91, 0.92)]
+    agg = aggregate_claims(tie)[0]
+    assert agg["verdict"] == "holds" and agg["control_verdict"] == "does not hold"
 
 
 def test_the_reference_is_averaged_over_the_seeds_the_measurement_is():

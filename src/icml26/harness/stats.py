@@ -60,8 +60,10 @@ def aggregate_claims(per_seed: Sequence[Sequence[dict[str, Any]]]) -> list[dict[
        ``inconclusive``: the comparison cannot separate the two sides.
     4. Control: when the claim holds so far and carries a control, the same rule is applied to the control's
        values (against the same per-seed reference); if the control holds too, the claim is ``inconclusive``
-       ("the control passes too"). A control that is not finite on some seed cannot show that it fails: also
-       ``inconclusive``.
+       ("the control passes too"). The control must *clearly* fail: when its own interval over seeds reaches the
+       bar (the paired interval of control - reference contains 0, or it crosses a band's edge), the claim is
+       ``inconclusive`` too ("the control does not clearly fail"). A control that is not finite on some seed
+       cannot show that it fails: also ``inconclusive``.
     5. Timing: a claim carrying ``timing_control`` is ``inconclusive`` when the median same-work ratio over seeds is
        more than its tolerance from 1.
     6. ``seed_invariant``: measured and reference identical on every seed (n >= 2). The verdict is the one that
@@ -149,10 +151,10 @@ def _aggregate_one(first: dict[str, Any], group: Sequence[dict[str, Any]]) -> di
     if len(group) >= 2 and h:
         h, reason = _control_rule(row, group, refs, band, h, reason)
     elif any(c.get("control") is not None for c in group):
-        row["control"] = summarize([_f(c.get("control")) for c in group]).mean
-        if len(group) >= 2:  # the mean's own verdict (the claim did not pass, so the control cannot undo it), not seed 0's
-            hc = compare(row["control"], op, (lo, hi) if band else row["reference"])
-            row["control_verdict"] = "inconclusive" if hc is None else ("holds" if hc else "does not hold")
+        if len(group) >= 2:  # the control's own verdict over seeds (the claim did not pass, so it cannot undo it)
+            _control_rule(row, group, refs, band, False, reason)
+        else:
+            row["control"] = _f(group[0].get("control"))
     if len(group) == 1:
         row["verdict"] = group[0]["verdict"] if all(finite) else "inconclusive"
         row["reason"] = group[0].get("reason", "") if all(finite) else reason
@@ -190,20 +192,28 @@ def _control_rule(row: dict[str, Any], group: Sequence[dict[str, Any]], refs: li
     if not all(math.isfinite(v) for v in vals):
         row["control_verdict"] = "inconclusive"
         return None, f"the control ({arm}) is not finite on every seed, so it cannot show that it fails"
+    # symmetric with the method's own rule: the control must clearly pass or clearly fail over seeds. A control
+    # whose mean fails but whose interval reaches the bar has not been shown to fail (A08's nominal-policy slope
+    # -0.43 [-0.70, -0.15] against <= -0.5 once let the rate claim hold)
     if band:
         lo, hi = row["reference"]
         hc = compare(cs.mean, "in", (lo, hi))
-        if hc and (cs.lo < lo <= cs.hi or cs.lo <= hi < cs.hi) and not _same(vals):
+        if hc is not None and (cs.lo < lo <= cs.hi or cs.lo <= hi < cs.hi) and not _same(vals):
             hc = None
     else:
         hc = compare(cs.mean, row["op"], row["reference"])
         cd = summarize([v - r for v, r in zip(vals, refs)])
         row["control_difference_ci"] = [cd.lo, cd.hi]
-        if hc and cd.lo <= 0.0 <= cd.hi:
+        if hc is not None and cd.lo <= 0.0 <= cd.hi and not cd.lo == cd.hi == 0.0:
             hc = None
     row["control_verdict"] = "inconclusive" if hc is None else ("holds" if hc else "does not hold")
+    if not h:
+        return h, reason
     if hc:
         return None, f"the control passes too ({arm}: {cs.mean:.4g})"
+    if hc is None:
+        return None, (f"the control does not clearly fail ({arm}: {cs.mean:.4g} [{cs.lo:.4g}, {cs.hi:.4g}] "
+                      "over seeds reaches the claim's bar)")
     return h, reason
 
 
