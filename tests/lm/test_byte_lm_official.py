@@ -45,3 +45,63 @@ def test_the_official_sampler_and_ours_give_the_same_greedy_bytes():
                                                  official=True)
     assert metrics["prod_official_available"] == 1.0 and metrics["prod_v1024_official_same_bytes"] == 1.0
     assert any("official" in c.statement for c in claims)
+
+
+class _FakeOfficial:
+    """Stands in for OfficialGreedy: our own greedy bytes, taking ``cost`` times the CPU time our timed call takes
+    (measured once per (prompt, n) from the same warm memos the timed calls start from)."""
+
+    def __init__(self, lm, snap, cost):
+        self.lm, self.snap, self.cost, self.setup_s, self.known = lm, snap, cost, 0.0, {}
+
+    def generate(self, prompt, n):
+        import time
+
+        from icml26.lm.byte_lm.reproduce import _restored
+
+        if (prompt, n) not in self.known:
+            times = []
+            for _ in range(3):
+                t0 = time.process_time()
+                out = _restored(self.lm, self.snap, lambda: self.lm.generate(prompt, n, greedy=True))().data
+                times.append(time.process_time() - t0)
+            self.known[prompt, n] = out, sorted(times)[1]
+        out, t = self.known[prompt, n]
+        end = time.process_time() + self.cost * t
+        while time.process_time() < end:   # burn CPU time: `cost` x ours
+            pass
+        return out
+
+
+@pytest.mark.parametrize("cost, verdict", [(4.0, "holds"), (0.2, "does not hold")])
+def test_the_official_claim_is_decided_by_the_measured_ratio(monkeypatch, cost, verdict):
+    """With a fake official sampler that costs 4x (0.2x) ours on the same bytes, the claim holds (does not hold):
+    method and baseline are not swapped and the ratio is ours / official."""
+    from icml26.lm.byte_lm import ByteLevelLM
+    from icml26.lm.byte_lm import reproduce as rp
+    from icml26.testbeds.production_tokenizers import production_tokenizer, random_llama
+
+    tok = production_tokenizer("gpt2", 1024)
+    lm = ByteLevelLM(random_llama(tok.get_vocab_size(), seed=0), tok)
+    monkeypatch.setattr(rp, "load_official", lambda: (object(), ""))
+    snap = rp._snapshot(lm)
+    monkeypatch.setattr(rp, "OfficialGreedy", lambda model, tokenizer: _FakeOfficial(lm, snap, cost))
+    texts = [t.encode() for t in corpus_texts("heldout")]
+    prompts = [texts[0][200:264], texts[1][300:364], texts[2][100:164]]
+    claim, cols, m = rp._official_row(lm, snap, tok, "d128-2L", 1024, prompts, 4, 3, texts[3][:300])
+    assert claim.verdict == verdict, (claim.measured, claim.paired, claim.reason)
+    assert m["official_same_bytes"] == 1.0 and cols["same greedy bytes as official"] == "3/3 prompts"
+    assert (claim.measured < 1) == (cost > 1)
+
+
+def test_official_greedy_refuses_bad_input(monkeypatch):
+    from icml26.testbeds.production_tokenizers import production_tokenizer, random_llama
+
+    monkeypatch.setattr(official, "load_official", lambda: (object(), ""))
+    tok = production_tokenizer("gpt2", 1024)
+    with pytest.raises(TypeError, match="tokenizers.Tokenizer"):
+        official.OfficialGreedy(random_llama(tok.get_vocab_size(), seed=0), "tokenizer.json")
+    with pytest.raises(ValueError, match="smaller than the tokenizer"):
+        official.OfficialGreedy(random_llama(512, seed=0), tok)
+    with pytest.raises(TypeError, match="config.vocab_size"):
+        official.OfficialGreedy(object(), tok)

@@ -38,9 +38,11 @@ def load_official() -> tuple[ModuleType | None, str]:
             sys.path.insert(0, src)
     try:
         return importlib.import_module("byte_sampling.byte_conditioning"), ""
-    except ImportError as e:  # the package, or one of its own dependencies (ahocorasick_rs, simdjson, icu)
-        return None, (f"the official byte-sampler is not importable ({e}); set {ENV} to the src/ folder of a checkout "
-                      "of SewoongLab/byte-sampler with ahocorasick-rs, pysimdjson and pyicu importable")
+    except Exception as e:  # ImportError of the package or of its own dependencies (ahocorasick_rs, simdjson, icu),
+        # or anything its import raises: the arm is optional, so Exp IV goes on without it and says why
+        return None, (f"the official byte-sampler is not importable ({type(e).__name__}: {e}); set {ENV} to the src/ "
+                      "folder of a checkout of SewoongLab/byte-sampler with ahocorasick-rs, pysimdjson and pyicu "
+                      "importable")
 
 
 class OfficialGreedy:
@@ -56,10 +58,20 @@ class OfficialGreedy:
         if mod is None:
             raise ImportError(why)
         import torch
+        from tokenizers import Tokenizer
         from transformers import PreTrainedTokenizerFast
 
+        if not isinstance(tokenizer, Tokenizer):
+            raise TypeError(f"tokenizer must be a tokenizers.Tokenizer (e.g. production_tokenizer(...)), got "
+                            f"{type(tokenizer).__name__}")
         if tokenizer.token_to_id(eos_token) is None:
             raise ValueError(f"the tokenizer has no {eos_token!r} token; pass eos_token= one it has")
+        n_vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+        if n_vocab is None:
+            raise TypeError(f"model must be a Hugging Face causal LM with config.vocab_size, got {type(model).__name__}")
+        if n_vocab < tokenizer.get_vocab_size():
+            raise ValueError(f"the model's vocabulary ({n_vocab}) is smaller than the tokenizer's "
+                             f"({tokenizer.get_vocab_size()}): they do not belong together")
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "tokenizer.json"
             tokenizer.save(str(path))
@@ -76,6 +88,8 @@ class OfficialGreedy:
 
         if not isinstance(prompt, (bytes, bytearray)):
             raise TypeError(f"prompt must be bytes, got {type(prompt).__name__}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be a non-negative int, got {n!r}")
         sampler = self.bc.BytewiseBatchSampler(self.bc, batch_size=1, do_gc=False, stop_override=self._stop)
         out = bytearray()
         with torch.inference_mode():

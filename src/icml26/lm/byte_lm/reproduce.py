@@ -38,6 +38,7 @@ sampling op), so the ratio of CPU times is the ratio of per-byte costs, paired o
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from dataclasses import dataclass
 
@@ -99,6 +100,7 @@ SIZES = {
                        prod_models=("d128-2L", "d512-8L"), prod_prompts=5, prod_official=True),
 }
 LN2 = math.log(2)
+logger = logging.getLogger(__name__)
 GAIN = 0.15     # the spec's ">= 15 points above naive at mid-token cuts"
 SPEED = 2.0     # issue 12: byte-by-byte generation within 2x of the token model's bytes/s
 PROD_SPEED = 3.0   # issue 34: within 3x of token-level throughput at every V (regex tokenizer)
@@ -405,11 +407,12 @@ def production_benchmark(vocabs=(1024, 8192, 32768, 65536), gen_bytes: int = 32,
             row["head share of a forward"] = round(_head_share(tok.get_vocab_size(), **cfg), 2)
             claims.append(claim)
             if official and name == models[0]:
-                off = _official_row(lm, snaps[name, V], tok, V, prompts, gen_bytes, repeats, other)
+                off = _official_row(lm, snaps[name, V], tok, name, V, prompts, gen_bytes, repeats, other)
                 if off is not None:
                     claims.append(off[0])
                     row.update(off[1])
-                    metrics.update({f"prod_v{V}_{k}": x for k, x in off[2].items()})
+                    pre = f"prod_v{V}_" if name == "d128-2L" else f"prod_{name}_v{V}_"
+                    metrics.update({pre + k: x for k, x in off[2].items()})
             rows.append(row)
             pre = f"prod_v{V}_" if name == "d128-2L" else f"prod_{name}_v{V}_"
             metrics.update({pre + k: x for k, x in m.items()})
@@ -477,47 +480,67 @@ def _growth(lb: ByteLevelLM, ls: ByteLevelLM, snap_b: dict, snap_s: dict, name: 
     return claim, m
 
 
-def _official_row(lm: ByteLevelLM, snap: dict, tok, V: int, prompts: list[bytes], gen_bytes: int, repeats: int,
-                  other: bytes):
+def _official_row(lm: ByteLevelLM, snap: dict, tok, name: str, V: int, prompts: list[bytes], gen_bytes: int,
+                  repeats: int, other: bytes):
     """Ours against the official byte-sampler (``OfficialGreedy``) on the same model, tokenizer and prompts: greedy
     generation of the same number of bytes, ``compare_times`` per prompt (ours as method, process CPU time,
     interleaved, same-work control), our memos reset to their warm state before each call and the official sampler
-    given a fresh sampler (KV cache) per call with its per-tokenizer caches warm. ``None`` when it is not installed.
-    Returns (claim, table columns, metrics)."""
-    if load_official()[0] is None:
+    given a fresh sampler (KV cache) per call with its per-tokenizer caches warm. Timed twice: for ``gen_bytes``
+    bytes (the claim) and for one byte (prompt intake, a table column and metric: the per-call cost of taking in a
+    prompt differs from the per-byte cost). A prompt whose greedy bytes differ between the two is different work:
+    it is left out of the verdict (every prompt differs: the claim is not finite, so inconclusive). ``None`` when
+    the official sampler is not installed (the reason is logged). Returns (claim, table columns, metrics)."""
+    mod, why = load_official()
+    if mod is None:
+        logger.warning("Exp IV: official byte-sampler arm skipped: %s", why)
         return None
     off = OfficialGreedy(lm.model, tok)
     off.generate(other[-64:], 4)   # its per-tokenizer caches, on other text (ours were warmed the same way)
-    tcs, ratios, same, ms_off = [], [], [], []
+    tcs, ratios, same, ms_ours, ms_off, first = [], [], [], [], [], []
     for prompt in prompts:
         n, ours_out, _ = _whole_chars(lm, prompt, gen_bytes)
-        same.append(off.generate(prompt, n) == ours_out)
+        off_out = off.generate(prompt, n)
+        same.append(off_out == ours_out)
         tc = compare_times(_restored(lm, snap, lambda p=prompt, n=n: lm.generate(p, n, greedy=True)),
                            lambda p=prompt, n=n: off.generate(p, n), repeats=repeats, warmup=1, clock="cpu")
+        t1 = compare_times(_restored(lm, snap, lambda p=prompt: lm.generate(p, 1, greedy=True)),
+                           lambda p=prompt: off.generate(p, 1), repeats=repeats, warmup=1, clock="cpu")
         tcs.append(tc)
         ratios.append(tc.ratio)
-        ms_off.append(1e3 * float(np.median(tc.baseline)) / max(1, len(ours_out)))
-    measured, paired, over = _over_prompts(ratios, tcs[0].ratios, 1.0)
+        first.append(t1.ratio)
+        ms_ours.append(1e3 * float(np.median(tc.method)) / max(1, len(ours_out)))
+        ms_off.append(1e3 * float(np.median(tc.baseline)) / max(1, len(off_out)))
+    kept = [k for k, s in enumerate(same) if s]
+    if kept:
+        measured, paired, over = _over_prompts([ratios[k] for k in kept], tcs[kept[0]].ratios, 1.0)
+    else:
+        measured, paired, over = math.nan, [], "no prompt (every prompt's greedy bytes differ)"
     ctl = _pooled_control(tcs)
     m = {"official_ratio": measured, "official_timing_control": ctl, "official_same_bytes": float(np.mean(same)),
-         "official_ms_per_byte": float(np.mean(ms_off)), "official_setup_s": off.setup_s}
+         "official_ms_per_byte": float(np.mean(ms_off)), "official_ours_ms_per_byte": float(np.mean(ms_ours)),
+         "official_first_byte_ratio": float(np.mean(first)), "official_setup_s": off.setup_s}
     m.update({f"official_ratio_p{i}": x for i, x in enumerate(ratios)})
-    cols = {"official ms/byte": round(float(np.mean(ms_off)), 2), "ours / official": round(measured, 2),
+    cols = {"ours ms/byte (vs official)": round(float(np.mean(ms_ours)), 2),
+            "official ms/byte": round(float(np.mean(ms_off)), 2), "ours / official": round(measured, 2),
+            "ours / official, 1 byte": round(float(np.mean(first)), 2),
             "official same-work control": round(ctl, 3),
             "same greedy bytes as official": f"{sum(same)}/{len(same)} prompts"}
+    on = "" if name == "d128-2L" else f" (random {name} Llama)"
     claim = Claim(
-        f"With a GPT-2-regex tokenizer of V = {V} tokens byte-by-byte generation is at least as fast as the official "
-        "byte-sampler on identical inputs", measured, "<=", 1.0, bar=True, paired=paired, timing_control=ctl,
-        timing_tolerance=tcs[0].tolerance,
+        f"With a GPT-2-regex tokenizer of V = {V} tokens byte-by-byte generation of {gen_bytes} bytes is at least as "
+        f"fast as the official byte-sampler on identical inputs{on}", measured, "<=", 1.0, bar=True, paired=paired,
+        timing_control=ctl, timing_tolerance=tcs[0].tolerance,
         baseline="the official byte-sampler (SewoongLab/byte-sampler, do_gc=False), same model, tokenizer, prompts "
                  "and number of greedy bytes",
         metric="our CPU time / the official sampler's CPU time for the same greedy bytes (median of interleaved "
-               "repeats per prompt" + (", mean over prompts)" if len(prompts) > 1 else ")"),
+               "repeats per prompt" + (", mean over the prompts whose bytes agree)" if len(prompts) > 1 else ")"),
         paper="issue 34's goal (at least as fast as the official byte-sampler at every V where both run)",
-        falsifier=f"our greedy byte-by-byte generation takes more CPU time than the official sampler's at V = {V}",
+        falsifier=f"our greedy byte-by-byte generation of {gen_bytes} bytes after a 64-byte prompt takes more CPU "
+                  f"time than the official sampler's at V = {V}",
         control_arm="none: a speed ratio against the same-run official sampler; the same-work control (the official "
                     "sampler timed twice, pooled over prompts) guards the timing",
-        note=f"interval over {over}; same greedy bytes on {sum(same)}/{len(same)} prompts; official set-up "
+        note=f"interval over {over}; same greedy bytes on {sum(same)}/{len(same)} prompts (the others are left out); "
+             f"one byte after the prompt (prompt intake): ours / official {np.mean(first):.2f}; official set-up "
              f"{off.setup_s:.2f} s CPU (not timed); per prompt " + " / ".join(f"{r:.2f}" for r in ratios))
     return claim, cols, m
 
