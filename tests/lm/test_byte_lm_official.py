@@ -88,8 +88,9 @@ def test_the_official_claim_is_decided_by_the_measured_ratio(monkeypatch, cost, 
     monkeypatch.setattr(rp, "OfficialGreedy", lambda model, tokenizer: _FakeOfficial(lm, snap, cost))
     texts = [t.encode() for t in corpus_texts("heldout")]
     prompts = [texts[0][200:264], texts[1][300:364], texts[2][100:164]]
-    claim, cols, m = rp._official_row(lm, snap, tok, "d128-2L", 1024, prompts, 4, 3, texts[3][:300])
+    (claim, intake), cols, m = rp._official_row(lm, snap, tok, "d128-2L", 1024, prompts, 4, 3, texts[3][:300])
     assert claim.verdict == verdict, (claim.measured, claim.paired, claim.reason)
+    assert intake.verdict == verdict, (intake.measured, intake.paired, intake.reason)
     assert m["official_same_bytes"] == 1.0 and cols["same greedy bytes as official"] == "3/3 prompts"
     assert (claim.measured < 1) == (cost > 1)
 
