@@ -24,7 +24,7 @@ from icml26.harness import validate as v
 from icml26.testbeds.cache import load_cached
 from icml26.testbeds.causal_lm import TokenizerConfig, encode_split, load_tokenizer
 from icml26.testbeds.progress import BuildProgress, build_phase
-from icml26.testbeds.training import train_steps
+from icml26.testbeds.training import pinned_training, train_steps
 
 from .moe import convert_hf_moe
 
@@ -118,7 +118,9 @@ def build_moe_lm(cfg: MoELMConfig, vocab_size: int):
 
 
 def train_moe_lm(cfg: MoELMConfig, tokenizer, out_dir: Path | None = None):
-    """Train for ``cfg.steps`` steps on the train split: cross-entropy + aux_loss_coef * load-balance loss."""
+    """Train for ``cfg.steps`` steps on the train split: cross-entropy + aux_loss_coef * load-balance loss, on one
+    thread with deterministic algorithms (``pinned_training(1)``), so the weights do not depend on the builder's
+    thread count."""
     model = build_moe_lm(cfg, len(tokenizer))
     with build_phase(log, cfg.name, f"tokenizing {cfg.train_bytes / 1e6:.1f} MB of training text for {cfg.name}"):
         data = encode_split(tokenizer, "train", cfg.train_bytes)
@@ -135,7 +137,9 @@ def train_moe_lm(cfg: MoELMConfig, tokenizer, out_dir: Path | None = None):
         ce = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), batch[:, 1:].flatten())
         return ce + cfg.aux_loss_coef * out.aux_loss
 
-    with BuildProgress(log, cfg.name, cfg.steps) as progress:
+    # one thread, deterministic algorithms: the same weights whoever builds it (A09's standard table once moved when
+    # the testbeds were rebuilt on another machine, e.g. threshold dropping's loss increase 0.0047 -> 0.0100)
+    with pinned_training(1), BuildProgress(log, cfg.name, cfg.steps) as progress:
         train_steps(model, opt, sched, cfg.steps, batch_loss, progress)
     model.eval()
     if out_dir is not None:
