@@ -198,15 +198,17 @@ def sft_batch(n: int, guide_frac: float, g: torch.Generator) -> tuple[Tensor, Te
 
 
 def train_sft(cfg: SFTConfig):
-    """Stage 0 from scratch (deterministic in ``cfg.seed``)."""
+    """Stage 0 from scratch (deterministic in ``cfg.seed``: one thread, deterministic algorithms, so the cached
+    policy does not depend on the builder's thread count)."""
     from icml26.testbeds.grpo import token_logprobs
+    from icml26.testbeds.training import pinned_training
 
     model = build_policy(cfg)
     g = torch.Generator().manual_seed(cfg.seed + 1)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.1)
     model.train()
-    with BuildProgress(log, "herl-sft", cfg.steps) as prog:
+    with pinned_training(1), BuildProgress(log, "herl-sft", cfg.steps) as prog:
         for step in range(cfg.steps):
             ids, attn, lm = sft_batch(cfg.batch, cfg.guide_frac, g)
             loss = -(token_logprobs(model, ids, attn) * lm).sum() / lm.sum()

@@ -190,9 +190,12 @@ def trained_score_model(name: str, data: torch.Tensor, kwargs: dict, gamma_min: 
               "seed": seed, "n": len(data), "data_sum": round(float(data.sum()), 6)}
 
     def build(folder):
+        from icml26.testbeds.training import pinned_training
+
         torch.manual_seed(seed)
         model = ScoreMLP(**kwargs)
-        losses = train_dsm(model, data, gamma_min, gamma_max, steps=steps, batch_size=256, seed=seed)
+        with pinned_training(1):   # the cached weights do not depend on the builder's thread count
+            losses = train_dsm(model, data, gamma_min, gamma_max, steps=steps, batch_size=256, seed=seed)
         torch.save(model.state_dict(), folder / "model.pt")
         (folder / "losses.json").write_text(json.dumps(losses))
 
