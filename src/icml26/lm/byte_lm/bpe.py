@@ -12,6 +12,10 @@ the right child of r_i in a's merge tree) and the leftmost symbol of the right s
 l_0 = b > l_1 > ... . Symbol r_i is present during ranks (rank(r_i), rank(r_{i-1})) and l_j during
 (rank(l_j), rank(l_{j-1})] (a tie with a merge inside b goes to the crossing pair, which lies further left).
 The pair is invalid iff some merge m = (r_i, l_j) has its rank inside both windows.
+
+No V x V table is built (issue 34: at V = 64k a bool table is 4 GB): ``PairValidity`` answers a whole row
+valid(a, .) (or the start row) and single pairs on demand from ``pcmask.MergeValidity`` (the same spine windows
+with array operations, the rows the regex path uses), caching rows up to about 128 MB.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from typing import Sequence
 
 import numpy as np
 
+from .pcmask import MergeValidity
 from .pretok import GPT2_PATTERN, Pretokenizer
 
-__all__ = ["ByteBPE", "PCState", "bytes_to_unicode", "is_valid_pair", "is_canonical", "validity_table"]
+__all__ = ["ByteBPE", "PCState", "PairValidity", "bytes_to_unicode", "is_valid_pair", "is_canonical",
+           "validity_table"]
 
 _EOS_NAMES = ("<eos>", "</s>", "<|endoftext|>", "<|end_of_text|>", "<|im_end|>", "<|eot_id|>")
 NO_MERGE = -1          # rank of a single-byte token: present from the start
@@ -76,8 +82,9 @@ class ByteBPE:
         order: byte-token ids sorted lexicographically by their bytes (tokens sharing a prefix are contiguous).
         byte_at: ``byte_at[k, d]`` = byte ``d`` of token ``order[k]``, or -1 past its end (shape [n, max_len + 1],
             int16, a column-major view: ``byte_at[lo:hi, d]`` is contiguous).
-        valid: ``valid[a, b]`` for a, b in 0..V-1, plus a start row ``valid[V]`` (tokens allowed first); ``None``
-            with a regex pre-tokenizer.
+        valid: a ``PairValidity`` (on demand, no V x V array): ``valid[a]`` the bool [V] row of a in 0..V-1, the
+            start row ``valid[V]`` (tokens allowed first), ``valid[a, b]`` one pair; ``None`` with a regex
+            pre-tokenizer.
         pretok: the ``Pretokenizer`` (regex, per-pre-token BPE, prefix-canonicity), or ``None``.
     """
 
@@ -147,7 +154,11 @@ class ByteBPE:
         self.added = added
         if pattern is None:
             self.pretok = None
-            self.valid = self._validity_from_merges()
+            byte_ids = sorted(self.token_id.values())
+            mv = MergeValidity(self.token_bytes, self.merges, lambda b: tuple(self.encode(b)), byte_ids,
+                               row_cap=max(64, 2**27 // self.vocab_size))
+            self.valid = PairValidity(mv, self.start_row)
+            self.reachable = mv.reach
         else:  # canonicity factorises over pre-tokens (pretok.py); no pairwise table
             plain = None
             if spec["model"].get("ignore_merges"):
@@ -206,50 +217,6 @@ class ByteBPE:
 
     # validity
 
-    def _validity_from_merges(self) -> np.ndarray:
-        V = self.vocab_size
-        rank = np.full(V, NO_MERGE, dtype=np.int64)
-        children: dict[int, tuple[int, int]] = {}
-        for r, (a, b, c) in enumerate(self.merges):
-            if rank[c] == NO_MERGE and c not in children:  # first (lowest-rank) merge producing c wins
-                rank[c] = r
-                children[c] = (a, b)
-        by_left: dict[int, list[tuple[int, int]]] = {}
-        for r, (a, b, _) in enumerate(self.merges):
-            by_left.setdefault(a, []).append((r, b))
-        left_windows: dict[int, list[int]] = {}   # merge rank -> left tokens whose right spine admits it
-        right_spans: dict[int, list[tuple[int, int, int]]] = {}  # symbol -> (lo, hi, token) on left spines
-        byte_tokens = [i for i, b in enumerate(self.token_bytes) if b is not None]
-        for t in byte_tokens:
-            node, upper = t, NEVER
-            while True:  # right spine of t
-                for r, y in by_left.get(node, ()):
-                    if rank[node] < r < upper:
-                        left_windows.setdefault(r, []).append(t)
-                if node not in children:
-                    break
-                upper, node = rank[node], children[node][1]
-            node, upper = t, NEVER
-            while True:  # left spine of t
-                right_spans.setdefault(node, []).append((int(rank[node]), int(upper), t))
-                if node not in children:
-                    break
-                upper, node = rank[node], children[node][0]
-        invalid = np.zeros((V, V), dtype=bool)
-        for r, lefts in left_windows.items():
-            y = self.merges[r][1]
-            rights = [t for lo, hi, t in right_spans.get(y, ()) if lo < r <= hi]
-            if rights:
-                invalid[np.ix_(lefts, rights)] = True
-        reachable = np.zeros(V, dtype=bool)
-        for t in byte_tokens:
-            reachable[t] = self.encode(self.token_bytes[t]) == [t]
-        self.reachable = reachable
-        valid = np.zeros((V + 1, V), dtype=bool)
-        valid[:V] = ~invalid & reachable[:, None] & reachable[None, :]
-        valid[V] = reachable
-        return valid
-
     def pretok_state(self, suffix: tuple) -> "PCState":
         """Shared prefix-canonicity state of token ids ``suffix`` after a stable cut (regex pre-tokenizers only;
         cached): ``state.range(lo, hi)`` decides the tokens ``order[lo:hi]``, ``state.full()`` all V, and
@@ -306,7 +273,57 @@ class ByteBPE:
             return False
         if self.pretok is not None:
             return self.pretok.canonical(ids, self.decode(ids))
-        return bool(self.valid[self.start_row, ids[0]] and all(self.valid[a, b] for a, b in zip(ids, ids[1:])))
+        valid = self.valid
+        return bool(valid.pair(self.start_row, ids[0]) and all(valid.pair(a, b) for a, b in zip(ids, ids[1:])))
+
+
+class PairValidity:
+    """The pair-validity table of a pure byte-level BPE, answered on demand with no V x V array [B11].
+
+    ``valid[a]`` (or ``row(a)``): bool [V] (read-only), valid(a, b) for every b, for a token id a in 0..V-1 (all
+    False for special and unreachable tokens) or the start row a = V (the reachable tokens, allowed first);
+    ``valid[a, b]`` (or ``pair(a, b)``): one bool. Rows are computed from the merge list by
+    ``pcmask.MergeValidity`` (about 0.2 ms each at V = 32k) and cached; ``dense()`` stacks all V + 1 rows (small V only).
+    """
+
+    __slots__ = ("mv", "start_row", "shape")
+
+    def __init__(self, mv: MergeValidity, start_row: int) -> None:
+        self.mv, self.start_row = mv, int(start_row)
+        self.shape = (mv.V + 1, mv.V)
+        mv.reach.flags.writeable = False
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _index(self, a) -> int:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"validity rows are indexed by an int token id (or the start row), got {a!r}")
+        a = int(a)
+        if not 0 <= a <= self.start_row:
+            raise IndexError(f"row {a} is out of range 0..{self.start_row} (the start row is {self.start_row})")
+        return a
+
+    def row(self, a: int) -> np.ndarray:
+        a = self._index(a)
+        return self.mv.reach if a == self.start_row else self.mv.row(a)
+
+    def pair(self, a: int, b: int) -> bool:
+        b = self._index(b)
+        if b == self.start_row:
+            raise IndexError(f"column {b} is out of range 0..{self.start_row - 1}")
+        return bool(self.row(a)[b])
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            if len(key) != 2:
+                raise IndexError(f"index valid[a] or valid[a, b], got {len(key)} indices")
+            return self.pair(*key)
+        return self.row(key)
+
+    def dense(self) -> np.ndarray:
+        """bool [V + 1, V]: every row (O(V^2) memory: for small vocabularies and tests)."""
+        return np.stack([self.row(a) for a in range(self.shape[0])])
 
 
 class PCState:
@@ -399,6 +416,52 @@ def _check_byte_bpe(spec: dict) -> str | None:
     return pattern
 
 
+def _dense_validity(bpe: ByteBPE) -> np.ndarray:
+    """The dense bool [V + 1, V] table (rows 0..V-1 and the start row V) from the merge list, as ``ByteBPE`` built
+    it before ``PairValidity`` (O(V^2) memory; kept as the reference the on-demand rows are tested against)."""
+    V = bpe.vocab_size
+    rank = np.full(V, NO_MERGE, dtype=np.int64)
+    children: dict[int, tuple[int, int]] = {}
+    for r, (a, b, c) in enumerate(bpe.merges):
+        if rank[c] == NO_MERGE and c not in children:  # first (lowest-rank) merge producing c wins
+            rank[c] = r
+            children[c] = (a, b)
+    by_left: dict[int, list[tuple[int, int]]] = {}
+    for r, (a, b, _) in enumerate(bpe.merges):
+        by_left.setdefault(a, []).append((r, b))
+    left_windows: dict[int, list[int]] = {}   # merge rank -> left tokens whose right spine admits it
+    right_spans: dict[int, list[tuple[int, int, int]]] = {}  # symbol -> (lo, hi, token) on left spines
+    byte_tokens = [i for i, b in enumerate(bpe.token_bytes) if b is not None]
+    for t in byte_tokens:
+        node, upper = t, NEVER
+        while True:  # right spine of t
+            for r, y in by_left.get(node, ()):
+                if rank[node] < r < upper:
+                    left_windows.setdefault(r, []).append(t)
+            if node not in children:
+                break
+            upper, node = rank[node], children[node][1]
+        node, upper = t, NEVER
+        while True:  # left spine of t
+            right_spans.setdefault(node, []).append((int(rank[node]), int(upper), t))
+            if node not in children:
+                break
+            upper, node = rank[node], children[node][0]
+    invalid = np.zeros((V, V), dtype=bool)
+    for r, lefts in left_windows.items():
+        y = bpe.merges[r][1]
+        rights = [t for lo, hi, t in right_spans.get(y, ()) if lo < r <= hi]
+        if rights:
+            invalid[np.ix_(lefts, rights)] = True
+    reachable = np.zeros(V, dtype=bool)
+    for t in byte_tokens:
+        reachable[t] = bpe.encode(bpe.token_bytes[t]) == [t]
+    valid = np.zeros((V + 1, V), dtype=bool)
+    valid[:V] = ~invalid & reachable[:, None] & reachable[None, :]
+    valid[V] = reachable
+    return valid
+
+
 # plain functions (the definitions, by encoding)
 
 def is_valid_pair(tokenizer, a: int, b: int) -> bool:
@@ -426,7 +489,8 @@ def is_canonical(tokenizer, ids: Sequence[int]) -> bool:
 
 
 def validity_table(tokenizer, method: str = "merges") -> np.ndarray:
-    """[V, V] boolean table of valid pairs, from the merge list (fast) or by encoding every pair (reference)."""
+    """[V, V] boolean table of valid pairs, from the merge list (the on-demand rows of ``ByteBPE.valid``,
+    stacked) or by encoding every pair (reference). O(V^2) memory: for small vocabularies."""
     if method not in ("merges", "encode"):
         raise ValueError(f"method must be 'merges' or 'encode', got {method!r}")
     bpe = tokenizer if isinstance(tokenizer, ByteBPE) else ByteBPE(tokenizer)
@@ -435,7 +499,7 @@ def validity_table(tokenizer, method: str = "merges") -> np.ndarray:
         raise ValueError("with a regex pre-tokenizer canonicity is not pairwise; use is_canonical / "
                          "ByteBPE.pretok.prefix_canonical")
     if method == "merges":
-        return bpe.valid[:V].copy()
+        return np.stack([bpe.valid.row(a) for a in range(V)])
     if method != "encode":
         raise ValueError(f"unknown method {method!r}; use 'merges' or 'encode'")
     backend = getattr(bpe.tokenizer, "backend_tokenizer", bpe.tokenizer)

@@ -321,13 +321,11 @@ class ByteLevelLM(ByteModel):
         # transformers >= 5.2x names the KV cache argument `cache`; older versions `past_key_values`
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
-        # allowed[prev row] = valid next byte tokens + EOS, as an additive float64 mask over V tokens
-        # (pairwise tokenizers; with a regex pre-tokenizer every tree node carries its own mask)
+        # mask[prev row] = valid next byte tokens + EOS, as an additive float64 mask over V tokens, built per row on
+        # demand (pairwise tokenizers; with a regex pre-tokenizer every tree node carries its own mask)
         self.pretok = self.bpe.pretok is not None
         if not self.pretok:
-            allowed = self.bpe.valid.copy()
-            allowed[:, self.bpe.eos_id] = True
-            self.mask = torch.from_numpy(np.where(allowed, 0.0, -math.inf))
+            self.mask = _PairMasks(self.bpe)
         self.order = torch.from_numpy(self.bpe.order)
         self.order_np = np.ascontiguousarray(self.bpe.order, dtype=np.int64)
         self.byte_at = torch.from_numpy(self.bpe.byte_at)
@@ -525,6 +523,37 @@ def canonical_token_logprob(lm: ByteLevelLM, text: bytes | str, add_eos: bool = 
     else:
         lp = torch.log_softmax(logits.to("cpu", torch.float64), dim=-1)
     return float(lp[torch.arange(len(ids)), torch.tensor(ids)].sum())
+
+
+class _PairMasks:
+    """Additive next-token masks of a pairwise tokenizer [B11]: ``masks[a]`` = float64 [V], 0 where
+    ``bpe.valid[a]`` or at EOS, -inf elsewhere (a = a token id or the start row); ``masks[[a, ...]]`` stacks them
+    ([n, V]). Built from the on-demand validity rows and cached (about 128 MB of rows at most), so no
+    [V + 1, V] array exists (32 GB at V = 64k). Rows are shared: do not modify them in place."""
+
+    __slots__ = ("valid", "eos", "V", "cap", "_rows")
+
+    def __init__(self, bpe: ByteBPE) -> None:
+        self.valid, self.eos, self.V = bpe.valid, bpe.eos_id, bpe.vocab_size
+        self.cap = max(64, 2**27 // (8 * self.V))
+        self._rows: dict[int, torch.Tensor] = {}
+
+    def row(self, a: int) -> torch.Tensor:
+        m = self._rows.get(a)
+        if m is None:
+            m = torch.from_numpy(np.where(self.valid.row(a), 0.0, -math.inf))
+            m[self.eos] = 0.0
+            if len(self._rows) >= self.cap:
+                self._rows.clear()
+            self._rows[a] = m
+        return m
+
+    def __getitem__(self, key) -> torch.Tensor:
+        if isinstance(key, (list, tuple)):
+            if not key:
+                return torch.zeros((0, self.V), dtype=torch.float64)
+            return torch.stack([self.row(int(a)) for a in key])
+        return self.row(int(key))
 
 
 class _ModelStream:
@@ -787,7 +816,7 @@ class ByteStream(_ModelStream, StreamingBPETree):
         return torch.isfinite(self.lm.mask[u.last][self.lm.order[lo:hi]])
 
     def _allowed_first(self, u, token: int) -> bool:
-        return bool(self.lm.bpe.valid[u.last][token])
+        return self.lm.bpe.valid.pair(u.last, token)
 
     def _eos_ok(self, u) -> bool:
         return bool(torch.isfinite(self.lm.mask[u.last][self.lm.bpe.eos_id]))

@@ -107,11 +107,14 @@ def _gather(ptr: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class MergeValidity:
     """Rows and columns of the merge-BPE pair-validity table, valid(a, b) <=> bpe(bytes(a) || bytes(b)) = [a, b],
     computed on demand from the merge list with array operations (no V x V table; see ``bpe.py`` for the spine
-    windows). ``plain_encode(bytes) -> tuple of ids`` is the merge BPE (reachability: bpe(bytes(t)) = [t])."""
+    windows). ``plain_encode(bytes) -> tuple of ids`` is the merge BPE (reachability: bpe(bytes(t)) = [t]).
+    ``row_cap``: rows kept in the row cache (cleared when full); the pure-BPE path (``bpe.PairValidity``) bounds it
+    by memory, about 128 MB of rows."""
 
-    def __init__(self, token_bytes: list, merges: list, plain_encode, byte_ids: list) -> None:
+    def __init__(self, token_bytes: list, merges: list, plain_encode, byte_ids: list, row_cap: int = 4096) -> None:
         V = len(token_bytes)
         self.V = V
+        self.row_cap = int(row_cap)
         rank = np.full(V, NO_MERGE, dtype=np.int64)
         left = np.full(V, -1, dtype=np.int64)
         right = np.full(V, -1, dtype=np.int64)
@@ -184,7 +187,7 @@ class MergeValidity:
             r = R[own]
             out[etok[idx[(elo[idx] < r) & (r <= ehi[idx])]]] = False
         out.flags.writeable = False
-        if len(self._rows) > 4096:
+        if len(self._rows) > self.row_cap:
             self._rows.clear()
         self._rows[a] = out
         return out
