@@ -32,7 +32,7 @@ from icml26.harness import validate as check
 from icml26.testbeds.cache import load_cached
 from icml26.testbeds.digits import digits_tensors
 from icml26.testbeds.progress import BuildProgress
-from icml26.testbeds.training import train_steps
+from icml26.testbeds.training import pinned_training, train_steps
 
 from .task import N_CLASSES, TEXT_LEN, VOCAB, corrupt_images, make_texts, split_indices
 
@@ -201,7 +201,8 @@ def train_toy_model(cfg: ToyConfig) -> tuple[ToyMultimodalClassifier, float]:
         img, txt, di, dt, y = modality_batch(idx, X, Y, cfg, gen)
         return F.cross_entropy(model(img, txt, di, dt), y)
 
-    with BuildProgress(log, f"modality-following toy (seed {cfg.seed})", total=cfg.steps) as progress:
+    # one thread, deterministic algorithms: the cached toy does not depend on the builder's thread count
+    with pinned_training(1), BuildProgress(log, f"modality-following toy (seed {cfg.seed})", total=cfg.steps) as progress:
         train_steps(model, opt, sched, cfg.steps, batch_loss, progress)
     model.eval()
     vgen = torch.Generator().manual_seed(12345)
