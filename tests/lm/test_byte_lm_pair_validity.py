@@ -189,3 +189,16 @@ def test_32k_rows_equal_the_encode_definition(lm32k):
         ref = [bpe.encode(bpe.token_bytes[a] + bpe.token_bytes[v]) == [a, v] for v in ids]
         assert np.array_equal(row[ids], ref), a
         assert 0 < row.sum() < len(ids)
+
+
+def test_pair_masks_refuse_keys_the_dense_array_answered_differently():
+    """Review of the on-demand masks: mask[a, b] was one element of the dense array, mask[2.7] / mask[True] are not
+    rows; both must raise instead of returning something else."""
+    from icml26.lm.byte_lm.lm import _PairMasks
+
+    bpe = ByteBPE(load_tokenizer(TokenizerConfig(vocab_size=512)))
+    masks = _PairMasks(bpe)
+    assert masks[3].shape == (bpe.vocab_size,) and masks[[3, bpe.start_row]].shape == (2, bpe.vocab_size)
+    for bad, err in (((3, 4), TypeError), (2.7, TypeError), (True, TypeError), (bpe.start_row + 1, IndexError)):
+        with pytest.raises(err):
+            masks[bad]

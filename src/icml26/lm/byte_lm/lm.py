@@ -529,7 +529,8 @@ class _PairMasks:
     """Additive next-token masks of a pairwise tokenizer [B11]: ``masks[a]`` = float64 [V], 0 where
     ``bpe.valid[a]`` or at EOS, -inf elsewhere (a = a token id or the start row); ``masks[[a, ...]]`` stacks them
     ([n, V]). Built from the on-demand validity rows and cached (about 128 MB of rows at most), so no
-    [V + 1, V] array exists (32 GB at V = 64k). Rows are shared: do not modify them in place."""
+    [V + 1, V] array exists (32 GB at V = 64k). Rows are shared and cached: every caller in this module reads them
+    (``z + mask``, fancy-index copies, ``isfinite``, ``stack``); none may modify one in place."""
 
     __slots__ = ("valid", "eos", "V", "cap", "_rows")
 
@@ -539,6 +540,7 @@ class _PairMasks:
         self._rows: dict[int, torch.Tensor] = {}
 
     def row(self, a: int) -> torch.Tensor:
+        a = self.valid._index(a)   # an int token id or the start row; anything else raises (bools, floats, arrays)
         m = self._rows.get(a)
         if m is None:
             m = torch.from_numpy(np.where(self.valid.row(a), 0.0, -math.inf))
@@ -549,11 +551,13 @@ class _PairMasks:
         return m
 
     def __getitem__(self, key) -> torch.Tensor:
-        if isinstance(key, (list, tuple)):
+        if isinstance(key, tuple):   # the dense [V + 1, V] array answered mask[a, b] with one element
+            raise TypeError("index rows with masks[a] or masks[[a, ...]]; for one pair use masks[a][b]")
+        if isinstance(key, list):
             if not key:
                 return torch.zeros((0, self.V), dtype=torch.float64)
-            return torch.stack([self.row(int(a)) for a in key])
-        return self.row(int(key))
+            return torch.stack([self.row(a) for a in key])
+        return self.row(key)
 
 
 class _ModelStream:
