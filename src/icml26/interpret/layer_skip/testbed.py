@@ -37,7 +37,7 @@ from icml26.harness import validate as v
 from icml26.testbeds.cache import load_cached
 from icml26.testbeds.digits import digits_tensors, shuffled_indices
 from icml26.testbeds.progress import BuildProgress
-from icml26.testbeds.training import train_steps
+from icml26.testbeds.training import pinned_training, train_steps
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,8 @@ def train_tiny_vlm(cfg: TinyVLMConfig, folder: Path | None = None) -> TinyVLM:
         logits = model(tr.patches[idx], tr.input_ids[idx])[:, -1]
         return F.cross_entropy(logits, tr.answer[idx])
 
-    with BuildProgress(log, cfg.name, cfg.steps) as progress:
+    # one thread, deterministic algorithms: the cached VLM does not depend on the builder's thread count
+    with pinned_training(1), BuildProgress(log, cfg.name, cfg.steps) as progress:
         train_steps(model, opt, sched, cfg.steps, batch_loss, progress)
     model.eval()
     if folder is not None:
