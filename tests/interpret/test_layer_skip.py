@@ -597,17 +597,9 @@ def test_reproduce_retrains_the_model_per_seed(monkeypatch):
     assert seen == [3, 4]
 
 
-def test_vlm_trains_on_one_thread_with_deterministic_algorithms(monkeypatch):
+def test_vlm_trains_on_one_thread_with_deterministic_algorithms(threads_during_training):
     """The cached VLMs must not depend on the builder's thread count: training runs inside pinned_training(1)."""
     import icml26.interpret.layer_skip.testbed as tb
 
-    seen = []
-    monkeypatch.setattr(tb, "train_steps", lambda *a, **k: seen.append(
-        (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())))
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        tb.train_tiny_vlm(replace(tb.VLM_QUICK, steps=1))
-        assert seen == [(1, True)] and torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+    seen, after = threads_during_training(tb, lambda: tb.train_tiny_vlm(replace(tb.VLM_QUICK, steps=1)))
+    assert seen == [(1, True)] and after == 2

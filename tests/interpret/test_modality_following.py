@@ -560,21 +560,12 @@ def test_bad_inputs_raise(fn, kwargs, error, fragment):
         fn(**kwargs)
 
 
-def test_toy_trains_on_one_thread_with_deterministic_algorithms(monkeypatch):
+def test_toy_trains_on_one_thread_with_deterministic_algorithms(threads_during_training):
     """The cached toy must not depend on the builder's thread count: training runs inside pinned_training(1)."""
     from dataclasses import replace
 
-    import torch
-
     import icml26.interpret.modality_following.model as mf
 
-    seen = []
-    monkeypatch.setattr(mf, "train_steps", lambda *a, **k: seen.append(
-        (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())))
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        mf.train_toy_model(replace(mf.ToyConfig(n_layers=2, steps=1), seed=0))
-        assert seen == [(1, True)] and torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+    seen, after = threads_during_training(mf, lambda: mf.train_toy_model(replace(mf.ToyConfig(n_layers=2, steps=1),
+                                                                                seed=0)))
+    assert seen == [(1, True)] and after == 2

@@ -109,7 +109,7 @@ def test_gradients_flow_and_determinism():
     torch.testing.assert_close(a(X), b(X), atol=0, rtol=0)
 
 
-def test_testbed_trains_on_one_thread_with_deterministic_algorithms(monkeypatch):
+def test_testbed_trains_on_one_thread_with_deterministic_algorithms(threads_during_training):
     """The cached testbeds once came out different when rebuilt on another machine (A09's table moved): training
     runs inside pinned_training(1), whatever thread count the builder has."""
     from dataclasses import replace
@@ -117,17 +117,9 @@ def test_testbed_trains_on_one_thread_with_deterministic_algorithms(monkeypatch)
     import icml26.lm.moe_sparsity.testbed as tb
     from icml26.testbeds.causal_lm import load_tokenizer
 
-    seen = []
-    monkeypatch.setattr(tb, "train_steps", lambda *a, **k: seen.append(
-        (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())))
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        cfg = replace(tb.MOE_2L, steps=1, train_bytes=100_000)
-        tb.train_moe_lm(cfg, load_tokenizer(cfg.tokenizer))
-        assert seen == [(1, True)] and torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+    cfg = replace(tb.MOE_2L, steps=1, train_bytes=100_000)
+    seen, after = threads_during_training(tb, lambda: tb.train_moe_lm(cfg, load_tokenizer(cfg.tokenizer)))
+    assert seen == [(1, True)] and after == 2
 
 
 # thresholds
