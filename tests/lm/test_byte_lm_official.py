@@ -73,10 +73,13 @@ class _FakeOfficial:
         return out
 
 
-@pytest.mark.parametrize("cost, verdict", [(4.0, "holds"), (0.2, "does not hold")])
-def test_the_official_claim_is_decided_by_the_measured_ratio(monkeypatch, cost, verdict):
-    """With a fake official sampler that costs 4x (0.2x) ours on the same bytes, the claim holds (does not hold):
-    method and baseline are not swapped and the ratio is ours / official."""
+@pytest.mark.parametrize("cost, verdict, opposite", [(5.0, "holds", "does not hold"),
+                                                      (0.1, "does not hold", "holds")])
+def test_the_official_claim_is_decided_by_the_measured_ratio(monkeypatch, cost, verdict, opposite):
+    """With a fake official sampler that costs 5x (0.1x) ours on the same bytes, both claims' ratios land on the
+    right side of 1 by a wide margin and never get the opposite verdict: method and baseline are not swapped and the
+    ratio is ours / official. (Whether 4 prompts' interval excludes 1 depends on the machine's load, so an
+    inconclusive verdict is allowed; the harness's interval rule has its own tests.)"""
     from icml26.lm.byte_lm import ByteLevelLM
     from icml26.lm.byte_lm import reproduce as rp
     from icml26.testbeds.production_tokenizers import production_tokenizer, random_llama
@@ -87,12 +90,12 @@ def test_the_official_claim_is_decided_by_the_measured_ratio(monkeypatch, cost, 
     snap = rp._snapshot(lm)
     monkeypatch.setattr(rp, "OfficialGreedy", lambda model, tokenizer: _FakeOfficial(lm, snap, cost))
     texts = [t.encode() for t in corpus_texts("heldout")]
-    prompts = [texts[0][200:264], texts[1][300:364], texts[2][100:164]]
+    prompts = [texts[0][200:264], texts[1][300:364], texts[2][100:164], texts[4][100:164]]
     (claim, intake), cols, m = rp._official_row(lm, snap, tok, "d128-2L", 1024, prompts, 4, 3, texts[3][:300])
-    assert claim.verdict == verdict, (claim.measured, claim.paired, claim.reason)
-    assert intake.verdict == verdict, (intake.measured, intake.paired, intake.reason)
-    assert m["official_same_bytes"] == 1.0 and cols["same greedy bytes as official"] == "3/3 prompts"
-    assert (claim.measured < 1) == (cost > 1)
+    for c in (claim, intake):
+        assert c.verdict in (verdict, "inconclusive") and c.verdict != opposite, (c.measured, c.paired, c.reason)
+        assert (c.measured < 0.6) if cost > 1 else (c.measured > 2.0), (c.measured, c.paired)
+    assert m["official_same_bytes"] == 1.0 and cols["same greedy bytes as official"] == "4/4 prompts"
 
 
 def test_official_greedy_refuses_bad_input(monkeypatch):
