@@ -480,6 +480,15 @@ def _growth(lb: ByteLevelLM, ls: ByteLevelLM, snap_b: dict, snap_s: dict, name: 
     return claim, m
 
 
+def _over_agreeing_prompts(ratios: list[float], tcs, same: list[bool]) -> tuple[float, list[float], str]:
+    """``_over_prompts`` against parity (1.0) over the prompts on which both samplers produced the same bytes (the
+    others are different work); not finite when no prompt agrees."""
+    kept = [k for k, s in enumerate(same) if s]
+    if not kept:
+        return math.nan, [], "no prompt (every prompt's greedy bytes differ)"
+    return _over_prompts([ratios[k] for k in kept], tcs[kept[0]].ratios, 1.0)
+
+
 def _official_row(lm: ByteLevelLM, snap: dict, tok, name: str, V: int, prompts: list[bytes], gen_bytes: int,
                   repeats: int, other: bytes):
     """Ours against the official byte-sampler (``OfficialGreedy``) on the same model, tokenizer and prompts: greedy
@@ -513,17 +522,9 @@ def _official_row(lm: ByteLevelLM, snap: dict, tok, name: str, V: int, prompts: 
         first.append(t1.ratio)
         ms_ours.append(1e3 * float(np.median(tc.method)) / max(1, len(ours_out)))
         ms_off.append(1e3 * float(np.median(tc.baseline)) / max(1, len(off_out)))
-    kept = [k for k, s in enumerate(same) if s]
-    if kept:
-        measured, paired, over = _over_prompts([ratios[k] for k in kept], tcs[kept[0]].ratios, 1.0)
-    else:
-        measured, paired, over = math.nan, [], "no prompt (every prompt's greedy bytes differ)"
+    measured, paired, over = _over_agreeing_prompts(ratios, tcs, same)
     ctl = _pooled_control(tcs)
-    kept1 = [k for k, s in enumerate(same1) if s]
-    if kept1:
-        m1, paired1, over1 = _over_prompts([first[k] for k in kept1], t1s[kept1[0]].ratios, 1.0)
-    else:
-        m1, paired1, over1 = math.nan, [], "no prompt (every prompt's first greedy byte differs)"
+    m1, paired1, over1 = _over_agreeing_prompts(first, t1s, same1)
     ctl1 = _pooled_control(t1s)
     m = {"official_ratio": measured, "official_timing_control": ctl, "official_same_bytes": float(np.mean(same)),
          "official_ms_per_byte": float(np.mean(ms_off)), "official_ours_ms_per_byte": float(np.mean(ms_ours)),
