@@ -327,3 +327,30 @@ def test_exp4_timed_calls_start_from_the_warm_memos_and_growth_is_decided_over_p
     assert two.measured == pytest.approx(np.mean(rel)) and two.paired == pytest.approx([r - PROD_GROWTH for r in rel])
     one, _ = _growth(lms[0], lms[1], *snaps, "d128-2L", 1, [prompt], [follow], 3, 0)
     assert len(one.paired) == 3
+
+
+# the largest production size (issue 34: exactness at >= 64k tokens; the brute-force tests stay on small vocabularies)
+
+@pytest.mark.parametrize("style", ["gpt2", "llama3"])
+def test_byte_lm_at_64k_masks_and_logprobs_are_exact(style):
+    """At V = 65,536 (cached tokenizer, ~30 s to train cold): the array masks equal the per-token reference on tree
+    nodes of real code, next-byte distributions are normalised and equal those of the reference-mask byte LM, and
+    the byte LM's log-probability of a text equals the canonical token sequence's (the telescoping identity)."""
+    from icml26.testbeds.production_tokenizers import production_tokenizer, random_llama
+
+    tok = production_tokenizer(style, 65536)
+    assert tok.get_vocab_size() >= 65536
+    bpe = ByteBPE(tok)
+    code = "".join(corpus_texts("val", 4000)).encode()
+    for key in _nodes(bpe, [code[i: i + 48] for i in range(0, 1000, 211)] + _random_texts(5, seed=64), limit=3):
+        assert np.array_equal(bpe.pc_masks.mask(key, bpe.decode(key)), bpe.pretok_mask_reference(key)), key
+    model = random_llama(tok.get_vocab_size(), hidden_size=32, num_heads=2, intermediate_size=64, seed=2,
+                         dtype=torch.float64)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(6.0)
+    lm, ref = ByteLevelLM(model, tok), ByteLevelLM(model, ByteBPE(tok, masks="reference"))
+    lp = lm.next_byte_logprobs(b"def f(x): ret")
+    assert abs(float(lp.exp().sum()) - 1.0) < 1e-9
+    assert torch.allclose(lp, ref.next_byte_logprobs(b"def f(x): ret"), atol=1e-10, rtol=0)
+    for text in (b"for i in range(10):\n    x += i  # it's\n", "é = 10000 ✓\n".encode()):
+        assert lm.logprob(text) == pytest.approx(canonical_token_logprob(lm, text), abs=1e-8)
