@@ -488,6 +488,33 @@ def test_lm_validity_claim_uses_the_matched_random_filter_as_control():
     assert "random filter" in claim.control_arm and claim.verdict == "inconclusive"
 
 
+def test_lm_closed_loop_cross_entropy_claim_uses_real_line_fine_tuning_as_control():
+    """[A05] every single-line fine-tuning raises held-out CE: the closed loop's rise says something only if
+    fine-tuning on real lines (same count, same steps) does not rise too."""
+    from collections import Counter
+
+    from icml26.data.synthetic_loops.reproduce import LM_LOOPS, lm_claims
+
+    rng = np.random.default_rng(0)
+
+    def hist(nll0, nllT):
+        rec = lambda m: {"valid": np.full(100, 0.5), "nll": m + 0.01 * rng.standard_normal(16),  # noqa: E731
+                         "distinct": 0.5, "top": [], "nontrivial": 0.1, "forms": Counter({"Assign": 3}),
+                         "valid_transfer": np.full(100, 0.5)}
+        return [rec(nll0), rec(nllT)]
+
+    def claim(real_end):
+        lm = {n: hist(4.0, 4.0) for n in LM_LOOPS}
+        lm["closed"] = hist(4.18, 4.71)
+        lm["real lines (control)"] = hist(4.18, real_end)
+        return next(c for c in lm_claims(lm, 1) if "closed loop's quality falls" in c.statement)
+
+    rises_too, stays = claim(4.70), claim(4.0)
+    assert "real stdlib lines" in rises_too.control_arm
+    assert rises_too.verdict == "inconclusive" and "control" in rises_too.reason
+    assert stays.verdict == "holds"
+
+
 def test_lm_loop_bad_input():
     from icml26.data.synthetic_loops.lm_syntax import finetune_on_lines, sample_lines, syntax_loop
 
