@@ -487,3 +487,27 @@ def test_graph_off_control_also_removes_what_node_features_know_of_the_edges():
         assert float(e.x[:, base + cols.start:base + cols.stop].abs().sum()) == 0
         keep = [i for i in range(d.x.shape[1]) if not base + cols.start <= i < base + cols.stop]
         assert (e.x[:, keep] == d.x[:, keep]).all()  # everything else (text, type, depth, tags) unchanged
+
+
+def test_train_gnn_official_recipe_options():
+    """[A04] the official distinguish_GNN_2.py recipe (plain cross-entropy, weight decay 1e-3, batch 128) is an
+    option; it changes the trained weights, and bad values are refused."""
+    import torch
+
+    from icml26.graphs.gmllm.model import train_gnn
+
+    projects = make_dataset(6, 2)
+    graphs = [build_code_graph(p.files) for p in projects]
+    enc = HashingEncoder(dim=8).fit([t for g in graphs for t in (n.text for n in g.nodes)])
+    data = [to_pyg(g, enc, p.label) for g, p in zip(graphs, projects)]
+    ours = train_gnn(data, hid=8, epochs=2, seed=0, arch="gcn")
+    off = train_gnn(data, hid=8, epochs=2, seed=0, arch="gcn", batch_size=128, weight_decay=1e-3,
+                    class_weighted=False)
+    again = train_gnn(data, hid=8, epochs=2, seed=0, arch="gcn", batch_size=128, weight_decay=1e-3,
+                      class_weighted=False)
+    w = lambda m: torch.cat([p.detach().flatten() for p in m.parameters()])  # noqa: E731
+    assert not torch.equal(w(ours), w(off)) and torch.equal(w(off), w(again))
+    with pytest.raises(ValueError, match="weight_decay"):
+        train_gnn(data, epochs=1, weight_decay=-1.0)
+    with pytest.raises(TypeError, match="class_weighted"):
+        train_gnn(data, epochs=1, class_weighted="no")

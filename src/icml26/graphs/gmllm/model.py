@@ -183,11 +183,15 @@ ARCHS = {"rgcn": CodeGNN, "gcn": OfficialGCN}
 
 
 def train_gnn(data: list, *, hid: int = 64, epochs: int = 60, lr: float = 5e-3, batch_size: int = 16,
-              seed: int = 0, arch: str = "rgcn") -> nn.Module:
-    """Train a graph classifier on graph labels only (class-weighted cross-entropy, Adam, mini-batches).
+              seed: int = 0, arch: str = "rgcn", weight_decay: float = 1e-4, class_weighted: bool = True
+              ) -> nn.Module:
+    """Train a graph classifier on graph labels only (cross-entropy, Adam, mini-batches).
 
     ``arch``: ``"rgcn"`` (:class:`CodeGNN`, default) or ``"gcn"`` (:class:`OfficialGCN`, the official layout).
     ``epochs=0`` returns the randomly initialised model (the untrained control), in eval mode.
+    ``class_weighted``: weight the loss by inverse class frequency (ours); the official ``distinguish_GNN_2.py``
+    recipe is ``epochs=60, batch_size=128, weight_decay=1e-3, class_weighted=False`` (it also passes edge weights,
+    which our graphs do not have).
     """
     from torch_geometric.loader import DataLoader
 
@@ -200,12 +204,15 @@ def train_gnn(data: list, *, hid: int = 64, epochs: int = 60, lr: float = 5e-3, 
     validate.positive_int("hid", hid)
     validate.positive_int("batch_size", batch_size)
     validate.positive("lr", lr)
+    weight_decay = validate.non_negative("weight_decay", weight_decay)
+    if not isinstance(class_weighted, bool):
+        raise TypeError(f"class_weighted must be True or False, got {class_weighted!r}")
     torch.manual_seed(seed)
     y = torch.cat([d.y for d in data])
     counts = torch.bincount(y, minlength=2).float().clamp_min(1)
-    weight = counts.sum() / (2 * counts)
+    weight = counts.sum() / (2 * counts) if class_weighted else None
     model = ARCHS[arch](data[0].x.shape[1], hid)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     loader = DataLoader(data, batch_size=batch_size, shuffle=True, generator=gen)
     model.train()
