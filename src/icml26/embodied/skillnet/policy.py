@@ -11,9 +11,16 @@ our addition for verb-object tasks). F is, per arm:
                policy's parameter count matches SkillNet's (it has no query / attention weights);
   "dense": one gated FFN whose hidden width matches SkillNet's parameter count (conditioned on all four tokens);
   "dense_verb": the same dense policy conditioned on [verb, object] only (a verb one-hot, no hierarchy).
-Loss: MSE on the (scaled) action chunk plus the MoE balance loss (BC, not flow matching: our choice), plus
-optionally the similarity regulariser L_sim = mean_{i!=j} (cos(g_i, g_j) - S_ij)^2 over the skills in the batch
-(g_i = mean router probabilities of skill i, S = hierarchy similarity; spec's option, our choice).
+Action head (``head``), the same for every arm, so the arms' parameter counts stay equal:
+  "mse":  a_{1:H} = W_a LN(h), trained by MSE on the (scaled) action chunk (behaviour cloning);
+  "flow": pi0-style flow matching (rectified flow). A velocity MLP v(z, x_t, t) on the trunk features z = LN(h),
+          the noisy chunk x_t and a sinusoidal embedding of t. Training (pi0's convention): eps ~ N(0, I),
+          t = 0.001 + 0.999 u^(2/3) with u ~ U(0, 1) (that is, t ~ Beta(1.5, 1) as in pi0), x_t = t eps + (1 - t) a,
+          loss = |v(z, x_t, t) - (eps - a)|^2. Sampling: x_1 = eps from a seeded generator, ``flow_steps`` Euler
+          steps x <- x - v(z, x, t) / N from t = 1 down to t = 0 (pi0: 10 steps); deterministic given the noise.
+Loss: the head's loss plus the MoE balance loss, plus optionally the similarity regulariser
+L_sim = mean_{i!=j} (cos(g_i, g_j) - S_ij)^2 over the skills in the batch (g_i = mean router probabilities of
+skill i, S = hierarchy similarity; spec's option, our choice).
 """
 
 from __future__ import annotations
@@ -26,25 +33,56 @@ from icml26.harness import validate as check
 from .moe import GatedFFN, SkillConditionedMoE, SkillEmbedder, routing_similarity
 
 ARMS = ("skillnet", "state_moe", "dense", "dense_verb")
+HEADS = ("mse", "flow")
 
 
 def _n_params(m: nn.Module) -> int:
     return sum(p.numel() for p in m.parameters())
 
 
+class FlowHead(nn.Module):
+    """Velocity network of the flow-matching head [B05]: v(z, x_t, t) = MLP([z, x_t, sin/cos(t * f)]).
+
+    z (B, dim) trunk features, x (B, out) noisy flattened chunk, t (B,) in [0, 1]; two SiLU hidden layers of width
+    ``hidden``; ``time_dim`` sinusoidal features of t (frequencies 1 .. 1000, geometric; our choice)."""
+
+    def __init__(self, dim: int, out: int, *, hidden: int = 128, time_dim: int = 16):
+        super().__init__()
+        dim, out, hidden = (check.positive_int(k, x) for k, x in (("dim", dim), ("out", out), ("hidden", hidden)))
+        time_dim = check.positive_int("time_dim", time_dim)
+        if time_dim % 2:
+            raise ValueError(f"time_dim must be even (sin and cos pairs), got {time_dim}")
+        self.out, self.time_dim = out, time_dim
+        self.register_buffer("freqs", torch.logspace(0, 3, time_dim // 2), persistent=False)
+        self.net = nn.Sequential(nn.Linear(dim + out + time_dim, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
+                                 nn.SiLU(), nn.Linear(hidden, out))
+
+    def forward(self, z: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        a = t[:, None] * self.freqs
+        return self.net(torch.cat([z, x, torch.sin(a), torch.cos(a)], -1))
+
+
+def _check_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
 class SkillNetPolicy(nn.Module):
     def __init__(self, arm: str, obs_dim: int, n_tokens: int, *, dim: int = 48, hidden: int = 48,
                  skill_dim: int = 16, num_experts: int = 4, chunk: int = 4, act_dim: int = 3, blocks: int = 2,
-                 n_skill_tokens: int = 3):
+                 n_skill_tokens: int = 3, head: str = "mse", flow_steps: int = 10, flow_hidden: int = 128):
         super().__init__()
         for name, x in (("obs_dim", obs_dim), ("n_tokens", n_tokens), ("dim", dim), ("hidden", hidden),
                         ("skill_dim", skill_dim), ("num_experts", num_experts), ("chunk", chunk), ("act_dim", act_dim),
-                        ("blocks", blocks), ("n_skill_tokens", n_skill_tokens)):
+                        ("blocks", blocks), ("n_skill_tokens", n_skill_tokens), ("flow_steps", flow_steps),
+                        ("flow_hidden", flow_hidden)):
             check.positive_int(name, x)
         self.n_skill, self.obs_dim, self.n_tokens = n_skill_tokens, obs_dim, n_tokens
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; use one of {ARMS}")
-        self.arm, self.chunk, self.act_dim = arm, chunk, act_dim
+        if head not in HEADS:
+            raise ValueError(f"unknown head {head!r}; use one of {HEADS}")
+        self.arm, self.chunk, self.act_dim, self.head_kind, self.flow_steps = arm, chunk, act_dim, head, flow_steps
         self.emb = SkillEmbedder(n_tokens, skill_dim)
         self.inp, self.cond = nn.Linear(obs_dim, dim), nn.Linear(skill_dim, dim)
         self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(blocks))
@@ -63,10 +101,12 @@ class SkillNetPolicy(nn.Module):
             self.ffns = nn.ModuleList(moe("state", width) for _ in range(blocks))
         else:
             self.ffns = nn.ModuleList(moe("skill", hidden) for _ in range(blocks))
-        self.out_norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, chunk * act_dim)
+        self.out_norm = nn.LayerNorm(dim)
+        out = chunk * act_dim
+        self.head = nn.Linear(dim, out) if head == "mse" else FlowHead(dim, out, hidden=flow_hidden)
 
-    def forward(self, obs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list]:
-        """obs (B, obs_dim), tokens (B, L) long -> (actions (B, chunk, act_dim), balance loss, router probs)."""
+    def features(self, obs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list]:
+        """Trunk features z = LN(h) (B, dim), the balance loss and the router probabilities (one (B, E) per MoE)."""
         _inputs(self, obs, tokens)
         e = self.emb(tokens)
         c = e[:, self.n_skill - 1:] if self.arm == "dense_verb" else e          # [verb, object] only
@@ -79,7 +119,60 @@ class SkillNetPolicy(nn.Module):
             y, aux = f(norm(h), e[:, :self.n_skill] if self.arm == "skillnet" else None)
             h, bal = h + y, bal + aux["balance_loss"] / len(self.ffns)
             probs.append(aux["probs"][:, 0])
-        return self.head(self.out_norm(h[:, 0])).view(-1, self.chunk, self.act_dim), bal, probs
+        return self.out_norm(h[:, 0]), bal, probs
+
+    def sample(self, z: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Flow head: integrate dx/dt = v(z, x, t) from x_1 = noise (B, chunk * act_dim) at t = 1 to t = 0 with
+        ``flow_steps`` Euler steps (pi0's sampler); returns x_0 (B, chunk * act_dim)."""
+        x, dt = noise, 1.0 / self.flow_steps
+        for i in range(self.flow_steps):
+            t = z.new_full((len(z),), 1.0 - i * dt)
+            x = x - dt * self.head(z, x, t)
+        return x
+
+    def _noise(self, n: int, like: torch.Tensor, generator, noise) -> torch.Tensor:
+        width = self.chunk * self.act_dim
+        if noise is not None:
+            if not isinstance(noise, torch.Tensor):
+                raise TypeError(f"noise must be a tensor ({n}, {width}), got {type(noise).__name__}")
+            check.shape("noise", noise, (n, width))
+            check.finite("noise", noise)
+            return noise.to(like.dtype)
+        _check_generator(generator)
+        if generator is None:               # deterministic by default: the same noise for the same batch size
+            generator = torch.Generator().manual_seed(0)
+        return torch.randn(n, width, generator=generator).to(like.dtype)
+
+    def forward(self, obs: torch.Tensor, tokens: torch.Tensor, *, generator: torch.Generator | None = None,
+                noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, list]:
+        """obs (B, obs_dim), tokens (B, L) long -> (actions (B, chunk, act_dim), balance loss, router probs).
+
+        With ``head="flow"`` the actions are sampled from ``noise`` (B, chunk * act_dim), or from N(0, I) noise drawn
+        with ``generator`` (default: a generator seeded 0), so the output is deterministic given the seed."""
+        z, bal, probs = self.features(obs, tokens)
+        if self.head_kind == "mse":
+            return self.head(z).view(-1, self.chunk, self.act_dim), bal, probs
+        x = self.sample(z, self._noise(len(z), z, generator, noise))
+        return x.view(-1, self.chunk, self.act_dim), bal, probs
+
+    def loss(self, obs: torch.Tensor, tokens: torch.Tensor, actions: torch.Tensor, *,
+             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, list]:
+        """(head loss, balance loss, router probs): MSE on the chunk ("mse") or the flow-matching loss ("flow";
+        noise and t drawn with ``generator``, or with torch's global RNG when it is None)."""
+        if not isinstance(actions, torch.Tensor):
+            raise TypeError(f"actions must be a tensor (B, chunk, act_dim), got {type(actions).__name__}")
+        check.shape("actions", actions, (len(obs), self.chunk, self.act_dim))
+        check.finite("actions", actions)
+        _check_generator(generator)
+        z, bal, probs = self.features(obs, tokens)
+        a = actions.reshape(len(z), -1).to(z.dtype)
+        if self.head_kind == "mse":
+            return nn.functional.mse_loss(self.head(z), a), bal, probs
+        eps = torch.randn(a.shape, generator=generator).to(z.dtype)       # generator None: torch's global RNG
+        u = torch.rand(len(z), generator=generator)
+        t = (0.001 + 0.999 * u ** (2.0 / 3.0)).to(z.dtype)               # Beta(1.5, 1) by its inverse CDF t^1.5
+        x_t = t[:, None] * eps + (1 - t[:, None]) * a
+        return nn.functional.mse_loss(self.head(z, x_t, t), eps - a), bal, probs
 
 
 def _inputs(policy: "SkillNetPolicy", obs: torch.Tensor, tokens: torch.Tensor) -> None:
@@ -109,7 +202,8 @@ def train_bc(policy: SkillNetPolicy, obs: torch.Tensor, tokens: torch.Tensor, ac
              steps: int, batch: int = 256, lr: float = 3e-3, cosine: bool = True,
              generator: torch.Generator | None = None, sim_coef: float = 0.0,
              skill_ids: torch.Tensor | None = None, similarity: torch.Tensor | None = None) -> list[float]:
-    """Minimise MSE(pi(s_t), a_{t:t+H}) + balance loss with Adam on (obs, tokens, action chunks).
+    """Minimise the head's loss (MSE(pi(s_t), a_{t:t+H}) or the flow-matching loss) + balance loss with Adam on
+    (obs, tokens, action chunks). ``generator`` draws the batches (and the flow head's noise and times).
 
     ``cosine``: learning rate decays as lr * (1 + cos(pi t / steps)) / 2 (our choice; it sharpens the
     final precision of the regressed actions)."""
@@ -117,8 +211,7 @@ def train_bc(policy: SkillNetPolicy, obs: torch.Tensor, tokens: torch.Tensor, ac
         raise TypeError(f"policy must be a SkillNetPolicy, got {type(policy).__name__}")
     steps, batch, lr = check.positive_int("steps", steps), check.positive_int("batch", batch), check.positive("lr", lr)
     sim_coef = check.non_negative("sim_coef", sim_coef)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    _check_generator(generator)
     if not isinstance(actions, torch.Tensor):
         raise TypeError(f"actions must be a tensor (N, chunk, act_dim), got {type(actions).__name__}")
     if not (len(obs) == len(tokens) == len(actions)) or len(obs) == 0:
@@ -140,8 +233,8 @@ def train_bc(policy: SkillNetPolicy, obs: torch.Tensor, tokens: torch.Tensor, ac
     losses = []
     for _ in range(steps):
         i = torch.randint(len(obs), (min(batch, len(obs)),), generator=generator)
-        pred, bal, probs = policy(obs[i], tokens[i])
-        loss = nn.functional.mse_loss(pred, actions[i]) + bal
+        head_loss, bal, probs = policy.loss(obs[i], tokens[i], actions[i], generator=generator)
+        loss = head_loss + bal
         if sim_coef:
             loss = loss + sim_coef * sum(similarity_loss(p, skill_ids[i], similarity) for p in probs) / len(probs)
         opt.zero_grad()

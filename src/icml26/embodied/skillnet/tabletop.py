@@ -8,6 +8,10 @@ only) = target within POS_TOL / ANG_TOL of its goal and every other object withi
 The expert goes to the object, then moves it along the straight line to its goal while turning it.
 Observation (egocentric, our choice): effector p, each object's offset from p (x_k - p), its displacement from its
 start pose (x_k - x_k^0, theta_k - theta_k^0), and (sin theta_k, cos theta_k): 2 + 7K numbers.
+
+Two verb tables (our choice): ``VERBS`` (6 verbs; verbs that share a motion cluster and VerbNet class move
+differently: the held-out-composition experiment) and ``SYNONYM_VERBS`` (12 verbs in 4 groups of 3; verbs that
+share a motion cluster and VerbNet class share their offset, "synonyms by hierarchy": the held-out-verb experiment).
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ VERBS: dict[str, tuple[tuple[float, float, float], str, str]] = {
     "rotate": ((0.0, 0.0, 1.2), "200010", "turn-26.6"),
     "twist": ((0.0, 0.0, -1.2), "200010", "turn-26.6"),
 }
+# held-out-verb experiment: 4 groups; within a group the motion code, the VerbNet class and the offset are shared,
+# so a verb never seen in training is told apart only by its cluster and class tokens (our choice of verbs, codes,
+# classes and offsets; the 4 codes are 4 released centres, hence 4 distinct motion clusters)
+SYNONYM_VERBS: dict[str, tuple[tuple[float, float, float], str, str]] = {
+    **{v: ((0.3, 0.0, 0.0), "100200", "push-12") for v in ("push", "shove", "nudge")},
+    **{v: ((-0.3, 0.0, 0.0), "200200", "carry-11.4") for v in ("drag", "carry", "haul")},
+    **{v: ((0.0, 0.0, 1.2), "200010", "turn-26.6") for v in ("rotate", "twist", "spin")},
+    **{v: ((0.0, 0.3, 0.0), "200100", "slide-11.2") for v in ("slide", "glide", "skid")},
+}
 
 
 def obs_dim(n_objects: int = len(OBJECTS)) -> int:
@@ -37,12 +50,16 @@ def obs_dim(n_objects: int = len(OBJECTS)) -> int:
 
 @dataclass
 class TableTop:
-    """Batched environments. ``reset(verbs, objects, rng)`` with per-env verb names and object indices."""
+    """Batched environments. ``reset(verbs, objects, rng)`` with per-env verb names and object indices.
+
+    ``verb_table``: verb -> (offset (dx, dy, dtheta), motion code, VerbNet class); ``VERBS`` or ``SYNONYM_VERBS``."""
 
     n_objects: int = len(OBJECTS)
+    verb_table: dict | None = None
 
     def __post_init__(self) -> None:
         self.n_objects = check.positive_int("n_objects", self.n_objects)
+        self.verb_table = VERBS if self.verb_table is None else _verb_table(self.verb_table)
         if self.n_objects > 4:
             raise ValueError(f"n_objects must be in 1..4 (the table has 4 start places), got {self.n_objects}")
 
@@ -56,9 +73,9 @@ class TableTop:
         check.non_empty("verbs", verbs)
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
-        unknown = sorted(set(verbs) - set(VERBS))
+        unknown = sorted(set(verbs) - set(self.verb_table))
         if unknown:
-            raise ValueError(f"unknown verbs {unknown}; known verbs: {', '.join(VERBS)}")
+            raise ValueError(f"unknown verbs {unknown}; known verbs: {', '.join(self.verb_table)}")
         objects = np.asarray(objects, dtype=int)
         if objects.shape != (len(verbs),) or (objects < 0).any() or (objects >= self.n_objects).any():
             raise ValueError(f"objects must be {len(verbs)} indices in [0, {self.n_objects})")
@@ -71,7 +88,7 @@ class TableTop:
         self.start = self.obj.copy()
         self.eff = np.array([0.5, 0.42]) + rng.uniform(-0.05, 0.05, (n, 2))   # home pose
         self.target = objects
-        off = np.array([VERBS[v][0] for v in verbs])
+        off = np.array([self.verb_table[v][0] for v in verbs], dtype=float)
         self.goal = self.start[np.arange(n), objects] + off
         return self.observe()
 
@@ -121,11 +138,27 @@ class TableTop:
         return np.concatenate([np.clip(move, -STEP, STEP), np.clip(turn, -ROT, ROT)[:, None]], -1)
 
 
-def rollout_expert(verbs: list[str], objects: np.ndarray, horizon: int, rng: np.random.Generator
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _verb_table(table) -> dict:
+    if not isinstance(table, dict) or not table:
+        raise TypeError(f"verb_table must be a non-empty dict {{verb: (offset (dx, dy, dtheta), motion code, VerbNet "
+                        f"class)}}, got {check.describe(table)}")
+    for verb, value in table.items():
+        ok = isinstance(verb, str) and isinstance(value, (tuple, list)) and len(value) == 3
+        try:
+            ok = ok and np.shape(value[0]) == (3,) and bool(np.isfinite(np.asarray(value[0], dtype=float)).all())
+        except (TypeError, ValueError):          # an offset that is not three numbers
+            ok = False
+        if not ok:
+            raise ValueError(f"verb_table[{verb!r}] must be (offset (dx, dy, dtheta): 3 finite numbers, motion code, "
+                             f"VerbNet class), got {check.describe(value)}")
+    return table
+
+
+def rollout_expert(verbs: list[str], objects: np.ndarray, horizon: int, rng: np.random.Generator,
+                   verb_table: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Expert demonstrations: observations (n, horizon, obs), actions (n, horizon, 3), success (n,)."""
     horizon = check.positive_int("horizon", horizon)
-    env = TableTop()
+    env = TableTop(verb_table=verb_table)
     o = env.reset(verbs, objects, rng)
     obs, act = [], []
     for _ in range(horizon):
