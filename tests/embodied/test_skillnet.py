@@ -312,10 +312,10 @@ def test_bc_reduces_loss():
     assert losses[-1] < 0.5 * losses[0]
 
 
-def _tiny_sizes(monkeypatch, arms=("skillnet", "state_moe", "dense", "dense_verb")):
+def _tiny_sizes(monkeypatch, arms=("skillnet", "state_moe", "dense", "dense_verb"), verb_mse_steps=0):
     from icml26.embodied.skillnet import reproduce as R
     from icml26.harness import Budget
-    tiny = R.Sizes(4, 20, 2, 5, 4, tuple(arms))
+    tiny = R.Sizes(4, 20, 2, 5, 4, tuple(arms), 2, 10, 2, verb_mse_steps)
     monkeypatch.setitem(R.SIZES, Budget.QUICK, tiny)
     return R
 
@@ -349,6 +349,63 @@ def test_reproduction_structure(monkeypatch):
     assert "spearman_untrained_skillnet" in out.metrics
 
 
+def test_reproduction_held_out_verb_claims(monkeypatch):
+    # issue 31: the held-out-verb experiment, every arm with the flow head (and the MSE head where the budget asks),
+    # against the strongest peer, with the crossed-hierarchy control; tiny sizes cannot act, so it is not decided
+    R = _tiny_sizes(monkeypatch, verb_mse_steps=5)
+    from icml26.harness import Budget
+    out = R.reproduce(Budget.QUICK, 0)
+    verb = [c for c in out.claims if c.statement.startswith("zero-shot success on held-out verbs whose")]
+    assert len(verb) == 2 and {("flow" in c.statement) for c in verb} == {True, False}
+    for c in verb:
+        assert c.kind == "claim" and set(c.baselines) == {f"{R.NAMES[a]} + 0.160" for a in R.PEERS}
+        assert "crossed hierarchy" in c.control_arm and c.paper == "+16.0% zero-shot"
+        assert c.verdict == "inconclusive" and math.isnan(c.measured) and "Not decided" in c.note
+    head_rows = {r["head"] for r in out.tables["held_out_verbs"]}
+    assert head_rows == {"flow", "mse"} and len(out.tables["held_out_verbs"]) == 2 * len(R.VERB_ARMS)
+    for head in ("flow", "mse"):
+        counts = [out.metrics[f"verb_{head}_params_{a}"] for a in R.VERB_ARMS]
+        assert max(counts) / min(counts) <= 1.02
+        pre = next(c for c in out.claims if c.statement.startswith(f"every held-out-verb arm ({R.HEAD_NAMES[head]})"))
+        assert pre.kind == "check" and pre.verdict == "does not hold"
+    assert out.metrics["verb_flow_params_skillnet"] > out.metrics["verb_mse_params_skillnet"]
+    assert out.metrics["verb_expert_success_held_out"] == 1.0
+
+
+def test_held_out_verb_claim_decides_against_the_strongest_peer_and_the_control(monkeypatch):
+    # the claim's logic on fixed success vectors: the strongest peer is the reference, the control must fail
+    R = _tiny_sizes(monkeypatch)
+    n = len(R.verb_split(R.SYNONYM_VERBS, R.HELD_OUT_VERBS)[1]) * 2
+    ok, bad = np.ones(n), np.zeros(n)
+    half = np.r_[np.ones(n // 2), np.zeros(n - n // 2)]
+
+    def fake(zs, control, in_domain=1.0):
+        def evaluate(pol, hh, pairs, k, seed, table=None):
+            arm = "skillnet_crossed" if hh is not h_ref else pol.arm       # the control evaluates with its hierarchy
+            if len(pairs) != n // 2:                       # the training compositions: in-domain
+                return np.full(len(pairs) * k, in_domain), None, np.zeros(len(pairs) * k, bool)
+            v = control if arm == "skillnet_crossed" else zs[arm]
+            return v.copy(), None, np.zeros(len(v), bool)
+        return evaluate
+
+    h_ref = R.hierarchy(R.SYNONYM_VERBS)
+    monkeypatch.setattr(R, "hierarchy", lambda table=None: h_ref if table is R.SYNONYM_VERBS else
+                        R.SkillHierarchy({v: (c, vn) for v, (_, c, vn) in (table or R.VERBS).items()}))
+    sz = R.SIZES[R.Budget.QUICK]
+    monkeypatch.setattr(R, "evaluate", fake({"skillnet": ok, "state_moe": bad, "dense": half, "dense_verb": bad}, bad))
+    c = R.held_out_verb_experiment(sz, 0)[1][1]
+    assert c.strongest_baseline == f"{R.NAMES['dense']} + 0.160" and c.verdict == "holds"
+    monkeypatch.setattr(R, "evaluate", fake({"skillnet": ok, "state_moe": bad, "dense": half, "dense_verb": bad}, ok))
+    c = R.held_out_verb_experiment(sz, 0)[1][1]
+    assert c.verdict == "inconclusive" and "control passes too" in c.reason
+    monkeypatch.setattr(R, "evaluate", fake({"skillnet": half, "state_moe": bad, "dense": ok, "dense_verb": bad}, bad))
+    assert R.held_out_verb_experiment(sz, 0)[1][1].verdict == "does not hold"
+    monkeypatch.setattr(R, "evaluate", fake({"skillnet": ok, "state_moe": bad, "dense": bad, "dense_verb": bad}, bad,
+                                            in_domain=0.3))
+    c = R.held_out_verb_experiment(sz, 0)[1][1]
+    assert c.verdict == "inconclusive" and math.isnan(c.measured)
+
+
 def test_arms_do_not_depend_on_the_run_order(monkeypatch):
     # review: one shared batch generator gave each arm a data order that depended on where it ran
     from icml26.harness import Budget
@@ -366,6 +423,172 @@ def test_quick_budget_is_not_degenerate():
     from icml26.harness import Budget
     q = SIZES[Budget.QUICK]
     assert q.steps >= 1000 and q.demos >= 30 and set(CORE_ARMS) <= set(q.arms)
+
+
+# --- flow-matching head, synonym verb table, held-out-verb split (issue 31) ----------------------------------------
+
+def test_flow_head_parameter_parity_and_no_unused_parameters():
+    from icml26.embodied.skillnet.policy import ARMS, SkillNetPolicy, _n_params
+    counts = {}
+    for arm in ARMS:
+        torch.manual_seed(0)
+        pol = SkillNetPolicy(arm, 20, 30, chunk=4, head="flow")
+        counts[arm] = _n_params(pol)
+        loss, bal, _ = pol.loss(torch.randn(256, 20), torch.randint(30, (256, 4)), torch.randn(256, 4, 3),
+                                generator=torch.Generator().manual_seed(0))
+        (loss + bal).backward()
+        idle = [n for n, p in pol.named_parameters() if (p.grad is None or not p.grad.abs().sum()) and ".experts." not in n]
+        assert idle == [], (arm, idle)
+        a, _, _ = pol(torch.randn(5, 20), torch.randint(30, (5, 4)))
+        assert a.shape == (5, 4, 3) and torch.isfinite(a).all()
+    assert max(counts.values()) / min(counts.values()) < 1.02
+    mse = SkillNetPolicy("skillnet", 20, 30, chunk=4)
+    # every arm carries the same head, so the difference to the MSE head is the same for every arm
+    assert counts["skillnet"] - _n_params(mse) == _n_params(SkillNetPolicy("dense", 20, 30, chunk=4, head="flow")) - \
+        _n_params(SkillNetPolicy("dense", 20, 30, chunk=4))
+    with pytest.raises(ValueError, match="unknown head"):
+        SkillNetPolicy("skillnet", 20, 30, head="diffusion")
+
+
+def test_flow_training_reduces_the_flow_loss():
+    from icml26.embodied.skillnet.policy import SkillNetPolicy, train_bc
+    torch.manual_seed(0)
+    pol = SkillNetPolicy("skillnet", 20, 30, chunk=2, head="flow")
+    obs, tok = torch.randn(128, 20), torch.randint(30, (128, 4))
+    act = torch.tanh(obs[:, :6]).view(128, 2, 3)
+
+    def held_loss():         # the same noise and times before and after training
+        with torch.no_grad():
+            return float(pol.loss(obs, tok, act, generator=torch.Generator().manual_seed(5))[0])
+    before = held_loss()
+    train_bc(pol, obs, tok, act, steps=150, generator=torch.Generator().manual_seed(0))
+    assert held_loss() < 0.5 * before
+
+
+def test_flow_sampler_is_deterministic_given_the_noise():
+    from icml26.embodied.skillnet.policy import SkillNetPolicy
+    torch.manual_seed(0)
+    pol = SkillNetPolicy("state_moe", 20, 30, chunk=4, head="flow")
+    obs, tok = torch.randn(6, 20), torch.randint(30, (6, 4))
+    noise = torch.randn(6, 12, generator=torch.Generator().manual_seed(3))
+    a1, a2 = pol(obs, tok, noise=noise)[0], pol(obs, tok, noise=noise.clone())[0]
+    assert torch.equal(a1, a2)
+    assert torch.equal(pol(obs, tok, generator=torch.Generator().manual_seed(3))[0], a1)   # generator = its noise
+    assert not torch.allclose(pol(obs, tok, generator=torch.Generator().manual_seed(4))[0], a1)
+    assert torch.equal(pol(obs, tok)[0], pol(obs, tok)[0])                                  # default: seeded 0
+    with pytest.raises(ValueError, match="noise"):
+        pol(obs, tok, noise=torch.randn(6, 5))
+    with pytest.raises(TypeError, match="generator"):
+        pol(obs, tok, generator=3)
+
+
+def test_flow_conventions_match_pi0():
+    # training: x_t = t eps + (1 - t) a, target eps - a, t = 0.001 + 0.999 Beta(1.5, 1); sampling: Euler from t = 1 to 0.
+    # With the exact velocity of a point mass at a, v(x, t) = (x - a) / t, the training loss is 0 and the 10-step Euler
+    # sampler returns a from any noise (x stays on the straight line a + t (eps - a)).
+    from icml26.embodied.skillnet.policy import SkillNetPolicy
+    torch.manual_seed(0)
+    pol = SkillNetPolicy("dense", 20, 30, chunk=2, head="flow")
+    obs, tok = torch.randn(4000, 20), torch.randint(30, (4000, 4))
+    target = torch.linspace(-1, 1, 6).repeat(4000, 1)
+    seen = []
+
+    def exact(z, x, t):
+        seen.append(t)
+        return (x - target[:len(x)]) / t[:, None]
+    pol.head.forward = exact
+    loss = pol.loss(obs, tok, target.view(-1, 2, 3), generator=torch.Generator().manual_seed(0))[0]
+    assert float(loss) < 1e-9
+    t = seen[0]
+    assert 0.001 <= float(t.min()) and float(t.max()) <= 1.0
+    assert float(t.mean()) == pytest.approx(0.001 + 0.999 * 0.6, abs=0.02)               # Beta(1.5, 1) mean 0.6
+    assert float((t < 0.5).float().mean()) == pytest.approx(0.5 ** 1.5, abs=0.03)         # CDF t^1.5
+    a = pol(obs[:7], tok[:7], noise=torch.randn(7, 6) * 3)[0]
+    assert torch.allclose(a.reshape(7, 6), target[:7], atol=1e-5)
+    assert len(seen) == 1 + pol.flow_steps and float(seen[1][0]) == 1.0
+
+
+def test_synonym_verbs_share_motion_within_a_group_and_differ_across_groups():
+    from icml26.embodied.skillnet.reproduce import hierarchy, verb_groups
+    from icml26.embodied.skillnet.tabletop import SYNONYM_VERBS
+    groups = verb_groups(SYNONYM_VERBS)
+    assert len(groups) == 4 and all(len(v) == 3 for v in groups.values())
+    offsets = {tuple(SYNONYM_VERBS[v][0]) for v in SYNONYM_VERBS}
+    assert len(offsets) == 4
+    for verbs in groups.values():
+        assert len({tuple(SYNONYM_VERBS[v][0]) for v in verbs}) == 1
+    h = hierarchy(SYNONYM_VERBS)
+    assert len({h.cluster(v) for v in SYNONYM_VERBS}) == 4          # 4 distinct motion clusters
+    verbs = list(SYNONYM_VERBS)
+    objs = np.arange(len(verbs)) % len(OBJECTS)
+    _, _, ok = rollout_expert(verbs * 3, np.r_[objs, (objs + 1) % 3, (objs + 2) % 3], 20, np.random.default_rng(0),
+                              SYNONYM_VERBS)
+    assert ok.all()
+    env = TableTop(verb_table=SYNONYM_VERBS)
+    env.reset(["nudge", "skid"], np.array([0, 1]), np.random.default_rng(0))
+    assert np.allclose(env.goal - env.start[[0, 1], [0, 1]], [SYNONYM_VERBS["nudge"][0], SYNONYM_VERBS["skid"][0]])
+    with pytest.raises(ValueError, match="unknown verbs"):
+        TableTop().reset(["nudge"], np.zeros(1, int), np.random.default_rng(0))      # not in the default table
+
+
+@pytest.mark.parametrize("table, error, fragment", [
+    ([("push", ((0.3, 0, 0), "100200", "push-12"))], TypeError, "non-empty dict"),
+    ({}, TypeError, "non-empty dict"),
+    ({"push": ((0.3, 0.0), "100200", "push-12")}, ValueError, "verb_table['push']"),
+    ({"push": ((0.3, 0.0, float("nan")), "100200", "push-12")}, ValueError, "3 finite numbers"),
+    ({"push": (("a", "b", "c"), "100200", "push-12")}, ValueError, "3 finite numbers"),
+    ({"push": ((0.3, 0.0, 0.0), "100200")}, ValueError, "motion code, VerbNet class"),
+    ({3: ((0.3, 0.0, 0.0), "100200", "push-12")}, ValueError, "verb_table[3]"),
+])
+def test_verb_table_validation(table, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        TableTop(verb_table=table)
+    with pytest.raises(error, match=re.escape(fragment)):
+        rollout_expert(["push"], np.zeros(1, int), 5, np.random.default_rng(0), table)
+
+
+def test_held_out_verb_split_holds_out_a_verb_of_every_group():
+    from icml26.embodied.skillnet.reproduce import HELD_OUT_VERBS, hierarchy, make_dataset, verb_groups, verb_split
+    from icml26.embodied.skillnet.tabletop import SYNONYM_VERBS
+    train, test = verb_split(SYNONYM_VERBS, HELD_OUT_VERBS)
+    trained = {v for v, _ in train}
+    for verbs in verb_groups(SYNONYM_VERBS).values():
+        assert any(v not in trained for v in verbs)                 # >= 1 verb per group never seen in training
+        assert any(v in trained for v in verbs)                     # its cluster and class tokens are trained
+    assert {v for v, _ in test} == set(HELD_OUT_VERBS) and not trained & set(HELD_OUT_VERBS)
+    assert len(test) == len(HELD_OUT_VERBS) * len(OBJECTS) and len(train) == 8 * len(OBJECTS)
+    h = hierarchy(SYNONYM_VERBS)
+    _, tok, _ = make_dataset(h, train, 2, np.random.default_rng(0), SYNONYM_VERBS)
+    unseen = {h.tokens(v)[2] for v in HELD_OUT_VERBS}
+    assert not unseen & set(tok[:, 2].tolist())                     # no training row carries a held-out verb token
+    assert {h.tokens(v)[0] for v in HELD_OUT_VERBS} <= set(tok[:, 0].tolist())
+    with pytest.raises(ValueError, match="every verb of the group"):
+        verb_split(SYNONYM_VERBS, ("push", "shove", "nudge"))
+    with pytest.raises(ValueError, match="not in the verb table"):
+        verb_split(SYNONYM_VERBS, ("fly",))
+
+
+def test_crossed_hierarchy_mixes_motion_groups_and_keeps_the_tokens():
+    from icml26.embodied.skillnet.reproduce import crossed_table, hierarchy, retokenize, task_tokens, verb_groups
+    from icml26.embodied.skillnet.tabletop import SYNONYM_VERBS
+    motion = {v: tuple(off) for v, (off, _, _) in SYNONYM_VERBS.items()}
+    for seed in range(5):
+        crossed = crossed_table(SYNONYM_VERBS, np.random.default_rng(seed))
+        assert list(crossed) == list(SYNONYM_VERBS)
+        assert all(crossed[v][0] == SYNONYM_VERBS[v][0] for v in crossed)            # same offsets
+        groups = verb_groups(crossed)
+        assert sorted(groups) == sorted(verb_groups(SYNONYM_VERBS)) and all(len(g) == 3 for g in groups.values())
+        for verbs in groups.values():                     # the verbs sharing a cluster and class move differently
+            assert len({motion[v] for v in verbs}) == len(verbs)
+        h, hc = hierarchy(SYNONYM_VERBS), hierarchy(crossed)
+        verbs, objs = list(SYNONYM_VERBS), np.arange(12) % 3
+        tok = task_tokens(h, verbs, objs)
+        new = retokenize(tok, h, hc)
+        assert torch.equal(new, task_tokens(hc, verbs, objs)) and torch.equal(new[:, 2:], tok[:, 2:])
+        assert h.n_tokens == hc.n_tokens
+    with pytest.raises(ValueError, match="groups of one size"):
+        crossed_table({"a": ((0, 0, 0), "100200", "x"), "b": ((0, 0, 0), "100200", "x"),
+                       "c": ((1, 0, 0), "200200", "y")}, np.random.default_rng(0))
 
 
 # argument checks on every public entry point (issue "Reliability"): each case would have returned a number or
