@@ -121,8 +121,9 @@ def control_text(c: dict[str, Any]) -> str:
     if c.get("control") is None:
         if _finite(c.get("timing_control")):  # a timed claim: its control is the baseline timed against itself
             tc, tol = float(c["timing_control"]), float(c.get("timing_tolerance") or 0.05)
-            return (f"same-work ratio {tc:.3f} (the baseline timed against itself; within {tol:g} of 1: "
-                    f"{'stable' if abs(tc - 1.0) <= tol else 'unstable'})")
+            ok = abs(tc - 1.0) <= tol
+            return (f"same-work ratio {tc:.3f} (the baseline timed against itself): "
+                    f"{'stable, within' if ok else 'unstable, more than'} {tol:g} {'of' if ok else 'from'} 1")
         return c.get("control_arm") or "—"
     s = f"{fmt(c['control'], c.get('control_ci'))} ({c.get('control_arm') or 'control'})"
     return s + (f": {c['control_verdict']}" if c.get("control_verdict") else "")
