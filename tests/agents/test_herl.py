@@ -37,11 +37,14 @@ from icml26.agents.herl import (
     text_guide,
 )
 from icml26.agents.herl.gradient import setup
+from icml26.agents.herl.herl import logprobs_and_entropy
 from icml26.agents.herl.task import (
     ANS,
     NONE,
     PAD,
     RESP_LEN,
+    TYPE0,
+    answer_table,
     build_policy,
     guidance_ids,
     sft_batch,
@@ -380,6 +383,10 @@ BAD_INPUTS = [
     (HeRLConfig, dict(group_size=4, replace_top_n=5), ValueError, "replace_top_n"),
     (HeRLConfig, dict(enable="yes"), TypeError, "enable"),
     (HeRLConfig, dict(shaping_gamma=-1.0), ValueError, "shaping_gamma"),
+    (HeRLConfig, dict(entropy_coef=-0.1), ValueError, "entropy_coef"),
+    (HeRLConfig, dict(entropy_coef=_NAN), ValueError, "entropy_coef"),
+    (HeRLConfig, dict(mini_batches=0), ValueError, "mini_batches"),
+    (HeRLConfig, dict(mini_batches=1.5), TypeError, "mini_batches"),
     (build_guidance_prompt, dict(prompt=3, draft="d", met=[], unmet=[]), TypeError, "prompt must be a string"),
     (build_guidance_prompt, dict(prompt="p", draft="d", met="short", unmet=[]), TypeError, "met must be a list"),
     (text_guide, dict(tokenizer="gpt2", rubric_lists=[_RL]), TypeError, "tokenizer"),
@@ -427,6 +434,11 @@ BAD_INPUTS = [
     (make_guide, dict(rubric_lists=[]), ValueError, "rubric_lists is empty"),
     (SFTConfig, dict(hidden=30, heads=4), ValueError, "multiple of heads"),
     (SFTConfig, dict(guide_frac=1.5), ValueError, "guide_frac"),
+    (SFTConfig, dict(answer_sigma=-1.0), ValueError, "answer_sigma"),
+    (answer_table, dict(sigma=_NAN), ValueError, "sigma"),
+    (sft_batch, dict(n=4, guide_frac=0.5, g=torch.Generator(), answer_sigma=-0.5), ValueError, "answer_sigma"),
+    (logprobs_and_entropy, dict(model="gpt", input_ids=_IDS, attention_mask=torch.ones_like(_IDS)), TypeError,
+     "torch.nn.Module"),
     (load_sft_policy, dict(cfg="small"), TypeError, "SFTConfig"),
 ]
 
@@ -445,6 +457,90 @@ def test_every_public_name_is_covered_by_a_bad_input_case():
     covered |= {"RubricList", "ListVerifier", "HeRLTrainer", "test_time_refine", "assemble", "Rubric",
                 "RubricVerifier", "DEFAULT_TEMPLATE"}        # via lambdas / helpers; a base class, a protocol, a constant
     assert set(pkg.__all__) <= covered, sorted(set(pkg.__all__) - covered)
+
+
+def test_typed_stage0_answers_depend_on_the_type_only_in_the_diffuse_rows():
+    """The decidable testbed (issue 31): stage-0 answers to x are drawn per (type, position) from a fixed table, so
+    the stage-0 policy reads its prompt type; sigma = 0 is the earlier uniform stream, unchanged."""
+    a = sft_batch(64, 0.75, torch.Generator().manual_seed(0))
+    b = sft_batch(64, 0.75, torch.Generator().manual_seed(0), 0.0)
+    c = sft_batch(64, 0.75, torch.Generator().manual_seed(0), 1.0)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert torch.equal(a[0][:48], c[0][:48]) and torch.equal(a[0][48:, :-RESP_LEN], c[0][48:, :-RESP_LEN])
+    assert torch.equal(a[1], c[1]) and torch.equal(a[2], c[2])
+    assert not torch.equal(a[0][48:, -RESP_LEN:], c[0][48:, -RESP_LEN:])
+    table = answer_table(1.0)
+    assert table.shape == (16, RESP_LEN, 16) and torch.allclose(table.sum(-1), torch.ones(16, RESP_LEN))
+    assert torch.allclose(answer_table(0.0), torch.full((16, RESP_LEN, 16), 1 / 16))
+    # empirical answer frequencies follow the table of their type (total variation small, far below uniform's)
+    ids = sft_batch(8192, 0.0, torch.Generator().manual_seed(1), 1.0)[0]
+    types, ans = ids[:, -RESP_LEN - 6] - TYPE0, ids[:, -RESP_LEN:]
+    tv_table, tv_uniform = [], []
+    for t in range(4):
+        y = ans[types == t]
+        emp = torch.stack([torch.bincount(y[:, p], minlength=16).float() / y.shape[0] for p in range(RESP_LEN)])
+        tv_table.append(0.5 * (emp - table[t]).abs().sum(-1).mean())
+        tv_uniform.append(0.5 * (emp - 1 / 16).abs().sum(-1).mean())
+    assert max(tv_table) < 0.12 < 0.25 < min(tv_uniform)
+
+
+def test_logprobs_and_entropy_match_token_logprobs():
+    from icml26.testbeds.grpo import token_logprobs
+
+    policy = build_policy(SFTConfig(hidden=16, layers=1, heads=2))
+    ids = make_prompts(torch.arange(3), torch.Generator().manual_seed(0))
+    attn = torch.ones_like(ids)
+    attn[0, :2] = 0                                              # left padding
+    logp, ent = logprobs_and_entropy(policy, ids, attn)
+    assert torch.allclose(logp, token_logprobs(policy, ids, attn), atol=1e-6)
+    from icml26.testbeds.grpo import position_ids_from_mask
+
+    q = policy(input_ids=ids, attention_mask=attn, position_ids=position_ids_from_mask(attn)).logits[:, :-1]
+    q = q.float().log_softmax(-1)
+    assert torch.allclose(ent, -(q.exp() * q).sum(-1), atol=1e-6) and (ent > 0).all()
+
+
+def _grpo(seed=0, steps=3, **kw):
+    _, rubrics, policy = _setup()
+    cfg = HeRLConfig(group_size=4, enable=False, max_new_tokens=RESP_LEN, pad_token_id=PAD, lr=1e-2, **kw)
+    tr = HeRLTrainer(policy, ListVerifier(rubrics), cfg, generator=torch.Generator().manual_seed(seed))
+    pg = torch.Generator().manual_seed(seed)
+    ms = []
+    for _ in range(steps):
+        x = make_prompts(torch.tensor([0, 1, 0, 1]), pg)
+        ms.append(tr.step(x, torch.ones_like(x), torch.tensor([0, 1, 0, 1])))
+    return tr, ms, policy
+
+
+def test_mini_batches_take_one_update_each_and_stay_deterministic():
+    tr1, m1, p1 = _grpo(mini_batches=1)
+    tr2, m2, p2 = _grpo(mini_batches=2, entropy_coef=0.03)
+    tr3, m3, p3 = _grpo(mini_batches=2, entropy_coef=0.03)
+    assert tr1.count.updates == 3 and tr2.count.updates == 6 and tr1.count.steps == tr2.count.steps == 3
+    assert tr2.count.samples == tr1.count.samples == 3 * 16      # same rollouts, more updates
+    assert [m["loss"] for m in m2] == [m["loss"] for m in m3] and "entropy" in m2[0] and "entropy" not in m1[0]
+    assert all(torch.equal(a, b) for a, b in zip(p2.parameters(), p3.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(p1.parameters(), p2.parameters()))
+    _, m4, _ = _grpo(mini_batches=64)                            # more mini-batches than groups: one per group
+    assert math.isfinite(m4[0]["loss"])
+
+
+def test_entropy_bonus_keeps_the_policy_diffuse():
+    """The property chosen against GRPO's collapse: with the entropy bonus the policy's token entropy after the same
+    rollouts and updates stays higher than without it."""
+    def entropy(policy):
+        x = make_prompts(torch.tensor([0, 1] * 8), torch.Generator().manual_seed(9))
+        from icml26.testbeds.grpo import generate_with_logprobs
+
+        r = generate_with_logprobs(policy, x, torch.ones_like(x), num_return_sequences=4, max_new_tokens=RESP_LEN,
+                                   generator=torch.Generator().manual_seed(9), pad_token_id=PAD)
+        with torch.no_grad():
+            _, ent = logprobs_and_entropy(policy, r.sequences, r.attention_mask)
+        return float((ent * r.completion_mask).sum() / r.completion_mask.sum())
+
+    _, _, plain = _grpo(steps=6)
+    _, _, bonus = _grpo(steps=6, entropy_coef=1.0)
+    assert entropy(bonus) > entropy(plain)
 
 
 def test_sft_batch_targets_apply_constraints():
@@ -488,7 +584,7 @@ def test_quick_reproduction_structure(tmp_path, monkeypatch):
     out = reproduce("quick", 0)
     assert isinstance(out, Outcome)
     claims = [c for c in out.claims if c.kind == "claim"]
-    assert len(claims) == 6 and len(out.checks) == 4
+    assert len(claims) == 6 and len(out.checks) == 5
     # the oracle-reviser simulation is a check (its better direction is built in); the bonus is ablated
     assert any(c.kind == "check" and c.statement.startswith("Simulation") for c in out.claims)
     assert any("alpha = 0" in c.statement for c in claims)

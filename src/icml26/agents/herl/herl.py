@@ -36,7 +36,13 @@ import torch
 from torch import Tensor, nn
 
 from icml26.harness import validate as v
-from icml26.testbeds.grpo import Rollout, generate_with_logprobs, group_advantages, token_logprobs
+from icml26.testbeds.grpo import (
+    Rollout,
+    generate_with_logprobs,
+    group_advantages,
+    position_ids_from_mask,
+    token_logprobs,
+)
 
 from .rubrics import RubricList, RubricResult, RubricVerifier
 
@@ -62,6 +68,8 @@ class HeRLConfig:
     clip_eps: float = 0.2
     clip_ratio_c: float = 3.0
     kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    mini_batches: int = 1
     lr: float = 1e-4
     max_new_tokens: int = 16
     temperature: float = 1.0
@@ -89,6 +97,8 @@ class HeRLConfig:
         if self.clip_ratio_c <= 1.0:
             raise ValueError(f"clip_ratio_c (dual clip) must be > 1, got {self.clip_ratio_c}")
         self.kl_coef = v.non_negative("kl_coef", self.kl_coef)
+        self.entropy_coef = v.non_negative("entropy_coef", self.entropy_coef)
+        self.mini_batches = v.positive_int("mini_batches", self.mini_batches)
         self.lr = v.positive("lr", self.lr)
         self.max_new_tokens = v.positive_int("max_new_tokens", self.max_new_tokens)
         self.temperature = v.non_negative("temperature", self.temperature)
@@ -356,6 +366,26 @@ def herl_policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: T
     return loss, metrics
 
 
+def logprobs_and_entropy(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """``(log p(input_ids[:, 1:] | prefix), entropy of p(. | prefix))``, both ``[B, T-1]`` float32, from one
+    forward pass (position ids skip left padding, as :func:`~icml26.testbeds.grpo.token_logprobs`)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (a causal LM), got {v.describe(model)}")
+    _tensor("input_ids", input_ids, dim=2, integer=True)
+    if input_ids.shape[1] < 2:
+        raise ValueError(f"input_ids must be [B, T] with T >= 2, got shape {tuple(input_ids.shape)}")
+    if not isinstance(attention_mask, Tensor) or attention_mask.shape != input_ids.shape:
+        raise ValueError(f"attention_mask must be a tensor with the shape of input_ids {tuple(input_ids.shape)}")
+    out = model(input_ids=input_ids, attention_mask=attention_mask,
+                position_ids=position_ids_from_mask(attention_mask))
+    logits = (out.logits if hasattr(out, "logits") else out)[:, :-1].float()
+    logz = torch.logsumexp(logits, dim=-1)
+    logp_all = logits - logz.unsqueeze(-1)
+    logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
 # trainer
 
 def _left_pad(seqs: Sequence[Tensor], pad: int) -> tuple[Tensor, Tensor]:
@@ -403,12 +433,14 @@ def assemble(model: nn.Module, prompts: Sequence[Tensor], completions: Tensor, c
 
 @dataclass
 class Counters:
-    """Budget bookkeeping: generated sequences (rollouts + revisions), revisions alone, verifier calls, steps."""
+    """Budget bookkeeping: generated sequences (rollouts + revisions), revisions alone, verifier calls, rollout
+    steps and optimiser updates (``mini_batches`` per step)."""
 
     samples: int = 0
     revisions: int = 0
     verifier_calls: int = 0
     steps: int = 0
+    updates: int = 0
     history: list = field(default_factory=list)
 
 
@@ -539,22 +571,37 @@ class HeRLTrainer:
         adv = group_advantages(rewards, G, eps=cfg.adv_eps)
         batch = assemble(self.policy, train_prompts, comp, cmask, cfg.pad_token_id, G)
         self.policy.train()
-        logp = token_logprobs(self.policy, batch.sequences, batch.attention_mask)
-        loss, lm = herl_policy_loss(logp, batch.old_logp, adv, batch.completion_mask, he, clip_eps=cfg.clip_eps,
-                                    clip_ratio_c=cfg.clip_ratio_c, shaping_gamma=cfg.shaping_gamma)
-        if cfg.kl_coef > 0:
-            with torch.no_grad():
-                ref = token_logprobs(self.ref, batch.sequences, batch.attention_mask)
-            d = ref - logp
-            m = batch.completion_mask
-            kl = ((torch.exp(d) - d - 1) * m).sum() / m.sum().clamp(min=1.0)
-            loss = loss + cfg.kl_coef * kl
-            lm["kl"] = float(kl.detach())
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
-        self.opt.step()
+        n_groups = B // G
+        chunks = torch.arange(n_groups).chunk(min(cfg.mini_batches, n_groups))
+        lms = []
+        for groups in chunks:             # verl's ppo_mini_batch_size: whole groups, in order, one update each
+            rows = (groups[:, None] * G + torch.arange(G)).reshape(-1)
+            seq, attn, m = batch.sequences[rows], batch.attention_mask[rows], batch.completion_mask[rows]
+            if cfg.entropy_coef > 0:
+                logp, ent = logprobs_and_entropy(self.policy, seq, attn)
+            else:
+                logp = token_logprobs(self.policy, seq, attn)
+            loss, lm = herl_policy_loss(logp, batch.old_logp[rows], adv[rows], m, he[rows], clip_eps=cfg.clip_eps,
+                                        clip_ratio_c=cfg.clip_ratio_c, shaping_gamma=cfg.shaping_gamma)
+            if cfg.entropy_coef > 0:            # verl's entropy_coeff: loss - c * token-mean entropy (all rows)
+                entropy = (ent * m).sum() / m.sum().clamp(min=1.0)
+                loss = loss - cfg.entropy_coef * entropy
+                lm["entropy"] = float(entropy.detach())
+            if cfg.kl_coef > 0:
+                with torch.no_grad():
+                    ref = token_logprobs(self.ref, seq, attn)
+                d = ref - logp
+                kl = ((torch.exp(d) - d - 1) * m).sum() / m.sum().clamp(min=1.0)
+                loss = loss + cfg.kl_coef * kl
+                lm["kl"] = float(kl.detach())
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+            self.opt.step()
+            self.count.updates += 1
+            lms.append(lm)
+        lm = {k: sum(d[k] for d in lms) / len(lms) for k in lms[0]}
         self.count.steps += 1
         metrics |= lm
         metrics["he_rows"] = float(he.sum())
@@ -620,5 +667,6 @@ test_time_refine.__test__ = False  # not a pytest test despite its name
 
 __all__ = ["Augmented", "Counters", "DEFAULT_TEMPLATE", "GuideFn", "HeRLConfig", "HeRLTrainer", "REPLACE_RULES",
            "TRAIN_CONTEXTS",
-           "assemble", "augment_group", "build_guidance_prompt", "herl_policy_loss", "revise", "select_hindsight",
+           "assemble", "augment_group", "build_guidance_prompt", "herl_policy_loss", "logprobs_and_entropy", "revise",
+           "select_hindsight",
            "shaping", "test_time_refine", "text_guide"]

@@ -9,10 +9,13 @@ NONE, PAD.
   (chance 1/256), on distinct positions (our choice, after the spec: pair rubrics open a real exploration gap).
 - Guidance prompt h = [TYPE_t, c.., GUIDE, MET, m_1..m_8, UNMET, u_1..u_8, DRAFT, y_1..y_8, ANS]: the satisfied and
   unmet rubrics as position-aligned constraint slots (m_p / u_p = the required token or NONE), then the draft.
-- Stage 0 (shared by GRPO and HeRL, cached): supervised training on (a) x -> uniformly random responses (a diffuse
-  policy that knows the format, not the rubrics) and (b) generic in-context constraint following: random
-  constraints (not tied to the types) on a random draft -> the draft with those positions set, the rest copied.
-  This hard-wires the revision skill an instruction-tuned LLM brings; it is constructed, not learned by RL.
+- Stage 0 (shared by GRPO and HeRL, cached): supervised training on (a) x -> diffuse random responses that depend
+  on the prompt type (a policy that knows the format and reads its prompt, not the rubrics: position p of an
+  answer to type t is drawn from softmax(sigma z_{t,p}), z ~ N(0, I) a fixed table independent of the rubrics;
+  ``answer_sigma`` = 0 gives the type-independent uniform answers of the earlier passes) and (b) generic in-context
+  constraint following: random constraints (not tied to the types) on a random draft -> the draft with those
+  positions set, the rest copied. This hard-wires the revision skill an instruction-tuned LLM brings; it is
+  constructed, not learned by RL.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ TYPE0 = N_CONTENT
 POS0 = TYPE0 + N_TYPES_MAX
 ANS, GUIDE, MET, UNMET, DRAFT, NONE, PAD = range(POS0 + RESP_LEN, POS0 + RESP_LEN + 7)
 VOCAB = PAD + 1
+ANSWER_TABLE_SEED = 99   # the stage-0 answer table z (fixed; the rubrics are drawn from other seeds)
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,7 @@ class SFTConfig:
     batch: int = 64
     lr: float = 1e-2
     guide_frac: float = 0.75
+    answer_sigma: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -149,7 +154,16 @@ class SFTConfig:
                              "size (rotary embeddings)")
         v.positive("lr", self.lr)
         v.probability("guide_frac", self.guide_frac)
+        v.non_negative("answer_sigma", self.answer_sigma)
         v.non_negative_int("seed", self.seed)
+
+
+def answer_table(sigma: float) -> Tensor:
+    """``[N_TYPES_MAX, RESP_LEN, N_CONTENT]`` stage-0 answer distributions softmax(sigma z_{t,p}) (sigma = 0:
+    uniform); z is fixed (``ANSWER_TABLE_SEED``), independent of the rubrics."""
+    sigma = v.non_negative("sigma", sigma)
+    z = torch.randn(N_TYPES_MAX, RESP_LEN, N_CONTENT, generator=torch.Generator().manual_seed(ANSWER_TABLE_SEED))
+    return (sigma * z).softmax(-1)
 
 
 def build_policy(cfg: SFTConfig):
@@ -158,8 +172,11 @@ def build_policy(cfg: SFTConfig):
                       max_positions=128, pad_token_id=PAD, seed=cfg.seed)
 
 
-def sft_batch(n: int, guide_frac: float, g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-    """``(input_ids, attention_mask, loss_mask)`` left-padded: diffuse answers and constraint-following examples."""
+def sft_batch(n: int, guide_frac: float, g: torch.Generator, answer_sigma: float = 0.0
+              ) -> tuple[Tensor, Tensor, Tensor]:
+    """``(input_ids, attention_mask, loss_mask)`` left-padded: diffuse answers (uniform at ``answer_sigma`` = 0,
+    else drawn from :func:`answer_table`, after every other draw) and constraint-following examples."""
+    answer_sigma = v.non_negative("answer_sigma", answer_sigma)
     seqs, targets = [], []
     n_guide = int(round(n * guide_frac))
     types = torch.randint(0, N_TYPES_MAX, (n,), generator=g)
@@ -194,6 +211,10 @@ def sft_batch(n: int, guide_frac: float, g: torch.Generator) -> tuple[Tensor, Te
         ids[i, L - f.numel():] = f
         attn[i, L - f.numel():] = 1
         lm[i, L - 1 - RESP_LEN:] = 1  # predict the RESP_LEN answer tokens
+    if answer_sigma > 0 and n_guide < n:    # type-dependent diffuse answers (drawn last: same stream before)
+        table = answer_table(answer_sigma)[types[n_guide:]]                   # [n - n_guide, RESP_LEN, N_CONTENT]
+        ids[n_guide:, -RESP_LEN:] = torch.multinomial(table.reshape(-1, N_CONTENT), 1,
+                                                      generator=g).view(-1, RESP_LEN)
     return ids, attn, lm
 
 
@@ -210,7 +231,7 @@ def train_sft(cfg: SFTConfig):
     model.train()
     with pinned_training(1), BuildProgress(log, "herl-sft", cfg.steps) as prog:
         for step in range(cfg.steps):
-            ids, attn, lm = sft_batch(cfg.batch, cfg.guide_frac, g)
+            ids, attn, lm = sft_batch(cfg.batch, cfg.guide_frac, g, cfg.answer_sigma)
             loss = -(token_logprobs(model, ids, attn) * lm).sum() / lm.sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -231,6 +252,6 @@ def load_sft_policy(cfg: SFTConfig = SFTConfig()):
                        lambda d: LlamaForCausalLM.from_pretrained(d).eval())
 
 
-__all__ = ["ANS", "DRAFT", "GUIDE", "MET", "N_CONTENT", "NONE", "PAD", "POS0", "RESP_LEN", "SFTConfig", "TYPE0", "TaskConfig",
-           "UNMET", "VOCAB", "build_policy", "guidance_ids", "load_sft_policy", "make_guide", "make_prompts",
+__all__ = ["ANS", "ANSWER_TABLE_SEED", "DRAFT", "GUIDE", "MET", "N_CONTENT", "NONE", "PAD", "POS0", "RESP_LEN", "SFTConfig", "TYPE0", "TaskConfig",
+           "UNMET", "VOCAB", "answer_table", "build_policy", "guidance_ids", "load_sft_policy", "make_guide", "make_prompts",
            "make_rubrics", "sft_batch", "train_sft", "verifier"]
