@@ -11,6 +11,8 @@ our addition for verb-object tasks). F is, per arm:
                policy's parameter count matches SkillNet's (it has no query / attention weights);
   "dense": one gated FFN whose hidden width matches SkillNet's parameter count (conditioned on all four tokens);
   "dense_verb": the same dense policy conditioned on [verb, object] only (a verb one-hot, no hierarchy).
+  "skillnet_blind": SkillNet with the router's skill input set to zero (the same layers and parameters; the trunk still
+               sees the skill tokens): the control that removes skill routing and nothing else.
 Action head (``head``), the same for every arm, so the arms' parameter counts stay equal:
   "mse":  a_{1:H} = W_a LN(h), trained by MSE on the (scaled) action chunk (behaviour cloning);
   "flow": pi0-style flow matching (rectified flow). A velocity MLP v(z, x_t, t) on the trunk features z = LN(h),
@@ -32,7 +34,7 @@ from icml26.harness import validate as check
 
 from .moe import GatedFFN, SkillConditionedMoE, SkillEmbedder, routing_similarity
 
-ARMS = ("skillnet", "state_moe", "dense", "dense_verb")
+ARMS = ("skillnet", "state_moe", "dense", "dense_verb", "skillnet_blind")
 HEADS = ("mse", "flow")
 
 
@@ -116,7 +118,10 @@ class SkillNetPolicy(nn.Module):
             if self.arm in ("dense", "dense_verb"):
                 h = h + f(norm(h))
                 continue
-            y, aux = f(norm(h), e[:, :self.n_skill] if self.arm == "skillnet" else None)
+            skill = e[:, :self.n_skill] if self.arm in ("skillnet", "skillnet_blind") else None
+            if self.arm == "skillnet_blind":                # the control: the router's skill input is zero
+                skill = torch.zeros_like(skill)
+            y, aux = f(norm(h), skill)
             h, bal = h + y, bal + aux["balance_loss"] / len(self.ffns)
             probs.append(aux["probs"][:, 0])
         return self.out_norm(h[:, 0]), bal, probs
