@@ -18,6 +18,9 @@ One training step on prompts x_1..x_P (following the official trainer ``_augment
       on-policy tokens:  dual-clip PPO, l = max(-A rho, -A clip(rho, 1-eps, 1+eps)), and for A < 0 min(l, -A c)
       hindsight tokens:  l = -A f(rho),  f(rho) = rho / (rho + gamma),  rho = pi_theta / pi_old   (no clipping)
     so at rho = 1 a hindsight token's gradient is -A gamma/(1+gamma)^2 grad log pi.
+    Options (off by default; the reproduction uses both): ``entropy_coef`` c subtracts c x the token-mean entropy
+    (verl's ``entropy_coeff``); ``mini_batches`` splits the rollout batch into runs of whole groups with one
+    optimiser update each (verl's ``ppo_mini_batch_size``; later mini-batches run at rho != 1).
  8. ``train_context``: hindsight rows are trained as (h, y') ("hindsight", the default since the fresh-eyes
     review: the official scripts' ``train_use_rewrite_prompt=True``) or (x, y') ("original", the abstract's reading;
     on the toy task it unlearns the revision skill during RL).
