@@ -104,6 +104,17 @@ def token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) 
     return logits.gather(-1, tgt).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
+def token_logprobs_and_entropy(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """``(log p(input_ids[:, 1:] | prefix), entropy of p(. | prefix))``, both ``[B, T-1]`` float32, from one forward
+    pass (as :func:`token_logprobs`; the entropy is for an entropy bonus, verl's ``entropy_coeff``)."""
+    _check_ids(input_ids, attention_mask)
+    logits, _ = _logits(model, input_ids, attention_mask)
+    logits = logits[:, :-1].float()
+    logp_all = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+    logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return logp, -(logp_all.exp() * logp_all).sum(-1)
+
+
 # loss
 
 def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, ref_logp: Tensor | None = None,

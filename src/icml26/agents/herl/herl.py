@@ -43,8 +43,8 @@ from icml26.testbeds.grpo import (
     Rollout,
     generate_with_logprobs,
     group_advantages,
-    position_ids_from_mask,
     token_logprobs,
+    token_logprobs_and_entropy,
 )
 
 from .rubrics import RubricList, RubricResult, RubricVerifier
@@ -371,22 +371,10 @@ def herl_policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: T
 
 def logprobs_and_entropy(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
     """``(log p(input_ids[:, 1:] | prefix), entropy of p(. | prefix))``, both ``[B, T-1]`` float32, from one
-    forward pass (position ids skip left padding, as :func:`~icml26.testbeds.grpo.token_logprobs`)."""
+    forward pass: :func:`~icml26.testbeds.grpo.token_logprobs_and_entropy` (position ids skip left padding)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module (a causal LM), got {v.describe(model)}")
-    _tensor("input_ids", input_ids, dim=2, integer=True)
-    if input_ids.shape[1] < 2:
-        raise ValueError(f"input_ids must be [B, T] with T >= 2, got shape {tuple(input_ids.shape)}")
-    if not isinstance(attention_mask, Tensor) or attention_mask.shape != input_ids.shape:
-        raise ValueError(f"attention_mask must be a tensor with the shape of input_ids {tuple(input_ids.shape)}")
-    out = model(input_ids=input_ids, attention_mask=attention_mask,
-                position_ids=position_ids_from_mask(attention_mask))
-    logits = (out.logits if hasattr(out, "logits") else out)[:, :-1].float()
-    logz = torch.logsumexp(logits, dim=-1)
-    logp_all = logits - logz.unsqueeze(-1)
-    logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, entropy
+    return token_logprobs_and_entropy(model, input_ids, attention_mask)
 
 
 # trainer
