@@ -20,8 +20,7 @@ share offset, motion code and VerbNet class; one verb per group (``HELD_OUT_VERB
 only its cluster and class tokens tell what it does. Every core arm, a control (SkillNet whose router gets a zero skill
 input: skill routing removed, nothing else) and, reported only, SkillNet with a crossed hierarchy (the verbs sharing a
 cluster and class come from different motion groups; 0 by construction, so not a control) is trained with the
-flow-matching head
-(and, at the standard and full budgets, in a second run with the MSE head). Claim: SkillNet's zero-shot success on
+flow-matching head (and, at the standard and full budgets, in a second run with the MSE head). Claim: SkillNet's zero-shot success on
 the held-out verbs >= the strongest peer's + 0.16 (the harness picks the strongest of the three peers on the
 evaluation episodes), and the control fails the same test; not decided when SkillNet, the strongest peer or the
 control is below 0.5 in-domain.
@@ -206,7 +205,8 @@ def evaluate(policy, h, pairs, n: int, seed: int, verb_table: dict | None = None
 def held_out_verb_experiment(sz: Sizes, seed: int) -> tuple[dict, list, list]:
     """Zero-shot success on verbs never seen in training whose motion is determined by their cluster and class
     (``SYNONYM_VERBS``): every core arm, the zero-skill-router control and the crossed hierarchy (reported), with the
-    flow-matching head (and, where the budget gives ``verb_mse_steps``, the MSE head as well). Returns (metrics, claims and checks, table rows)."""
+    flow-matching head (and, where the budget gives ``verb_mse_steps``, the MSE head as well).
+    Returns (metrics, claims and checks, table rows)."""
     table = SYNONYM_VERBS
     h = hierarchy(table)
     h_cross = hierarchy(crossed_table(table, np.random.default_rng(seed + 11)))
