@@ -275,7 +275,10 @@ def reproduce(
     paper_ids: Optional[List[str]] = typer.Argument(None, help="Paper ids, e.g. A03 A17."),
     all_: bool = typer.Option(False, "--all", help="Every implemented paper."),
     budget: str = typer.Option("standard", help="quick (<=30 s), standard (<=3 min) or full."),
-    seeds: int = typer.Option(1, help="Number of seeds (0..N-1); claims are aggregated over them."),
+    seeds: int = typer.Option(1, help="Number of seeds (K..K+N-1, K = --first-seed); claims are aggregated over "
+                                       "them."),
+    first_seed: int = typer.Option(0, "--first-seed", help="The first seed K: run seeds K..K+N-1, e.g. seeds no "
+                                   "earlier run looked at (a testbed chosen on seeds 0-7 checked on 8-12)."),
     jobs: Optional[int] = typer.Option(None, help="Parallel jobs (default: number of cores)."),
     backend: str = typer.Option("local", help="local (process pool) or ray."),
     ray_address: Optional[str] = typer.Option(None, help="Join this Ray cluster instead of starting a local Ray."),
@@ -290,6 +293,11 @@ def reproduce(
     if seeds > MAX_SEEDS:
         fail(f"--seeds {seeds} is more than {MAX_SEEDS}; a power estimate that asks for more says 'not within 100', "
              "so more seeds will not decide the claim")
+    if first_seed < 0:
+        fail(f"--first-seed must be >= 0, got {first_seed}")
+    if first_seed > 2**31 - 1 - seeds:
+        fail(f"--first-seed {first_seed} is too large: seeds must stay below 2**31 (numpy's and torch's seed range)")
+    seed_list = list(range(first_seed, first_seed + seeds))
     if jobs is not None and jobs < 1:
         fail(f"--jobs must be >= 1, got {jobs}")
     if backend not in ("local", "ray"):
@@ -305,10 +313,10 @@ def reproduce(
         check_cache()
         from .testbeds.registry import testbeds_for
 
-        needed = testbeds_for([p.id for p in papers], b, seeds)
+        needed = testbeds_for([p.id for p in papers], b, seed_list)
         if needed:
             build_testbeds(needed, {p.id: p.testbeds(b) for p in papers}, verbose_table=False)
-    result = run_with_progress([p.id for p in papers], b, seeds, jobs, backend, root, ray_address)
+    result = run_with_progress([p.id for p in papers], b, seed_list, jobs, backend, root, ray_address)
     print_claims(result.summaries())
     if report:
         from .harness.report import build_report
@@ -456,7 +464,7 @@ def build_testbeds(needed: list, users: dict[str, tuple[str, ...]], dry_run: boo
 
 # running jobs
 
-def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None, backend: str, out: Path,
+def run_with_progress(ids: list[str], budget: str, seeds: list[int], jobs: int | None, backend: str, out: Path,
                       ray_address: str | None) -> Any:
     """Run the jobs with one line per job start and end (terminal or not), a bar on a terminal, and a heartbeat
     line every 10 s when stderr is not a terminal.
@@ -468,7 +476,7 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
 
     from .harness.runner import Interrupted, run_reproductions
 
-    plan = [(pid, s) for pid in ids for s in range(seeds)]
+    plan = [(pid, s) for pid in ids for s in seeds]
     width = max(1, min(jobs or os.cpu_count() or 1, len(plan)))
     lock = threading.Lock()
     state: dict[str, Any] = {"started": [], "done": set(), "last": time.monotonic(), "t0": time.monotonic()}
@@ -492,8 +500,9 @@ def run_with_progress(ids: list[str], budget: str, seeds: int, jobs: int | None,
                     say(f"  ... {len(state['done'])}/{len(plan)} jobs done, "
                         f"{time.monotonic() - state['t0']:.0f} s elapsed{where}")
 
-    err.print(f"Running {len(plan)} job{'s' if len(plan) != 1 else ''} ({', '.join(ids)} × {seeds} "
-              f"seed{'s' if seeds != 1 else ''}, {budget} budget), {width} at a time on {backend}.", highlight=False)
+    which = f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}" + (f" from {seeds[0]}" if seeds and seeds[0] else "")
+    err.print(f"Running {len(plan)} job{'s' if len(plan) != 1 else ''} ({', '.join(ids)} × {which}, {budget} "
+              f"budget), {width} at a time on {backend}.", highlight=False)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, disable=not err.is_terminal) as progress:
         task = progress.add_task(f"reproducing ({budget})", total=len(plan))

@@ -77,6 +77,22 @@ def test_claims_and_checks_apart_with_falsifiers_and_seed_counts(fake_papers):
     assert "claims: 1 holds, 1 inconclusive; checks: 1 holds; 2 without a control (quick, 2 seeds)" in row
 
 
+def test_first_seed_runs_seeds_k_to_k_plus_n_minus_1(fake_papers):
+    """``--seeds 2 --first-seed 5`` runs seeds 5 and 6 (not 0 and 1), and the Markdown table names that command."""
+    from icml26.harness.report import paper_markdown
+
+    out = fake_papers / "runs"
+    r = run(["reproduce", "A03", "--budget", "quick", "--seeds", "2", "--first-seed", "5", "--jobs", "1",
+             "--out", str(out), "--no-report"])
+    assert r.exit_code == 0, r.output
+    assert re.findall(r"done  A03 seed (\d): ok", r.output) == ["5", "6"]
+    assert "2 seeds from 5" in r.output
+    md = paper_markdown([out], "A03")
+    assert "seeds 5–6" in md and "--seeds 2 --first-seed 5`" in md
+    r = run(["reproduce", "A03", "--budget", "quick", "--first-seed", "-1", "--out", str(out), "--no-report"])
+    assert r.exit_code == 2 and "--first-seed must be >= 0" in r.output
+
+
 def test_one_seed_says_so_not_a_degenerate_interval(fake_papers):
     r = run(["reproduce", "A03", "--budget", "quick", "--jobs", "1", "--out", str(fake_papers / "o"), "--no-report"])
     assert r.exit_code == 0, r.output

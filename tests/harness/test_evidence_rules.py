@@ -431,6 +431,20 @@ def test_the_markdown_command_is_the_one_paper_command_without_the_out_folder():
     assert "/x/runs" not in _command_line("A03", "quick", 1, ["icml26 reproduce A03 --budget quick --out=/x/r"])
 
 
+def test_the_markdown_command_names_the_first_seed_when_the_seeds_do_not_start_at_0():
+    """Seeds 8..12 (a testbed checked on seeds its choice never saw) rerun with ``--first-seed 8``; seeds with a gap
+    cannot be one CLI command, and the line says how to rerun them instead of naming a wrong range."""
+    from icml26.harness.report import _command_line
+
+    ran = ["icml26 reproduce B07 --budget standard --seeds 5 --first-seed 8"]
+    assert _command_line("B07", "standard", [8, 9, 10, 11, 12], ran) == \
+        "Command: `icml26 reproduce B07 --budget standard --seeds 5 --first-seed 8`."
+    assert _command_line("B07", "standard", [0, 1, 2], []).startswith(
+        "Command: `icml26 reproduce B07 --budget standard --seeds 3`")
+    gappy = _command_line("B07", "quick", [0, 2], ran)
+    assert "seeds=[0, 2]" in gappy and "--first-seed" in gappy and "0, 2" in gappy
+
+
 def test_a_label_with_a_per_seed_number_is_marked_as_the_first_seeds():
     """A paper that writes a number into its baseline label ("Fast-dLLM (8.32)") would show seed 0's number next
     to the mean over seeds; the aggregate says whose text it is."""

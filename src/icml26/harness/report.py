@@ -323,10 +323,17 @@ def _without_out(command: str) -> str:
     return shlex.join(kept)
 
 
-def _command_line(paper: str, budget: str, n_seeds: int, commands: Sequence[str]) -> str:
-    """``Command: icml26 reproduce ID --budget B --seeds N``: the one-paper command that reruns this table, and
-    the recorded command when the batch ran as part of a larger one (its ``--out`` folder left out)."""
-    own = f"icml26 reproduce {paper} --budget {budget} --seeds {n_seeds}"
+def _command_line(paper: str, budget: str, seeds: int | Sequence[int], commands: Sequence[str]) -> str:
+    """``Command: icml26 reproduce ID --budget B --seeds N [--first-seed K]``: the one-paper command that reruns
+    this table, and the recorded command when the batch ran as part of a larger one (its ``--out`` folder left
+    out). ``seeds``: the count (seeds 0..N-1) or the seeds themselves."""
+    xs = list(range(seeds)) if isinstance(seeds, int) else sorted(int(x) for x in seeds)
+    own = f"icml26 reproduce {paper} --budget {budget} --seeds {len(xs)}"
+    if xs and xs[0]:
+        own += f" --first-seed {xs[0]}"
+    if xs and xs != list(range(xs[0], xs[0] + len(xs))):  # seeds with gaps (given to `run_reproductions`)
+        return (f"Command: `run_reproductions([{paper!r}], {budget!r}, seeds={xs})` from Python (seeds "
+                f"{_ranges(xs)} are not one range that `--seeds N --first-seed K` gives).")
     ran = [c for c in dict.fromkeys(_without_out(c) for c in commands) if c != own]
     if not commands:
         return f"Command: `{own}` (the recorded command line is missing)."
@@ -556,7 +563,7 @@ def paper_markdown(outs: Sequence[str | Path], paper: str) -> str:
     lines = [f"Budget {s['budget']}, seeds {_ranges(seeds)} ({len(s['seeds'])} ok"
              + (f", crashed on {_ranges(sorted(s['crashed']))}" if s["crashed"] else "") + f"), run {when}; "
              f"time per seed: {'; '.join(costs)}; code {', '.join(gits) or 'not recorded'}.",
-             "", _command_line(paper, s["budget"], len(seeds), commands), ""]
+             "", _command_line(paper, s["budget"], seeds, commands), ""]
     tag = [f"s{x}" for x in s["seeds"]]  # the aggregated per-seed lists follow the finished seeds in this order
     claims = [c for c in s["claims"] if c.get("kind", "claim") == "claim"]
     checks = [c for c in s["claims"] if c.get("kind") == "check"]

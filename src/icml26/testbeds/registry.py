@@ -208,15 +208,18 @@ NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
-def testbeds_for(paper_ids: Iterable[str], budget: str = "standard", seeds: int | None = None) -> list[Testbed]:
+def testbeds_for(paper_ids: Iterable[str], budget: str = "standard",
+                 seeds: int | Iterable[int] | None = None) -> list[Testbed]:
     """The testbeds the given papers' reproductions load at ``budget``, each once, in first-use order; with
-    ``seeds``, per-seed artefacts only for seeds ``0 .. seeds - 1`` (without it, every registered seed)."""
+    ``seeds`` (a count N for seeds ``0 .. N - 1``, or the seeds themselves), per-seed artefacts only for those
+    seeds (without it, every registered seed)."""
     if budget not in BUDGETS:
         raise ValueError(f"unknown budget {budget!r}; choose one of: {', '.join(BUDGETS)}")
+    wanted = None if seeds is None else set(range(seeds)) if isinstance(seeds, int) else {int(x) for x in seeds}
     names: list[str] = []
     for pid in paper_ids:
         for n in NEEDS.get(str(pid).upper(), {}).get(budget, ()):
-            if seeds is not None and TESTBEDS[n].seed is not None and TESTBEDS[n].seed >= seeds:
+            if wanted is not None and TESTBEDS[n].seed is not None and TESTBEDS[n].seed not in wanted:
                 continue
             if n not in names:
                 names.append(n)
