@@ -115,6 +115,21 @@ def test_paired_instances_make_a_noisy_single_seed_inconclusive():
     assert Claim.from_dict(noisy.to_dict()).verdict == "inconclusive"
 
 
+def test_paired_differences_pointing_the_other_way_make_the_claim_inconclusive():
+    """A measured value that is not the instances' mean (min of means vs mean of per-instance mins, A14's first
+    U-shape) can sit above its reference while every instance sits below: neither verdict is evidence then."""
+    up = Claim("s", measured=0.709, op=">", reference=0.700, falsifier="f", paired=[-0.02, -0.018, -0.021, -0.019])
+    assert up.verdict == "inconclusive" and "point the other way" in up.reason
+    down = Claim("s", measured=0.69, op=">=", reference=0.70, falsifier="f", paired=[0.02, 0.018, 0.021, 0.019])
+    assert down.verdict == "inconclusive"
+    below = Claim("s", measured=2.0, op="<", reference=1.0, falsifier="f", paired=[-1.0, -0.9, -1.1])
+    assert below.verdict == "inconclusive"
+    agree = Claim("s", measured=0.72, op=">", reference=0.70, falsifier="f", paired=[0.02, 0.018, 0.021, 0.019])
+    assert agree.verdict == "holds"
+    against = Claim("s", measured=0.68, op=">", reference=0.70, falsifier="f", paired=[-0.02, -0.018, -0.021])
+    assert against.verdict == "does not hold"
+
+
 def test_outcome_refuses_two_claims_with_one_statement():
     c = Claim("same", measured=1.0, op="<", reference=2.0, falsifier="f")
     with pytest.raises(ValueError, match="statement"):

@@ -253,6 +253,11 @@ class Claim:
         ci = self.paired_ci
         if self.op != "in" and ci is not None and ci[0] <= 0.0 <= ci[1]:
             return None, "the per-instance interval of (measured − reference) contains 0"
+        if self.op in (">", ">=", "<", "<=") and ci is not None and h == (ci[1] < 0.0 if self.op in (">", ">=")
+                                                                          else ci[0] > 0.0):
+            return None, (f"the per-instance differences (interval [{ci[0]:.4g}, {ci[1]:.4g}]) point the other way "
+                          "from measured vs reference: the measured value is not the instances' mean, so the claim "
+                          "disagrees with itself")
         if h and self.control is not None:
             cv = self.control_verdict
             if cv == "holds":

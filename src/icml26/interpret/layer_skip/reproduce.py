@@ -133,15 +133,16 @@ def _u_shape(r: dict) -> tuple[float, float, list[float]]:
 
 def _u_shape_D(r: dict) -> tuple[float, float, list[float]]:
     """U-shape of the inter-token redundancy D over the block outputs h_1..h_L (the spec's "low cosine distance"
-    of early and late vision tokens): min(D_1, D_L) vs the mean of D_2..D_{L-1}, with per-calibration-example
-    differences."""
+    of early and late vision tokens), per calibration example: the mean over examples of min(D_1, D_L) vs the
+    mean of D_2..D_{L-1}, and the per-example differences, whose mean is exactly measured − reference (the first
+    version compared min(mean D_1, mean D_L), which can sit above the middle while every example's ends sit below
+    it: A14 seed 0, +0.009 against a paired interval [−0.023, −0.015])."""
     d = r["D_ex"][1:]                                               # [L, B]: h_1..h_L
-    D = r["D"][1:]
     ends = np.minimum(d[0], d[-1])
     if d.shape[0] <= 2:
-        return float(min(D[0], D[-1])), float("nan"), np.full_like(ends, np.nan).tolist()
+        return float(ends.mean()), float("nan"), np.full_like(ends, np.nan).tolist()
     mid = d[1:-1].mean(0)
-    return float(min(D[0], D[-1])), float(np.mean(D[1:-1])), (ends - mid).tolist()
+    return float(ends.mean()), float(mid.mean()), (ends - mid).tolist()
 
 
 def _checks(model, data: DigitVQA, r: dict) -> list[Claim]:
@@ -296,7 +297,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         claims.append(Claim(
             f"{name}: both early and late vision tokens are redundant (U-shape of the adjacent-token similarity D)",
             ends, ">", mid, baseline="mean D of the middle layers h_2..h_{L-1}",
-            metric="min(D at h_1, D at h_L): cosine similarity of adjacent vision tokens",
+            metric="mean over calibration pairs of min(D at h_1, D at h_L): cosine similarity of adjacent vision tokens",
             paper="early and late vision tokens are redundant across models",
             falsifier="D after the first or the last block not above the middle layers' mean",
             paired=paired_u,
