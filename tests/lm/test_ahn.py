@@ -398,6 +398,13 @@ def test_quick_base_plants_copies_beyond_the_quick_window():
     assert cfg.span >= sz.seq_len // 3 and sz.steps >= 800
 
 
+def test_quick_budget_distils_the_v1_output_stage_too():
+    """Second pass, part A: the first version's output stage (style="v1") is compared with the official one at
+    every budget, so the quick table shows it."""
+    from icml26.lm.ahn.reproduce import SIZES
+    assert all(sz.v1_arm for sz in SIZES.values())
+
+
 # bad input: every public entry point refuses it before doing any work
 
 def _rule(T=5, B=1, H=2, d=4):
@@ -546,6 +553,9 @@ def test_quick_reproduction_structure():
         assert c.verdict in ("holds", "does not hold", "inconclusive")
         if c.kind == "claim":
             assert c.falsifier
+    assert {"ce_gdn-v1", "ahn_params_gdn_v1", "ce_v1_minus_official_gdn"} <= set(out.metrics)
+    assert out.metrics["ce_v1_minus_official_gdn_seq_lo"] <= out.metrics["ce_v1_minus_official_gdn"]
+    assert not any("v1" in c.statement for c in out.claims)   # a comparison, not a claim of the paper
     for c in out.checks:   # exactness checks are true by construction: they must hold
         if "the testbed can decide" in c.statement:
             # a precondition on the trained base, not an identity: reported as measured (the tiny quick base,
