@@ -355,8 +355,8 @@ def test_reproduction_structure(monkeypatch):
 
 def test_reproduction_held_out_verb_claims(monkeypatch):
     # issue 31: the held-out-verb experiment, every arm with the flow head (and the MSE head where the budget asks),
-    # against the strongest peer, with the zero-skill-router control (the crossed hierarchy is reported only: it
-    # scores 0 by construction, review); tiny sizes cannot act, so it is not decided
+    # against the strongest peer, with the zero-skill-router control, and the routing claim on the held-out verbs;
+    # tiny sizes cannot act, so neither is decided
     R = _tiny_sizes(monkeypatch, verb_mse_steps=5)
     from icml26.harness import Budget
     out = R.reproduce(Budget.QUICK, 0)
@@ -366,6 +366,13 @@ def test_reproduction_held_out_verb_claims(monkeypatch):
         assert c.kind == "claim" and set(c.baselines) == {f"{R.NAMES[a]} + 0.160" for a in R.PEERS}
         assert "skill input set to zero" in c.control_arm and c.paper == "+16.0% zero-shot"
         assert c.verdict == "inconclusive" and math.isnan(c.measured) and "Not decided" in c.note
+    routing = [c for c in out.claims if c.statement.startswith("held-out verbs are routed like their own motion group")]
+    assert len(routing) == 2 and {("flow" in c.statement) for c in routing} == {True, False}
+    for c in routing:
+        assert set(c.baselines) == {"0 (routing unrelated to the motion group)", "the same SkillNet before training"}
+        assert "skill input set to zero" in c.control_arm and c.control == 0.0      # a blind router routes verbs alike
+        assert c.verdict == "inconclusive" and math.isnan(c.measured) and "Not decided" in c.note
+    assert "skillnet_crossed" not in R.VERB_ARMS and "skillnet_crossed" not in R.NAMES
     head_rows = {r["head"] for r in out.tables["held_out_verbs"]}
     assert head_rows == {"flow", "mse"} and len(out.tables["held_out_verbs"]) == 2 * len(R.VERB_ARMS)
     for head in ("flow", "mse"):
@@ -386,16 +393,12 @@ def test_held_out_verb_claim_decides_against_the_strongest_peer_and_the_control(
 
     def fake(zs, control, in_domain=1.0):
         def evaluate(pol, hh, pairs, k, seed, table=None):
-            arm = "skillnet_crossed" if hh is not h_ref else pol.arm       # the crossed arm evaluates with its hierarchy
             if len(pairs) != n // 2:                       # the training compositions: in-domain
                 return np.full(len(pairs) * k, in_domain), None, np.zeros(len(pairs) * k, bool)
-            v = control if arm == "skillnet_blind" else bad if arm == "skillnet_crossed" else zs[arm]
+            v = control if pol.arm == "skillnet_blind" else zs[pol.arm]
             return v.copy(), None, np.zeros(len(v), bool)
         return evaluate
 
-    h_ref = R.hierarchy(R.SYNONYM_VERBS)
-    monkeypatch.setattr(R, "hierarchy", lambda table=None: h_ref if table is R.SYNONYM_VERBS else
-                        R.SkillHierarchy({v: (c, vn) for v, (_, c, vn) in (table or R.VERBS).items()}))
     sz = R.SIZES[R.Budget.QUICK]
     monkeypatch.setattr(R, "evaluate", fake({"skillnet": ok, "state_moe": bad, "dense": half, "dense_verb": bad}, bad))
     c = R.held_out_verb_experiment(sz, 0)[1][1]
@@ -573,27 +576,91 @@ def test_held_out_verb_split_holds_out_a_verb_of_every_group():
         verb_split(SYNONYM_VERBS, ("fly",))
 
 
-def test_crossed_hierarchy_mixes_motion_groups_and_keeps_the_tokens():
-    from icml26.embodied.skillnet.reproduce import crossed_table, hierarchy, retokenize, task_tokens, verb_groups
+def _routing_fixture(seed=0):
+    # synthetic top-1 routing distributions (12 verbs x 2 layers x 4 experts) for the held-out-verb routing claim
+    from icml26.embodied.skillnet.reproduce import HELD_OUT_VERBS, verb_groups
     from icml26.embodied.skillnet.tabletop import SYNONYM_VERBS
-    motion = {v: tuple(off) for v, (off, _, _) in SYNONYM_VERBS.items()}
-    for seed in range(5):
-        crossed = crossed_table(SYNONYM_VERBS, np.random.default_rng(seed))
-        assert list(crossed) == list(SYNONYM_VERBS)
-        assert all(crossed[v][0] == SYNONYM_VERBS[v][0] for v in crossed)            # same offsets
-        groups = verb_groups(crossed)
-        assert sorted(groups) == sorted(verb_groups(SYNONYM_VERBS)) and all(len(g) == 3 for g in groups.values())
-        for verbs in groups.values():                     # the verbs sharing a cluster and class move differently
-            assert len({motion[v] for v in verbs}) == len(verbs)
-        h, hc = hierarchy(SYNONYM_VERBS), hierarchy(crossed)
-        verbs, objs = list(SYNONYM_VERBS), np.arange(12) % 3
-        tok = task_tokens(h, verbs, objs)
-        new = retokenize(tok, h, hc)
-        assert torch.equal(new, task_tokens(hc, verbs, objs)) and torch.equal(new[:, 2:], tok[:, 2:])
-        assert h.n_tokens == hc.n_tokens
-    with pytest.raises(ValueError, match="groups of one size"):
-        crossed_table({"a": ((0, 0, 0), "100200", "x"), "b": ((0, 0, 0), "100200", "x"),
-                       "c": ((1, 0, 0), "200200", "y")}, np.random.default_rng(0))
+    verbs, groups = list(SYNONYM_VERBS), list(verb_groups(SYNONYM_VERBS).values())
+    rng = np.random.default_rng(seed)
+    group_of = {v: k for k, g in enumerate(groups) for v in g}
+    grouped = np.stack([[0.6 * np.eye(4)[group_of[v]] + 0.4 * rng.dirichlet(np.ones(4)) for _ in range(2)]
+                        for v in verbs])                          # each group mostly on its own expert
+    equal = np.full((len(verbs), 2, 4), 0.25)                      # every verb routed alike
+    return verbs, groups, HELD_OUT_VERBS, grouped, equal
+
+
+def test_routing_margins_grouped_equal_and_ties():
+    from icml26.embodied.skillnet.reproduce import routing_margins
+    verbs, groups, held, grouped, equal = _routing_fixture()
+    mg, ok = routing_margins(grouped, verbs, groups, held)
+    assert mg.shape == ok.shape == (4, 2) and (mg > 0).all() and ok.all()
+    mg, ok = routing_margins(equal, verbs, groups, held)
+    assert (mg == 0).all() and not ok.any()                         # ties count as wrong
+    # a held-out verb routed exactly like another group: negative margin, wrong group
+    swapped = grouped.copy()
+    i, j = verbs.index(held[0]), verbs.index(groups[1][0])
+    swapped[i] = grouped[[verbs.index(v) for v in groups[1] if v not in held]].mean(0)
+    mg, ok = routing_margins(swapped, verbs, groups, held)
+    assert (mg[0] < 0).all() and not ok[0].any() and ok[1:].all() and j != i
+    # by hand: one layer, group means one-hot, q halfway between own and another group's expert
+    d = np.zeros((len(verbs), 1, 4))
+    for k, g in enumerate(groups):
+        d[[verbs.index(v) for v in g], 0, k] = 1.0
+    d[verbs.index(held[0]), 0] = [0.75, 0.25, 0, 0]
+    mg, _ = routing_margins(d, verbs, groups, held)
+    assert mg[0, 0] == pytest.approx(0.75 - 0.25)                   # TV to group 1 is 0.75, to its own 0.25
+
+
+def test_routing_claim_holds_for_grouped_routing_and_fails_for_a_blind_router():
+    from icml26.embodied.skillnet.reproduce import routing_claim
+    verbs, groups, held, grouped, equal = _routing_fixture()
+    c = routing_claim(grouped, equal, equal, verbs, groups, held, "test")
+    assert c.verdict == "holds" and c.control == 0.0 and c.control_verdict == "does not hold"
+    assert c.strongest_baseline.startswith("0 (") and len(c.paired) == 8
+    # equal gates (a router that does not tell verbs apart): never holds
+    assert routing_claim(equal, equal, equal, verbs, groups, held, "test").holds is not True
+    # anti-grouped: every held-out verb routed like the next group -> does not hold
+    anti = grouped.copy()
+    for k, g in enumerate(groups):
+        mates = [verbs.index(v) for v in groups[(k + 1) % 4] if v not in held]
+        anti[verbs.index(next(v for v in g if v in held))] = grouped[mates].mean(0)
+    assert routing_claim(anti, equal, equal, verbs, groups, held, "test").verdict == "does not hold"
+    # the untrained router already grouped as strongly: the reference is the untrained one, not chance
+    c = routing_claim(grouped, grouped, equal, verbs, groups, held, "test")
+    assert c.strongest_baseline == "the same SkillNet before training" and c.holds is not True
+    # a control that groups too makes the claim inconclusive
+    c = routing_claim(grouped, equal, grouped, verbs, groups, held, "test")
+    assert c.verdict == "inconclusive" and "control passes too" in c.reason
+    # not decided when SkillNet cannot act
+    c = routing_claim(grouped, equal, equal, verbs, groups, held, "test", weak=True)
+    assert c.verdict == "inconclusive" and math.isnan(c.measured) and "Not decided" in c.note
+
+
+def test_blind_router_routes_every_verb_alike_and_skill_router_does_not():
+    from icml26.embodied.skillnet.policy import SkillNetPolicy
+    from icml26.embodied.skillnet.reproduce import (
+        HELD_OUT_VERBS,
+        hierarchy,
+        routing_margins,
+        routing_states,
+        top1_routing,
+        verb_groups,
+    )
+    from icml26.embodied.skillnet.tabletop import SYNONYM_VERBS, obs_dim
+    h, verbs = hierarchy(SYNONYM_VERBS), list(SYNONYM_VERBS)
+    groups = list(verb_groups(SYNONYM_VERBS).values())
+    obs, objs = routing_states(SYNONYM_VERBS, 1, 0)
+    assert obs.shape == (12 * 3 * 20, obs_dim()) and objs.shape == (len(obs),)
+    for arm in ("skillnet_blind", "skillnet"):
+        torch.manual_seed(0)
+        pol = SkillNetPolicy(arm, obs_dim(), h.n_tokens + 3, chunk=4)
+        d = top1_routing(pol, h, obs, objs, verbs)
+        assert d.shape == (12, 2, 4) and np.allclose(d.sum(-1), 1.0)
+        mg, ok = routing_margins(d, verbs, groups, HELD_OUT_VERBS)
+        if arm == "skillnet_blind":
+            assert (d == d[:1]).all() and (mg == 0).all() and not ok.any()
+    with pytest.raises(ValueError, match="MoE policy"):
+        top1_routing(SkillNetPolicy("dense", obs_dim(), h.n_tokens + 3, chunk=4), h, obs, objs, verbs)
 
 
 # argument checks on every public entry point (issue "Reliability"): each case would have returned a number or

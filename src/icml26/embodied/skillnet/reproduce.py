@@ -17,13 +17,15 @@ critical value and the same correlation of the untrained SkillNet (random init r
 
 Held-out verbs (``held_out_verb_experiment``; our construction): ``SYNONYM_VERBS``, 12 verbs in 4 groups of 3 that
 share offset, motion code and VerbNet class; one verb per group (``HELD_OUT_VERBS``) is never seen in training, so
-only its cluster and class tokens tell what it does. Every core arm, a control (SkillNet whose router gets a zero skill
-input: skill routing removed, nothing else) and, reported only, SkillNet with a crossed hierarchy (the verbs sharing a
-cluster and class come from different motion groups; 0 by construction, so not a control) is trained with the
-flow-matching head (and, at the standard and full budgets, in a second run with the MSE head). Claim: SkillNet's zero-shot success on
-the held-out verbs >= the strongest peer's + 0.16 (the harness picks the strongest of the three peers on the
-evaluation episodes), and the control fails the same test; not decided when SkillNet, the strongest peer or the
-control is below 0.5 in-domain.
+only its cluster and class tokens tell what it does. Every core arm and a control (SkillNet whose router gets a zero
+skill input: skill routing removed, nothing else) is trained with the flow-matching head (and, at the standard and
+full budgets, in a second run with the MSE head). Claim 1: SkillNet's zero-shot success on the held-out verbs >= the
+strongest peer's + 0.16 (the harness picks the strongest of the three peers on the evaluation episodes), and the
+control fails the same test; not decided when SkillNet, the strongest peer or the control is below 0.5 in-domain.
+Claim 2 (routing, "similar expert activations on similar skills"): a held-out verb's top-1 expert routing is nearer
+(total variation, per MoE layer) to its own group's trained verbs' than to any other group's (``routing_margins``),
+above the larger of 0 (routing unrelated to the group) and the same SkillNet before training; the control (a router
+without skill input routes every verb alike) must fail; not decided when SkillNet is below 0.5 in-domain.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class Sizes:
     ft_steps: int       # fine-tuning steps
     eval_eps: int       # evaluation episodes per composition
     arms: tuple[str, ...] = CORE_ARMS
-    # held-out-verb experiment (flow head, every core arm + the zero-skill-router control + the crossed hierarchy)
+    # held-out-verb experiment (flow head, every core arm + the zero-skill-router control)
     verb_demos: int = 20        # demonstrations per training composition
     verb_steps: int = 1000      # flow-matching steps
     verb_eval_eps: int = 20     # evaluation episodes per composition
@@ -80,15 +82,14 @@ HELD_OUT = (("push", "cup"), ("drag", "ball"), ("rotate", "block"), ("carry", "c
 SCALE = torch.tensor([1 / STEP, 1 / STEP, 1 / ROT])
 NAMES = {"skillnet": "SkillNet (skill-routed MoE)", "state_moe": "state-routed MoE",
          "dense": "dense (hierarchical tokens)", "dense_verb": "dense (verb + object only)",
-         "skillnet_sim": "SkillNet + L_sim", "skillnet_crossed": "SkillNet, crossed hierarchy",
+         "skillnet_sim": "SkillNet + L_sim",
          "skillnet_blind": "SkillNet, router's skill input zeroed (control)"}
 PEERS = ("state_moe", "dense", "dense_verb")
 # held-out-verb experiment: one verb of each SYNONYM_VERBS group is never seen in training (our choice of verbs)
 HELD_OUT_VERBS = ("nudge", "haul", "spin", "skid")
-CROSSED = "skillnet_crossed"     # reported only: its tokens never point to a held-out verb's own motion, so it
-                                 # scores 0 by construction and cannot serve as the claim's control (review)
-CONTROL = "skillnet_blind"       # the claim's control: SkillNet whose router gets no skill input
-VERB_ARMS = (*CORE_ARMS, CROSSED, CONTROL)
+CONTROL = "skillnet_blind"       # the claims' control: SkillNet whose router gets no skill input
+VERB_ARMS = (*CORE_ARMS, CONTROL)
+ROUTING_EPS = 2         # expert episodes per composition (all 36, other initial states) in the routing state pool
 VERB_MARGIN = 0.160     # the abstract's zero-shot margin, read as absolute points
 HEAD_NAMES = {"flow": "flow-matching head", "mse": "MSE head, behaviour cloning"}
 
@@ -118,25 +119,6 @@ def verb_split(verb_table: dict, held_out: tuple[str, ...]) -> tuple[list, list]
     train = [(v, o) for v in verb_table if v not in held_out for o in OBJECTS]
     test = [(v, o) for v in held_out for o in OBJECTS]
     return train, test
-
-
-def crossed_table(verb_table: dict, rng: np.random.Generator) -> dict:
-    """The control's hierarchy: the same offsets, codes and classes, but each verb's (motion code, VerbNet class) is
-    reassigned so that the verbs sharing one come from different motion groups (group g's i-th verb, in a random order,
-    goes to group pi((g + i) mod G), pi a random permutation; needs groups of equal size n <= G). The token structure
-    (triples of verbs sharing cluster and class) is kept; what the tokens say about the motion is removed."""
-    groups = verb_groups(verb_table)
-    keys, sizes = list(groups), {len(v) for v in groups.values()}
-    if len(sizes) != 1 or next(iter(sizes)) > len(keys):
-        raise ValueError(f"crossed_table needs groups of one size n <= the number of groups, got sizes {sorted(sizes)} "
-                         f"for {len(keys)} groups")
-    pi = rng.permutation(len(keys))
-    out = {}
-    for g, key in enumerate(keys):
-        members = groups[key]
-        for i, j in enumerate(rng.permutation(len(members))):
-            out[members[j]] = keys[pi[(g + i) % len(keys)]]
-    return {v: (off, *out[v]) for v, (off, _, _) in verb_table.items()}
 
 
 def task_tokens(h: SkillHierarchy, verbs: list[str], objects: np.ndarray) -> torch.Tensor:
@@ -169,16 +151,6 @@ def few_shot_mix(data, shots, *, ratio: int = 4, seed: int = 0):
     return [torch.cat([d[rows], s]) for d, s in zip(data, shots)]
 
 
-def retokenize(tok: torch.Tensor, h: SkillHierarchy, h_new: SkillHierarchy) -> torch.Tensor:
-    """The same rows' [cluster, class, verb, object] tokens under another hierarchy with the same verbs in the same
-    order (the verb and object ids are unchanged; the cluster and class ids are the new hierarchy's)."""
-    if h.verbs != h_new.verbs or h.n_tokens != h_new.n_tokens:
-        raise ValueError("retokenize needs two hierarchies with the same verbs, in the same order, and vocabulary size")
-    start = len(h.centers) + len(h.classes)
-    lookup = torch.tensor([h_new.tokens(v) for v in h.verbs])
-    return torch.cat([lookup[tok[:, 2] - start], tok[:, 3:]], 1)
-
-
 @torch.no_grad()
 def evaluate(policy, h, pairs, n: int, seed: int, verb_table: dict | None = None
              ) -> tuple[np.ndarray, list, np.ndarray]:
@@ -202,17 +174,100 @@ def evaluate(policy, h, pairs, n: int, seed: int, verb_table: dict | None = None
     return env.success().astype(float), probs0, untouched
 
 
+def routing_states(verb_table: dict, n: int, seed: int) -> tuple[torch.Tensor, np.ndarray]:
+    """The routing claim's state pool: every state of ``n`` expert episodes per composition of ``verb_table`` (every
+    verb, held-out ones included, x every object; initial states drawn with ``seed``, not the training or evaluation
+    ones). Returns (observations (N, obs_dim), the object index of each state's task (N,))."""
+    verbs, objs = _tasks([(v, o) for v in verb_table for o in OBJECTS], n)
+    observations, _, _ = rollout_expert(verbs, objs, HORIZON, np.random.default_rng(seed), verb_table)
+    return torch.from_numpy(observations.reshape(-1, observations.shape[-1])), np.repeat(objs, HORIZON)
+
+
+@torch.no_grad()
+def top1_routing(policy: SkillNetPolicy, h: SkillHierarchy, obs: torch.Tensor, objs: np.ndarray,
+                 verbs: list[str]) -> np.ndarray:
+    """(len(verbs), n_moe_layers, E): per verb and MoE layer, the fraction of the states ``obs`` that the router sends
+    top-1 to each expert (the expert that acts: top_k = 1). Every verb is routed on the same states, with each state's
+    own object token, so two verbs' distributions differ only through their [cluster, class, verb] tokens."""
+    out = []
+    for v in verbs:
+        _, _, probs = policy.features(obs, task_tokens(h, [v] * len(obs), objs))
+        if not probs:
+            raise ValueError(f"top1_routing needs an MoE policy, got arm {policy.arm!r}")
+        out.append([np.bincount(p.argmax(-1).numpy(), minlength=p.shape[-1]) / len(p) for p in probs])
+    return np.asarray(out, dtype=float)
+
+
+def routing_margins(dist: np.ndarray, verbs: list[str], groups: list[list[str]], held_out: tuple[str, ...]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per held-out verb (rows, in ``held_out`` order) and MoE layer (columns): margin = TV(q, nearest other group) -
+    TV(q, own group), and whether the own group is strictly the nearest (ties count as wrong; chance 1/G).
+
+    ``dist`` (len(verbs), L, E) routing distributions (``top1_routing``); q = the held-out verb's; a group's
+    distribution = the mean over its trained verbs (held-out ones excluded); TV = total variation, 0.5 * L1. A margin
+    > 0 says the verb is routed more like its own group than like any other; routing unrelated to the group gives a
+    mean margin <= 0 (the nearest of G - 1 exchangeable groups is nearer, on average, than any one given group);
+    identical routing for every verb gives margin 0 and no correct group."""
+    idx = {v: i for i, v in enumerate(verbs)}
+    means = np.stack([dist[[idx[v] for v in g if v not in held_out]].mean(0) for g in groups])      # (G, L, E)
+    own = [next(k for k, g in enumerate(groups) if v in g) for v in held_out]
+    tv = 0.5 * np.abs(dist[[idx[v] for v in held_out]][:, None] - means[None]).sum(-1)                # (H, G, L)
+    rows = np.arange(len(held_out))
+    own_tv = tv[rows, own]                                                                              # (H, L)
+    other = tv.copy()
+    other[rows, own] = np.inf
+    nearest_other = other.min(1)
+    return nearest_other - own_tv, own_tv < nearest_other
+
+
+def routing_claim(dist: np.ndarray, dist_untrained: np.ndarray, dist_control: np.ndarray, verbs: list[str],
+                  groups: list[list[str]], held_out: tuple[str, ...], what: str, *, weak: bool = False,
+                  note: str = "") -> Claim:
+    """The held-out-verb routing claim from three routing distributions (``top1_routing``) of the same verbs: the trained
+    SkillNet, the same SkillNet before training and the zero-skill-router control. Measured = the mean of the
+    (held-out verb x MoE layer) margins (``routing_margins``); reference = the larger of 0 and the untrained SkillNet's
+    mean margin; per seed the interval is paired over the held-out verbs x layers. ``weak``: SkillNet cannot act
+    in-domain, so the claim is not decided (measured NaN)."""
+    mg, ok = routing_margins(dist, verbs, groups, held_out)
+    mg0, ok0 = routing_margins(dist_untrained, verbs, groups, held_out)
+    mgc, okc = routing_margins(dist_control, verbs, groups, held_out)
+    chance, untrained = "0 (routing unrelated to the motion group)", "the same SkillNet before training"
+    baselines = {chance: 0.0, untrained: float(mg0.mean())}
+    per_verb = "; ".join(f"{v} {', '.join(f'{x:+.3f}' for x in r)}" for v, r in zip(held_out, mg))
+    return Claim(
+        f"held-out verbs are routed like their own motion group ({what}): a verb never seen in training sends the "
+        "states to the experts its group mates use (SkillNet, top-1 routing, every MoE layer)",
+        float("nan") if weak else float(mg.mean()), ">",
+        baselines=baselines,
+        paired=None if weak else {chance: list(mg.ravel()), untrained: list((mg - mg0).ravel())},
+        control=float(mgc.mean()),     # no control_paired: a control above the reference then blocks the claim
+        control_arm="SkillNet with the router's skill input set to zero (trained the same way): its router cannot "
+                    "tell verbs apart, so every verb is routed alike (margin 0)",
+        metric=f"mean over the {len(held_out)} held-out verbs x {mg.shape[1]} MoE layers of TV(routing, nearest other "
+               "group's) - TV(routing, own group's), top-1 routing on a shared pool of expert states",
+        paper="compositional generalization via similar expert activations on similar skills",
+        falsifier="mean margin at or below max(0, the untrained SkillNet's mean margin) (paired interval over held-out "
+                  "verbs x layers), or the zero-skill-router control above that reference",
+        note=f"Margins per held-out verb (layers 1, 2): {per_verb}. Untrained SkillNet mean margin {mg0.mean():+.3f}, "
+             f"control {mgc.mean():+.3f}. Own group strictly nearest (ties wrong; chance 1/{len(groups)}): "
+             f"{ok.mean():.3f} (untrained {ok0.mean():.3f}, control {okc.mean():.3f}). The per-seed interval pairs "
+             "the held-out verbs x layers (the two layers of a verb are not independent); over seeds the report uses "
+             "the seed means." + note
+             + (" Not decided: SkillNet's in-domain success is below "
+                f"{MIN_IN_DOMAIN} (it cannot act), so measured is NaN." if weak else ""))
+
+
 def held_out_verb_experiment(sz: Sizes, seed: int) -> tuple[dict, list, list]:
     """Zero-shot success on verbs never seen in training whose motion is determined by their cluster and class
-    (``SYNONYM_VERBS``): every core arm, the zero-skill-router control and the crossed hierarchy (reported), with the
+    (``SYNONYM_VERBS``), and the routing claim on those verbs: every core arm and the zero-skill-router control, with the
     flow-matching head (and, where the budget gives ``verb_mse_steps``, the MSE head as well).
     Returns (metrics, claims and checks, table rows)."""
     table = SYNONYM_VERBS
     h = hierarchy(table)
-    h_cross = hierarchy(crossed_table(table, np.random.default_rng(seed + 11)))
     train_pairs, test_pairs = verb_split(table, HELD_OUT_VERBS)
     obs, tok, act = make_dataset(h, train_pairs, sz.verb_demos, np.random.default_rng(seed + 23), table)
-    tokens = {arm: retokenize(tok, h, h_cross) if arm == CROSSED else tok for arm in VERB_ARMS}
+    verbs, groups = list(table), list(verb_groups(table).values())
+    route_obs, route_objs = routing_states(table, ROUTING_EPS, seed + 41)
     _, _, expert_ok = rollout_expert(*_tasks(test_pairs, sz.verb_eval_eps), HORIZON,
                                      np.random.default_rng(seed + 17), table)
     n_tok, ev_seed, nan = h.n_tokens + len(OBJECTS), seed + 2000, float("nan")
@@ -222,18 +277,21 @@ def held_out_verb_experiment(sz: Sizes, seed: int) -> tuple[dict, list, list]:
     rows = []
     heads = [("flow", sz.verb_steps)] + ([("mse", sz.verb_mse_steps)] if sz.verb_mse_steps else [])
     for head, steps in heads:
-        zs, ind, params, loss, moved, val = {}, {}, {}, {}, {}, {}
+        zs, ind, params, loss, moved, val, route = {}, {}, {}, {}, {}, {}, {}
         with torch.random.fork_rng():
             for arm in VERB_ARMS:
                 torch.manual_seed(seed)
-                pol = SkillNetPolicy("skillnet" if arm == CROSSED else arm, obs_dim(), n_tok, chunk=CHUNK, head=head)
+                pol = SkillNetPolicy(arm, obs_dim(), n_tok, chunk=CHUNK, head=head)
                 params[arm] = _n_params(pol)
-                hh = h_cross if arm == CROSSED else h
-                losses = train_bc(pol, obs, tokens[arm], act, steps=steps, generator=torch.Generator().manual_seed(seed))
+                if arm == "skillnet":          # before training (no random draws: the run is unchanged by it)
+                    route["untrained"] = top1_routing(pol, h, route_obs, route_objs, verbs)
+                losses = train_bc(pol, obs, tok, act, steps=steps, generator=torch.Generator().manual_seed(seed))
                 loss[arm] = float(np.mean(losses[-10:]))
-                zs[arm], _, untouched = evaluate(pol, hh, test_pairs, sz.verb_eval_eps, ev_seed, table)
-                val[arm] = float(evaluate(pol, hh, test_pairs, sz.verb_eval_eps, ev_seed + 500, table)[0].mean())
-                ind[arm], _, _ = evaluate(pol, hh, train_pairs, max(5, sz.verb_eval_eps // 4), ev_seed + 1, table)
+                if arm in ("skillnet", CONTROL):
+                    route[arm] = top1_routing(pol, h, route_obs, route_objs, verbs)
+                zs[arm], _, untouched = evaluate(pol, h, test_pairs, sz.verb_eval_eps, ev_seed, table)
+                val[arm] = float(evaluate(pol, h, test_pairs, sz.verb_eval_eps, ev_seed + 500, table)[0].mean())
+                ind[arm], _, _ = evaluate(pol, h, train_pairs, max(5, sz.verb_eval_eps // 4), ev_seed + 1, table)
                 moved[arm] = 1.0 - float(untouched.mean())
         k = f"verb_{head}"
         for a in VERB_ARMS:
@@ -269,6 +327,14 @@ def held_out_verb_experiment(sz: Sizes, seed: int) -> tuple[dict, list, list]:
                  + ", ".join(f"{NAMES[a]} {m[f'{k}_zero_shot_{a}']:.3f}" for a in VERB_ARMS)
                  + ". In-domain: " + ", ".join(f"{NAMES[a]} {m[f'{k}_in_domain_{a}']:.3f}" for a in VERB_ARMS) + "."
                  + gate))
+        rc = routing_claim(route["skillnet"], route["untrained"], route[CONTROL], verbs, groups, HELD_OUT_VERBS, what,
+                           weak=m[f"{k}_in_domain_skillnet"] < MIN_IN_DOMAIN,
+                           note=f" {steps} training steps; state pool: {len(route_obs)} states ({ROUTING_EPS} expert "
+                                f"episodes x {HORIZON} steps per composition, all {len(verbs) * len(OBJECTS)}).")
+        claims.append(rc)
+        for name, d in (("skillnet", route["skillnet"]), ("untrained", route["untrained"]), ("blind", route[CONTROL])):
+            mg, ok = routing_margins(d, verbs, groups, HELD_OUT_VERBS)
+            m[f"{k}_routing_margin_{name}"], m[f"{k}_routing_own_group_nearest_{name}"] = float(mg.mean()), float(ok.mean())
         claims.append(Claim(f"every held-out-verb arm ({what}) learns its training compositions (in-domain success >= "
                             f"{MIN_IN_DOMAIN}; precondition of the held-out-verb comparison)",
                             min(m[f"{k}_in_domain_{a}"] for a in ("skillnet", strongest, CONTROL)), ">=", MIN_IN_DOMAIN,
