@@ -636,7 +636,7 @@ def test_routing_claim_holds_for_grouped_routing_and_fails_for_a_blind_router():
     assert c.verdict == "inconclusive" and math.isnan(c.measured) and "Not decided" in c.note
 
 
-def test_blind_router_routes_every_verb_alike_and_skill_router_does_not():
+def test_blind_router_routes_every_verb_alike():
     from icml26.embodied.skillnet.policy import SkillNetPolicy
     from icml26.embodied.skillnet.reproduce import (
         HELD_OUT_VERBS,
