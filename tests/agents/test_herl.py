@@ -26,6 +26,7 @@ from icml26.agents.herl import (
     batch_gradients,
     build_guidance_prompt,
     direction_study,
+    entropy_bonus,
     herl_policy_loss,
     load_sft_policy,
     make_guide,
@@ -385,6 +386,12 @@ BAD_INPUTS = [
     (HeRLConfig, dict(shaping_gamma=-1.0), ValueError, "shaping_gamma"),
     (HeRLConfig, dict(entropy_coef=-0.1), ValueError, "entropy_coef"),
     (HeRLConfig, dict(entropy_coef=_NAN), ValueError, "entropy_coef"),
+    (HeRLConfig, dict(entropy_rows="hindsight"), ValueError, "entropy_rows"),
+    (entropy_bonus, dict(entropy=torch.zeros(2, 3), mask=torch.ones(2, 3), rows="some"), ValueError, "rows"),
+    (entropy_bonus, dict(entropy=torch.zeros(2, 3), mask=torch.ones(2, 4)), ValueError, "mask must have the shape"),
+    (entropy_bonus, dict(entropy=torch.zeros(2, 3), mask=torch.ones(2, 3), he_mask=torch.zeros(3, dtype=torch.bool)),
+     ValueError, "he_mask"),
+    (entropy_bonus, dict(entropy=[0.0], mask=torch.ones(1, 1)), TypeError, "entropy must be a torch tensor"),
     (HeRLConfig, dict(mini_batches=0), ValueError, "mini_batches"),
     (HeRLConfig, dict(mini_batches=1.5), TypeError, "mini_batches"),
     (build_guidance_prompt, dict(prompt=3, draft="d", met=[], unmet=[]), TypeError, "prompt must be a string"),
@@ -541,6 +548,76 @@ def test_entropy_bonus_keeps_the_policy_diffuse():
     _, _, plain = _grpo(steps=6)
     _, _, bonus = _grpo(steps=6, entropy_coef=1.0)
     assert entropy(bonus) > entropy(plain)
+
+
+def _entropy_case(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(6, 5, 7, generator=g, requires_grad=True)
+    mask = (torch.rand(6, 5, generator=g) > 0.3).float()
+    he = torch.tensor([False, True, False, False, True, False])
+    q = torch.log_softmax(logits, -1)
+    return logits, -(q.exp() * q).sum(-1), mask, he
+
+
+def test_entropy_bonus_on_policy_rows_get_no_gradient_from_hindsight_rows():
+    """Second review, finding 2: the bonus was a token mean over every trained row, HeRL's hindsight rows included.
+    Under "on_policy" a hindsight row's logits get exactly zero gradient from the entropy term (value too); under
+    "all" they get a non-zero one; both divide by all response tokens (the policy loss's denominator)."""
+    logits, ent, mask, he = _entropy_case()
+    on = entropy_bonus(ent, mask, he, "on_policy")
+    (grad,) = torch.autograd.grad(on, logits)
+    assert torch.all(grad[he] == 0) and grad[~he].abs().sum() > 0
+    assert torch.allclose(on, (ent * mask)[~he].sum() / mask.sum())
+    logits, ent, mask, he = _entropy_case()
+    (grad_all,) = torch.autograd.grad(entropy_bonus(ent, mask, he, "all"), logits)
+    assert grad_all[he].abs().sum() > 0 and torch.equal(grad_all[~he], grad[~he])
+    hindsight_only = entropy_bonus(ent, mask, he, "all") - entropy_bonus(ent, mask, he, "on_policy")
+    assert torch.allclose(hindsight_only, (ent * mask)[he].sum() / mask.sum()) and hindsight_only > 0
+    assert HeRLConfig().entropy_rows == "on_policy"          # equal treatment of arms: GRPO has only on-policy rows
+
+
+def test_entropy_bonus_all_is_the_old_formula_bit_for_bit():
+    """"all" is the trainer's inline formula before the option existed, bit for bit; without hindsight rows (GRPO)
+    "on_policy" equals it bit for bit too."""
+    _, ent, mask, he = _entropy_case(1)
+    old = (ent * mask).sum() / mask.sum().clamp(min=1.0)
+    assert torch.equal(entropy_bonus(ent, mask, he, "all"), old)
+    assert torch.equal(entropy_bonus(ent, mask, torch.zeros(6, dtype=torch.bool), "on_policy"), old)
+    assert torch.equal(entropy_bonus(ent, mask, None, "on_policy"), old)
+
+
+def _herl_entropy_run(monkeypatch=None, steps=2, **kw):
+    _, rubrics, policy = _setup()
+    cfg = HeRLConfig(group_size=4, candidate_limit=2, max_new_tokens=RESP_LEN, pad_token_id=PAD, lr=1e-2,
+                     entropy_coef=0.5, mini_batches=2, **kw)
+    tr = HeRLTrainer(policy, ListVerifier(rubrics), cfg, guide=make_guide(rubrics),
+                     generator=torch.Generator().manual_seed(5))
+    pg = torch.Generator().manual_seed(5)
+    ms = []
+    for _ in range(steps):
+        x = make_prompts(torch.tensor([0, 1, 0, 1]), pg)
+        ms.append(tr.step(x, torch.ones_like(x), torch.tensor([0, 1, 0, 1])))
+    return ms, policy
+
+
+def test_trainer_entropy_rows_all_keeps_the_old_behaviour_and_on_policy_changes_herl_only(monkeypatch):
+    ms_all, p_all = _herl_entropy_run(entropy_rows="all")
+    import icml26.agents.herl.herl as herl_mod
+
+    with monkeypatch.context() as mp:                        # the trainer's inline term before the option existed
+        mp.setattr(herl_mod, "entropy_bonus", lambda ent, m, he, rows: (ent * m).sum() / m.sum().clamp(min=1.0))
+        ms_old, p_old = _herl_entropy_run(entropy_rows="on_policy")
+    assert sum(m["he_rows"] for m in ms_all) > 0
+    assert [m["loss"] for m in ms_all] == [m["loss"] for m in ms_old]
+    assert [m["entropy"] for m in ms_all] == [m["entropy"] for m in ms_old]
+    assert all(torch.equal(a, b) for a, b in zip(p_all.parameters(), p_old.parameters()))
+    ms_on, p_on = _herl_entropy_run(entropy_rows="on_policy")
+    assert ms_on[0]["entropy"] < ms_all[0]["entropy"]          # same first rollout, hindsight rows left out
+    assert not all(torch.equal(a, b) for a, b in zip(p_all.parameters(), p_on.parameters()))
+    g_all = _herl_entropy_run(entropy_rows="all", enable=False)
+    g_on = _herl_entropy_run(entropy_rows="on_policy", enable=False)
+    assert [m["loss"] for m in g_all[0]] == [m["loss"] for m in g_on[0]]      # GRPO: no hindsight rows, no change
+    assert all(torch.equal(a, b) for a, b in zip(g_all[1].parameters(), g_on[1].parameters()))
 
 
 def test_sft_batch_targets_apply_constraints():

@@ -14,6 +14,7 @@ from .herl import (
     assemble,
     augment_group,
     build_guidance_prompt,
+    entropy_bonus,
     herl_policy_loss,
     select_hindsight,
     shaping,
@@ -37,7 +38,8 @@ from .task import SFTConfig, TaskConfig, load_sft_policy, make_guide, make_promp
 __all__ = [
     "AllOf", "Augmented", "Contains", "DEFAULT_TEMPLATE", "Excludes", "HeRLConfig", "HeRLTrainer", "LengthBetween",
     "ListVerifier", "Rubric", "RubricList", "RubricResult", "RubricVerifier", "SFTConfig", "TaskConfig", "TokenAt",
-    "assemble", "augment_group", "batch_gradients", "build_guidance_prompt", "direction_study", "herl_policy_loss",
+    "assemble", "augment_group", "batch_gradients", "build_guidance_prompt", "direction_study", "entropy_bonus",
+    "herl_policy_loss",
     "load_sft_policy", "make_guide", "make_prompts", "make_rubrics", "select_hindsight", "shaping",
     "test_time_refine", "text_guide",
 ]

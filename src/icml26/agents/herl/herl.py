@@ -18,8 +18,11 @@ One training step on prompts x_1..x_P (following the official trainer ``_augment
       on-policy tokens:  dual-clip PPO, l = max(-A rho, -A clip(rho, 1-eps, 1+eps)), and for A < 0 min(l, -A c)
       hindsight tokens:  l = -A f(rho),  f(rho) = rho / (rho + gamma),  rho = pi_theta / pi_old   (no clipping)
     so at rho = 1 a hindsight token's gradient is -A gamma/(1+gamma)^2 grad log pi.
-    Options (off by default; the reproduction uses both): ``entropy_coef`` c subtracts c x the token-mean entropy
-    (verl's ``entropy_coeff``); ``mini_batches`` splits the rollout batch into runs of whole groups with one
+    Options (off by default; the reproduction uses both): ``entropy_coef`` c subtracts c x the entropy of
+    pi_theta summed over the response tokens of ``entropy_rows`` ("on_policy", the default: rows not flagged in
+    ``he_mask``, so the bonus falls on p(. | x) at the policy's own samples, as GRPO's does; "all": every trained
+    row, hindsight rows included, verl's ``entropy_coeff``) divided by all trained response tokens, the policy
+    loss's denominator (see :func:`entropy_bonus`); ``mini_batches`` splits the rollout batch into runs of whole groups with one
     optimiser update each (verl's ``ppo_mini_batch_size``; later mini-batches run at rho != 1).
  8. ``train_context``: hindsight rows are trained as (h, y') ("hindsight", the default since the fresh-eyes
     review: the official scripts' ``train_use_rewrite_prompt=True``) or (x, y') ("original", the abstract's reading;
@@ -51,6 +54,7 @@ from .rubrics import RubricList, RubricResult, RubricVerifier
 
 TRAIN_CONTEXTS = ("original", "hindsight")
 REPLACE_RULES = ("official", "strict")
+ENTROPY_ROWS = ("on_policy", "all")
 
 # guide(prompt_index, prompt_ids [L], draft_ids [C], met_row [K] bool) -> guidance prompt ids [L']
 GuideFn = Callable[[int, Tensor, Tensor, Tensor], Tensor]
@@ -72,6 +76,7 @@ class HeRLConfig:
     clip_ratio_c: float = 3.0
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
+    entropy_rows: str = "on_policy"
     mini_batches: int = 1
     lr: float = 1e-4
     max_new_tokens: int = 16
@@ -101,6 +106,7 @@ class HeRLConfig:
             raise ValueError(f"clip_ratio_c (dual clip) must be > 1, got {self.clip_ratio_c}")
         self.kl_coef = v.non_negative("kl_coef", self.kl_coef)
         self.entropy_coef = v.non_negative("entropy_coef", self.entropy_coef)
+        v.one_of("entropy_rows", self.entropy_rows, ENTROPY_ROWS)
         self.mini_batches = v.positive_int("mini_batches", self.mini_batches)
         self.lr = v.positive("lr", self.lr)
         self.max_new_tokens = v.positive_int("max_new_tokens", self.max_new_tokens)
@@ -369,6 +375,28 @@ def herl_policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: T
     return loss, metrics
 
 
+def entropy_bonus(entropy: Tensor, mask: Tensor, he_mask: Tensor | None = None, rows: str = "on_policy") -> Tensor:
+    """The entropy term the trainer subtracts (times ``entropy_coef``): ``entropy [B, T]`` summed over the response
+    tokens ``mask [B, T]`` of the chosen rows, divided by all of ``mask``'s tokens (the policy loss's token-mean
+    denominator, so an on-policy token carries the same entropy weight relative to its policy-gradient weight as
+    in GRPO). ``rows="on_policy"``: rows flagged in ``he_mask [B]`` (hindsight rows) contribute nothing, value or
+    gradient; ``"all"``: every row (verl's ``entropy_coeff``; the trainer's rule before the option existed)."""
+    _tensor("entropy", entropy, dim=2)
+    _tensor("mask", mask, dim=2)
+    if mask.shape != entropy.shape:
+        raise ValueError(f"mask must have the shape of entropy {tuple(entropy.shape)}, got {tuple(mask.shape)}")
+    v.one_of("rows", rows, ENTROPY_ROWS)
+    if he_mask is not None:
+        _tensor("he_mask", he_mask, dim=1)
+        if he_mask.shape != entropy.shape[:1]:
+            raise ValueError(f"he_mask must be [B] = {tuple(entropy.shape[:1])}, got {tuple(he_mask.shape)}")
+    n = mask.sum().clamp(min=1.0)
+    if rows == "all" or he_mask is None:
+        return (entropy * mask).sum() / n
+    keep = (~he_mask.bool()).to(entropy.dtype).unsqueeze(1)
+    return (entropy * (mask * keep)).sum() / n         # mask * 1 is exact: no hindsight rows gives the "all" value
+
+
 def logprobs_and_entropy(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
     """``(log p(input_ids[:, 1:] | prefix), entropy of p(. | prefix))``, both ``[B, T-1]`` float32, from one
     forward pass: :func:`~icml26.testbeds.grpo.token_logprobs_and_entropy` (position ids skip left padding)."""
@@ -574,8 +602,8 @@ class HeRLTrainer:
                 logp = token_logprobs(self.policy, seq, attn)
             loss, lm = herl_policy_loss(logp, batch.old_logp[rows], adv[rows], m, he[rows], clip_eps=cfg.clip_eps,
                                         clip_ratio_c=cfg.clip_ratio_c, shaping_gamma=cfg.shaping_gamma)
-            if cfg.entropy_coef > 0:            # verl's entropy_coeff: loss - c * token-mean entropy (all rows)
-                entropy = (ent * m).sum() / m.sum().clamp(min=1.0)
+            if cfg.entropy_coef > 0:            # verl's entropy_coeff: loss - c * entropy (rows: cfg.entropy_rows)
+                entropy = entropy_bonus(ent, m, he[rows], cfg.entropy_rows)
                 loss = loss - cfg.entropy_coef * entropy
                 lm["entropy"] = float(entropy.detach())
             if cfg.kl_coef > 0:
@@ -656,8 +684,8 @@ def test_time_refine(policy: nn.Module, prompt_ids: Tensor, prompt_mask: Tensor,
 test_time_refine.__test__ = False  # not a pytest test despite its name
 
 
-__all__ = ["Augmented", "Counters", "DEFAULT_TEMPLATE", "GuideFn", "HeRLConfig", "HeRLTrainer", "REPLACE_RULES",
-           "TRAIN_CONTEXTS",
-           "assemble", "augment_group", "build_guidance_prompt", "herl_policy_loss", "logprobs_and_entropy", "revise",
+__all__ = ["Augmented", "Counters", "DEFAULT_TEMPLATE", "ENTROPY_ROWS", "GuideFn", "HeRLConfig", "HeRLTrainer",
+           "REPLACE_RULES", "TRAIN_CONTEXTS",
+           "assemble", "augment_group", "build_guidance_prompt", "entropy_bonus", "herl_policy_loss", "logprobs_and_entropy", "revise",
            "select_hindsight",
            "shaping", "test_time_refine", "text_guide"]
