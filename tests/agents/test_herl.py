@@ -586,7 +586,7 @@ def test_entropy_bonus_all_is_the_old_formula_bit_for_bit():
     assert torch.equal(entropy_bonus(ent, mask, None, "on_policy"), old)
 
 
-def _herl_entropy_run(monkeypatch=None, steps=2, **kw):
+def _herl_entropy_run(steps=2, **kw):
     _, rubrics, policy = _setup()
     cfg = HeRLConfig(group_size=4, candidate_limit=2, max_new_tokens=RESP_LEN, pad_token_id=PAD, lr=1e-2,
                      entropy_coef=0.5, mini_batches=2, **kw)

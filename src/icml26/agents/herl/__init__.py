@@ -39,7 +39,6 @@ __all__ = [
     "AllOf", "Augmented", "Contains", "DEFAULT_TEMPLATE", "Excludes", "HeRLConfig", "HeRLTrainer", "LengthBetween",
     "ListVerifier", "Rubric", "RubricList", "RubricResult", "RubricVerifier", "SFTConfig", "TaskConfig", "TokenAt",
     "assemble", "augment_group", "batch_gradients", "build_guidance_prompt", "direction_study", "entropy_bonus",
-    "herl_policy_loss",
-    "load_sft_policy", "make_guide", "make_prompts", "make_rubrics", "select_hindsight", "shaping",
-    "test_time_refine", "text_guide",
+    "herl_policy_loss", "load_sft_policy", "make_guide", "make_prompts", "make_rubrics", "select_hindsight",
+    "shaping", "test_time_refine", "text_guide",
 ]

@@ -22,8 +22,8 @@ One training step on prompts x_1..x_P (following the official trainer ``_augment
     pi_theta summed over the response tokens of ``entropy_rows`` ("on_policy", the default: rows not flagged in
     ``he_mask``, so the bonus falls on p(. | x) at the policy's own samples, as GRPO's does; "all": every trained
     row, hindsight rows included, verl's ``entropy_coeff``) divided by all trained response tokens, the policy
-    loss's denominator (see :func:`entropy_bonus`); ``mini_batches`` splits the rollout batch into runs of whole groups with one
-    optimiser update each (verl's ``ppo_mini_batch_size``; later mini-batches run at rho != 1).
+    loss's denominator (see :func:`entropy_bonus`); ``mini_batches`` splits the rollout batch into runs of whole
+    groups with one optimiser update each (verl's ``ppo_mini_batch_size``; later mini-batches run at rho != 1).
  8. ``train_context``: hindsight rows are trained as (h, y') ("hindsight", the default since the fresh-eyes
     review: the official scripts' ``train_use_rewrite_prompt=True``) or (x, y') ("original", the abstract's reading;
     on the toy task it unlearns the revision skill during RL).
@@ -390,11 +390,10 @@ def entropy_bonus(entropy: Tensor, mask: Tensor, he_mask: Tensor | None = None, 
         _tensor("he_mask", he_mask, dim=1)
         if he_mask.shape != entropy.shape[:1]:
             raise ValueError(f"he_mask must be [B] = {tuple(entropy.shape[:1])}, got {tuple(he_mask.shape)}")
-    n = mask.sum().clamp(min=1.0)
-    if rows == "all" or he_mask is None:
-        return (entropy * mask).sum() / n
-    keep = (~he_mask.bool()).to(entropy.dtype).unsqueeze(1)
-    return (entropy * (mask * keep)).sum() / n         # mask * 1 is exact: no hindsight rows gives the "all" value
+    n = mask.sum().clamp(min=1.0)                       # all response tokens, hindsight rows included
+    if rows == "on_policy" and he_mask is not None:     # x * 1 is exact: no hindsight rows gives the "all" value
+        entropy = entropy * (~he_mask.bool()).to(entropy.dtype).unsqueeze(1)
+    return (entropy * mask).sum() / n
 
 
 def logprobs_and_entropy(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -685,7 +684,6 @@ test_time_refine.__test__ = False  # not a pytest test despite its name
 
 
 __all__ = ["Augmented", "Counters", "DEFAULT_TEMPLATE", "ENTROPY_ROWS", "GuideFn", "HeRLConfig", "HeRLTrainer",
-           "REPLACE_RULES", "TRAIN_CONTEXTS",
-           "assemble", "augment_group", "build_guidance_prompt", "entropy_bonus", "herl_policy_loss", "logprobs_and_entropy", "revise",
-           "select_hindsight",
-           "shaping", "test_time_refine", "text_guide"]
+           "REPLACE_RULES", "TRAIN_CONTEXTS", "assemble", "augment_group", "build_guidance_prompt", "entropy_bonus",
+           "herl_policy_loss", "logprobs_and_entropy", "revise", "select_hindsight", "shaping", "test_time_refine",
+           "text_guide"]
