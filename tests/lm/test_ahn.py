@@ -323,6 +323,25 @@ def test_streaming_equals_parallel_and_cache_is_constant(kind):
                                       num_heads=4, memory=True)
 
 
+@pytest.mark.parametrize("kind", ["gdn", "deltanet", "mamba2"])
+def test_float64_model_streams_and_prefills_to_round_off(kind):
+    """A float64 model stays float64 in the memory (it used to be cast to float32 and fail with a dtype error), so
+    the streaming = parallel identity holds to round-off, not to float32's ~1e-5 on logits of ~20."""
+    m = augment_with_ahn(_llama(kv_heads=2), kind=kind, window=8, num_sinks=2, chunk_size=16)
+    _randomize_memory(m)
+    m = m.double()
+    ids = torch.randint(0, V, (2, 40), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        par = m(ids).logits
+        assert par.dtype == torch.float64
+        cache = m.new_cache(2)
+        stream = torch.stack([m.step(ids[:, t], cache) for t in range(40)], 1)
+        pre = m(ids[:, :25], return_cache=True).cache
+        tail = torch.stack([m.step(ids[:, t], pre) for t in range(25, 40)], 1)
+    assert (stream - par).abs().max() < 1e-10
+    assert (tail - par[:, 25:]).abs().max() < 1e-10
+
+
 def test_full_attention_generate_equals_hf_greedy(base, ids):
     m = augment_with_ahn(base, kind="gdn", window=8, num_sinks=2)
     with torch.no_grad():

@@ -81,14 +81,15 @@ def _chunk_memory_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: 
 
     With log-decay g_t = log a_t, per head: S_t = e^{g_t} (I - b_t k_t k_t^T)^{[delta]} S_{t-1} + b_t k_t v_t^T and
     o_t = q_t^T S_t (no scaling here: the caller scales q). Shapes: q, k [B, H, T, d_k]; v [B, H, T, d_v];
-    beta, g [B, H, T]. Returns (o [B, H, T, d_v], final state [B, H, d_k, d_v]). Computed in float32.
+    beta, g [B, H, T]. Returns (o [B, H, T, d_v], final state [B, H, d_k, d_v]). Computed in float32 at least
+    (float64 inputs stay float64).
 
     Within a chunk (cumulative log-decay G_i), the delta-rule pseudo-values u solve (I + L) u = b v with
     L_ij = b_i e^{G_i - G_j} k_i^T k_j (j < i), so u - w S_prev are the chunk's corrected values, w = (I+L)^{-1}
     (b k e^{G}); without the delta rule u = b v and w = 0.
     """
     dtype = v.dtype
-    q, k, v, beta, g = (t.float() for t in (q, k, v, beta, g))
+    q, k, v, beta, g = (_at_least_f32(t) for t in (q, k, v, beta, g))
     B, H, T, dk = k.shape
     dv = v.shape[-1]
     C = int(chunk_size)
@@ -116,13 +117,18 @@ def _chunk_memory_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: 
     q_dec = q * G.exp()[..., None]
     k_dec = k * (G[..., -1:] - G).exp()[..., None]
     last = G[..., -1].exp()[..., None, None]
-    S = torch.zeros(B, H, dk, dv, dtype=k.dtype, device=k.device) if initial_state is None else initial_state.float()
+    S = torch.zeros(B, H, dk, dv, dtype=k.dtype, device=k.device) if initial_state is None else initial_state.to(k.dtype)
     out = torch.empty(B, H, N, C, dv, dtype=k.dtype, device=k.device)
     for n in range(N):  # the carry between chunks; everything inside a chunk is batched matmuls
         v_new = u[:, :, n] if w is None else u[:, :, n] - w[:, :, n] @ S
         out[:, :, n] = q_dec[:, :, n] @ S + qk[:, :, n] @ v_new
         S = S * last[:, :, n] + k_dec[:, :, n].transpose(-1, -2) @ v_new
     return out.reshape(B, H, N * C, dv)[:, :, :T].to(dtype), S
+
+
+def _at_least_f32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32, or float64 if it already is (the recurrences never run in half precision)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
 
 
 def memory_step(state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, g: torch.Tensor, *,
@@ -250,7 +256,7 @@ class AHNMemory(nn.Module):
 
     def gates(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(beta, g = log a), each [B, H, T], from hidden states x [B, T, hidden]."""
-        x = x.float()
+        x = x.to(self.compute_dtype)
         if self.kind == "mamba2":
             dt = F.softplus(self.a_proj(x) + self.dt_bias)
             beta, g = dt, -self.A_log.exp() * dt
@@ -261,10 +267,11 @@ class AHNMemory(nn.Module):
         return beta.transpose(1, 2), g.transpose(1, 2)
 
     def prep_k(self, k: torch.Tensor) -> torch.Tensor:
-        return F.normalize(k.float(), dim=-1, eps=1e-6)
+        return F.normalize(k.to(self.compute_dtype), dim=-1, eps=1e-6)
 
     def prep_q(self, q: torch.Tensor) -> torch.Tensor:
-        q = q.float() if self.q_proj is None else self.q_proj(q.float())
+        q = q.to(self.compute_dtype)
+        q = q if self.q_proj is None else self.q_proj(q)
         q = F.normalize(q, dim=-1, eps=1e-6)
         if self.style == "official" and self.kind == "mamba2":
             return q                                   # Mamba2's C = normalised q, no 1/sqrt(d)
@@ -278,7 +285,8 @@ class AHNMemory(nn.Module):
         state [B, H, d, d])."""
         self._check_io(k, v, x, q, x_q, 4)
         beta, g = self.gates(x)
-        o, S = _chunk_memory_rule(self.prep_q(q), self.prep_k(k), v.float(), beta, g, delta_rule=self.delta_rule,
+        o, S = _chunk_memory_rule(self.prep_q(q), self.prep_k(k), v.to(self.compute_dtype), beta, g,
+                                  delta_rule=self.delta_rule,
                                   chunk_size=self.chunk_size, initial_state=state)
         return self.project(o, x_q), S
 
@@ -300,7 +308,8 @@ class AHNMemory(nn.Module):
     def absorb(self, state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor,
                g: torch.Tensor) -> torch.Tensor:
         """Recurrent form: absorb one evicted token (k [B, H, d], v, and its gates [B, H]) into the state."""
-        return _memory_step(state, self.prep_k(k), v.float(), beta, g, delta_rule=self.delta_rule)
+        return _memory_step(state.to(self.compute_dtype), self.prep_k(k), v.to(self.compute_dtype), beta, g,
+                            delta_rule=self.delta_rule)
 
     def step(self, state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, x: torch.Tensor,
              q: torch.Tensor, x_q: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -327,7 +336,7 @@ class AHNMemory(nn.Module):
         if x_q is None:
             raise ValueError("the official AHN output stage needs x_q, the reading tokens' normalised hidden states "
                              "(its output gate); pass x_q=[B, n, hidden]")
-        z = self.g_proj(x_q.float()).transpose(1, 2)[..., None]           # [B, H, n, 1]: one gate per head
+        z = self.g_proj(x_q.to(self.compute_dtype)).transpose(1, 2)[..., None]           # [B, H, n, 1]: one gate per head
         if self.kind == "mamba2":                                         # RMSNormGated(H d, norm_before_gate=False)
             y = (o * F.silu(z)).transpose(1, 2).reshape(B, n, H * d)
             o = self.o_norm(y).view(B, n, H, d).transpose(1, 2)
@@ -335,8 +344,15 @@ class AHNMemory(nn.Module):
             o = self.o_norm(o) * F.silu(z)
         return torch.einsum("bhnd,hde->bhne", o, self.out_proj)
 
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The memory's working precision: its parameters' dtype, at least float32 (a float64 model stays float64,
+        so streaming and parallel forms can be compared to round-off)."""
+        return torch.promote_types(self.A_log.dtype, torch.float32)
+
     def init_state(self, batch: int, device: torch.device | None = None) -> torch.Tensor:
-        return torch.zeros(batch, self.num_heads, self.head_dim, self.head_dim, device=device)
+        return torch.zeros(batch, self.num_heads, self.head_dim, self.head_dim, dtype=self.compute_dtype,
+                           device=device)
 
 
 def GatedDeltaNetMemory(hidden_size: int, num_heads: int, head_dim: int, **kw) -> AHNMemory:

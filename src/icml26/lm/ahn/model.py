@@ -271,7 +271,8 @@ class AHNModel(nn.Module):
         L, n = len(self.memories), (capacity if W is None else S + W)
         kv = lambda: [torch.zeros(batch, self.num_kv_heads, n, self.head_dim, dtype=ref.dtype, device=ref.device)  # noqa: E731
                       for _ in range(L)]
-        gate = lambda: [torch.zeros(batch, self.num_heads, W, device=ref.device) for _ in range(L)]  # noqa: E731
+        gdt = self.memories[0].compute_dtype
+        gate = lambda: [torch.zeros(batch, self.num_heads, W, dtype=gdt, device=ref.device) for _ in range(L)]  # noqa: E731
         mem = use_memory and W is not None
         return AHNCache(window=W, num_sinks=S if W is not None else 0, k=kv(), v=kv(),
                         beta=gate() if mem else None, g=gate() if mem else None,

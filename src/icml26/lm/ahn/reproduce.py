@@ -25,6 +25,7 @@ nats better than the window). Per seed:
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,7 @@ PAPER_GAP = 0.25          # spec: AHN closes >= 25% of the window -> full-attent
 SPEEDUP = 2.0             # issue: AHN streaming tokens/s >= 2x full attention at the longest T
 LONG_GAIN = 0.1           # the testbed decides only if full attention beats the window by >= 0.1 nats
 EXACT = 1e-5
+EXACT64 = 1e-9          # float64 round-off bar for the streaming = parallel identity
 # The abstract's efficiency figures (Qwen2.5-3B-Instruct, 128k tokens, a 32k window that counts 128 sinks, as in
 # the reference code): KV cache -74.0%, inference FLOPs -40.5%. Qwen2.5-3B's config.json:
 QWEN25_3B = dict(num_layers=36, hidden_size=2048, intermediate_size=11008, num_heads=16, num_kv_heads=2,
@@ -264,7 +266,12 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
             wide_diff = (gdn(val[:4], window=T, num_sinks=0).logits - logits["full"][:4]).abs().max().item()
             cache = gdn.new_cache(2)
             stream = torch.stack([gdn.step(val[:2, t], cache) for t in range(T)], 1)
-            stream_diff = (stream - logits["gdn"][:2]).abs().max().item()
+            stream_diff32 = (stream - logits["gdn"][:2]).abs().max().item()
+            gdn64 = copy.deepcopy(gdn).double()          # the identity itself, free of float32 round-off
+            cache = gdn64.new_cache(2)
+            stream = torch.stack([gdn64.step(val[:2, t], cache) for t in range(T)], 1)
+            stream_diff = (stream - gdn64(val[:2]).logits).abs().max().item()
+            del gdn64
 
         rows, tc = _decode_cost(gdn, sizes, gen, c.vocab_size)
 
@@ -410,8 +417,10 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
                         op="<=", reference=EXACT, metric="max |logit difference|"))
     claims.append(Claim("window >= T equals full attention", kind="check", measured=wide_diff, op="<=",
                         reference=EXACT, metric="max |logit difference|"))
-    claims.append(Claim("streaming decoding equals the parallel forward (trained AHN-GDN)", kind="check",
-                        measured=stream_diff, op="<=", reference=EXACT, metric="max |logit difference|"))
+    claims.append(Claim("streaming decoding equals the parallel forward (trained AHN-GDN, float64)", kind="check",
+                        measured=stream_diff, op="<=", reference=EXACT64, metric="max |logit difference|",
+                        note=f"in float32 (the model as trained) the difference is {stream_diff32:.2g}, round-off on "
+                             "logits of about 10-20"))
 
     dist_rows = []
     for lo_d, hi_d in ((0, T // 3), (T // 3, 2 * T // 3), (2 * T // 3, T)):
