@@ -104,6 +104,22 @@ def paper_costs() -> dict[str, float]:
 
 # helper functions
 
+def equal_bytes_window(config, W: int, S: int, T: int) -> int:
+    """The widest window W' (with the same S sinks, no memory) whose decoding cache is no larger than the AHN's
+    (window W + S sinks + the memory state): the window baseline at equal memory. At toy sizes the state (d x d
+    per head and layer) is as large as many K/V slots (quick: W = 16 -> W' = 32); at Qwen2.5-3B it is about 1.6%
+    of a 32k window's cache [A07]."""
+    L, Hkv, H = config.num_hidden_layers, config.num_key_value_heads, config.num_attention_heads
+    d = config.hidden_size // H
+    kw = dict(num_layers=L, num_kv_heads=Hkv, head_dim=d)
+    budget = kv_cache_bytes(T, window=W, num_sinks=S, num_heads=H, memory=True, **kw)
+    best = W
+    for w in range(W, T - S + 1):
+        if kv_cache_bytes(T, window=w, num_sinks=S, **kw) <= budget:
+            best = w
+    return best
+
+
 def _sequences(tokens: torch.Tensor, T: int, n: int | None, gen: torch.Generator) -> torch.Tensor:
     m = len(tokens) // T
     if n is not None and m < n:
@@ -223,19 +239,21 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     val, copy_mask = plant_copies(_sequences(val_tokens, T, sizes.n_eval, gen), generator=gen, **plant)
     copy_mask = copy_mask[:, 1:][:, lo:]                 # [n, T-1-lo]: targets that are copied tokens
     probe_ids, probe_mask, probe_dist = _planted_probes(tok, val_tokens, sizes.n_probe, T, W, S, gen)
-    far = _far_bigram_mask(val, W, S)[:, lo:]
+    far = _far_bigram_mask(val, W, S)[:, lo:] & ~copy_mask     # far bigrams outside the copied spans (own claim)
     other = torch.roll(torch.arange(sizes.n_eval), 1)    # the control's memory: the previous sequence's tokens
     other_p = torch.roll(torch.arange(sizes.n_probe), 1)
 
     metrics: dict[str, float] = {}
+    W_eq = equal_bytes_window(base.config, W, S, T)
+    metrics["window_equal_bytes"] = float(W_eq)
     arms = {k: k for k in KINDS} | ({"gdn-v1": "gdn"} if sizes.v1_arm else {})
     models: dict[str, AHNModel] = {}
     with limit_threads(1):
-        for i, (name, kind) in enumerate(arms.items()):
+        for name, kind in arms.items():
             m = augment_with_ahn(base, kind=kind, window=W, num_sinks=S, chunk_size=64, seed=seed,
                                  style="v1" if name.endswith("-v1") else "official")
-            res = self_distill_ahn(m, train, steps=sizes.steps, batch_size=sizes.batch, lr=sizes.lr,
-                                   windows=sizes.train_windows, sinks=(S,), seed=seed * 10 + i)
+            res = self_distill_ahn(m, train, steps=sizes.steps, batch_size=sizes.batch, lr=sizes.lr,   # v1 and
+                                   windows=sizes.train_windows, sinks=(S,), seed=seed * 10 + KINDS.index(kind))  # gdn: same batches
             k5 = max(1, len(res.losses) // 5)
             metrics[f"distill_kl_first_{name}"] = float(np.mean(res.losses[:k5]))
             metrics[f"distill_kl_last_{name}"] = float(np.mean(res.losses[-k5:]))
@@ -246,9 +264,11 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
         with torch.no_grad():
             gdn = models["gdn"]
-            logits = {"full": gdn(val, window=None).logits, "window": gdn(val, use_memory=False).logits}
+            logits = {"full": gdn(val, window=None).logits, "window": gdn(val, use_memory=False).logits,
+                      "window_eq": gdn(val, window=W_eq, use_memory=False).logits}
             probe_logits = {"full": gdn(probe_ids, window=None).logits,
-                            "window": gdn(probe_ids, use_memory=False).logits}
+                            "window": gdn(probe_ids, use_memory=False).logits,
+                            "window_eq": gdn(probe_ids, window=W_eq, use_memory=False).logits}
             for name, m in models.items():
                 logits[name] = m(val).logits
                 logits[f"{name}/ctrl"] = m(val, memory_from=other).logits
@@ -298,6 +318,8 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         metrics["ce_v1_minus_official_gdn"] = float(dv.mean())
         metrics["ce_v1_minus_official_gdn_seq_lo"] = float(dv.mean()) - half
         metrics["ce_v1_minus_official_gdn_seq_hi"] = float(dv.mean()) + half
+    metrics["gap_closed_window_eq"] = (float((per_seq["window"] - per_seq["window_eq"]).mean() / gap.mean())
+                                       if gap.mean() > 0 else float("nan"))
     for name in arms:
         for k in (name, f"{name}/ctrl"):
             metrics[f"gap_closed_{k.replace('/', '_')}"] = (float((per_seq["window"] - per_seq[k]).mean() / gap.mean())
@@ -334,15 +356,31 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     ctrl_arm = ("the same trained AHN reading a memory built from another sequence's evicted tokens (every learned "
                 "bias kept, no remembered content)")
     claims = []
+    win = f"sliding window W={W} + {S} sinks (StreamingLLM), same run"
+    win_eq = f"sliding window W={W_eq} + {S} sinks: equal cache bytes to the AHN's window + state"
+
+    def window_claim(statement: str, arm: str, values: dict, paired: dict, ctrl_paired: dict, *, op: str,
+                     **kw) -> Claim:
+        """Against the stronger of the two windows (the same W, and the one with the AHN's cache bytes); the
+        control's paired differences are taken against that same baseline."""
+        base_vals = {win: values["window"], win_eq: values["window_eq"]}
+        pick = min if op == "<" else max
+        strongest = pick(base_vals, key=lambda k: base_vals[k])
+        key = "window" if strongest == win else "window_eq"
+        return Claim(statement, measured=values[arm], op=op, baselines=base_vals,
+                     paired={win: paired["window"], win_eq: paired["window_eq"]},
+                     control=values[f"{arm}/ctrl"], control_arm=ctrl_arm, control_paired=ctrl_paired[key], **kw)
+
     for kind in KINDS:
-        claims.append(Claim(
-            f"window + AHN-{kind} has lower loss than the sliding window alone", measured=metrics[f"ce_{kind}"],
-            op="<", reference=metrics["ce_window"], baseline=f"sliding window W={W} + {S} sinks (StreamingLLM), same run",
+        ce_vals = {k: metrics[f"ce_{k.replace('/', '_')}"] for k in ("window", "window_eq", kind, f"{kind}/ctrl")}
+        claims.append(window_claim(
+            f"window + AHN-{kind} has lower loss than the sliding window alone", kind, ce_vals,
+            {b: (per_seq[kind] - per_seq[b]).tolist() for b in ("window", "window_eq")},
+            {b: (per_seq[f"{kind}/ctrl"] - per_seq[b]).tolist() for b in ("window", "window_eq")}, op="<",
             metric=f"CE (nats) at positions >= S+W on {sizes.n_eval} held-out sequences of {T} tokens",
             paper="AHN models consistently outperform sliding-window baselines (LV-Eval, InfiniteBench)",
-            falsifier="AHN CE at or above window-only CE, or a paired interval over sequences that contains 0",
-            paired=(per_seq[kind] - per_seq["window"]).tolist(), control=metrics[f"ce_{kind}_ctrl"],
-            control_arm=ctrl_arm, control_paired=(per_seq[f"{kind}/ctrl"] - per_seq["window"]).tolist()))
+            falsifier="AHN CE at or above the stronger window's CE (the same W, or the window with the AHN's cache "
+                      "bytes), or a paired interval over sequences that contains 0"))
     closed = (per_seq["window"] - per_seq["gdn"]) - PAPER_GAP * gap
     closed_ctrl = (per_seq["window"] - per_seq["gdn/ctrl"]) - PAPER_GAP * gap
     claims.append(Claim(
@@ -353,34 +391,38 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
         falsifier="less than 25% of the gap closed (paired per-sequence interval of the excess contains 0 -> inconclusive)",
         paired=closed.tolist(), control=metrics["gap_closed_gdn_ctrl"], control_arm=ctrl_arm,
         control_paired=closed_ctrl.tolist(),
-        note=f"gap CE_window - CE_full = {float(gap.mean()):.4f} nats (the testbed decides when >= {LONG_GAIN})"))
-    claims.append(Claim(
-        "AHN-GDN predicts copied tokens whose source left the window better than the window alone",
-        measured=metrics["copy_acc_gdn"], op=">", reference=metrics["copy_acc_window"],
-        baseline="window-only top-1 accuracy on the same positions",
+        note=f"gap CE_window - CE_full = {float(gap.mean()):.4f} nats (the testbed decides when >= {LONG_GAIN}); "
+             f"the equal-bytes window W={W_eq} closes {metrics['gap_closed_window_eq']:.3f} of it"))
+    arms_acc = ("window", "window_eq", "gdn", "gdn/ctrl")
+    claims.append(window_claim(
+        "AHN-GDN predicts copied tokens whose source left the window better than the window alone", "gdn",
+        {k: metrics[f"copy_acc_{k.replace('/', '_')}"] for k in arms_acc},
+        {b: (copy_acc["gdn"] - copy_acc[b]).tolist() for b in ("window", "window_eq")},
+        {b: (copy_acc["gdn/ctrl"] - copy_acc[b]).tolist() for b in ("window", "window_eq")}, op=">",
         metric=f"top-1 accuracy on {int(copy_mask.sum())} copied-span positions (source > W + S tokens back)",
-        falsifier="AHN accuracy at or below window-only's, or a paired per-sequence interval containing 0",
-        paired=(copy_acc["gdn"] - copy_acc["window"]).tolist(), control=metrics["copy_acc_gdn_ctrl"],
-        control_arm=ctrl_arm, control_paired=(copy_acc["gdn/ctrl"] - copy_acc["window"]).tolist(),
+        falsifier="AHN accuracy at or below the stronger window's, or a paired per-sequence interval containing 0",
         note=f"full attention (the teacher's ceiling): {metrics['copy_acc_full']:.3f}"))
-    claims.append(Claim(
-        "AHN-GDN recalls tokens last seen beyond the window better than the window alone",
-        measured=metrics["far_recall_acc_gdn"], op=">", reference=metrics["far_recall_acc_window"],
-        baseline="window-only top-1 accuracy on the same positions",
-        metric=f"top-1 accuracy on {int(far.sum())} positions whose bigram last occurred > W tokens back",
-        falsifier="AHN accuracy at or below window-only's, or a paired per-sequence interval containing 0",
-        paired=(((acc["gdn"] - acc["window"]) * far).sum(1) / far.sum(1).clamp(min=1)).tolist(),
-        control=metrics["far_recall_acc_gdn_ctrl"], control_arm=ctrl_arm,
-        control_paired=(((acc["gdn/ctrl"] - acc["window"]) * far).sum(1) / far.sum(1).clamp(min=1)).tolist(),
-        note=f"full attention: {metrics['far_recall_acc_full']:.3f}"))
-    claims.append(Claim(
-        "AHN-GDN recalls a planted key-value line from beyond the window better than the window alone",
-        measured=metrics["planted_recall_acc_gdn"], op=">", reference=metrics["planted_recall_acc_window"],
-        baseline="window-only accuracy on the value tokens of the same probes",
+
+    def far_diff(a: str, b: str) -> list[float]:
+        return (((acc[a] - acc[b]) * far).sum(1) / far.sum(1).clamp(min=1)).tolist()
+
+    claims.append(window_claim(
+        "AHN-GDN recalls tokens last seen beyond the window (outside copied spans) better than the window alone", "gdn",
+        {k: metrics[f"far_recall_acc_{k.replace('/', '_')}"] for k in arms_acc},
+        {b: far_diff("gdn", b) for b in ("window", "window_eq")},
+        {b: far_diff("gdn/ctrl", b) for b in ("window", "window_eq")}, op=">",
+        metric=f"top-1 accuracy on {int(far.sum())} positions outside copied spans whose bigram last occurred > W "
+               "tokens back",
+        falsifier="AHN accuracy at or below the stronger window's, or a paired per-sequence interval containing 0",
+        note=f"full attention: {metrics['far_recall_acc_full']:.3f}; copied-span positions are left out (their own "
+             "claim above)"))
+    claims.append(window_claim(
+        "AHN-GDN recalls a planted key-value line from beyond the window better than the window alone", "gdn",
+        {k: metrics[f"planted_recall_acc_{k.replace('/', '_')}"] for k in arms_acc},
+        {b: (probe_hit["gdn"] - probe_hit[b]).tolist() for b in ("window", "window_eq")},
+        {b: (probe_hit["gdn/ctrl"] - probe_hit[b]).tolist() for b in ("window", "window_eq")}, op=">",
         metric=f"top-1 accuracy on value tokens, {sizes.n_probe} probes, distance {int(probe_dist.min())}-{int(probe_dist.max())} tokens",
-        falsifier="AHN accuracy at or below window-only's, or a paired per-probe interval containing 0",
-        paired=(probe_hit["gdn"] - probe_hit["window"]).tolist(), control=metrics["planted_recall_acc_gdn_ctrl"],
-        control_arm=ctrl_arm, control_paired=(probe_hit["gdn/ctrl"] - probe_hit["window"]).tolist(),
+        falsifier="AHN accuracy at or below the stronger window's, or a paired per-probe interval containing 0",
         note=f"full attention (the teacher's ceiling): {metrics['planted_recall_acc_full']:.3f}"))
     claims.append(tc.claim(
         f"AHN streaming decoding is >= {SPEEDUP:g}x faster than full attention at the longest context", ">=", SPEEDUP,
