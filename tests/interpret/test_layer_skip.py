@@ -576,11 +576,32 @@ def test_reproduce_quick_is_well_formed():
     assert best.control == pytest.approx(out.metrics["base_acc"] - out.metrics["lastk_acc"])
     # review finding 3: the U-shape claim is decided on D (adjacent vision tokens' similarity) at h_1 and h_L
     u = next(c for c in claims if "U-shape" in c.statement)
-    # measured is the mean over calibration pairs of min(D_1, D_L): at most the min of the layer means, and
-    # measured - reference is exactly the mean of the per-pair differences (it once was not: A14 seed 0)
-    assert u.measured <= min(layers[0]["D_out"], layers[-1]["D_out"]) + 1e-6
+    # measured is min(mean D_1, mean D_L) (both ends above the middle, as the falsifier says; the per-pair minimum
+    # read a clear U as "no U": third review), and measured - reference is exactly the mean of the per-pair
+    # differences of the lower end (it once was not: A14 seed 0)
+    assert u.measured == pytest.approx(min(layers[0]["D_out"], layers[-1]["D_out"]), abs=1e-6)
     assert u.reference == pytest.approx(np.mean([r["D_out"] for r in layers[1:-1]]))
     assert u.measured - u.reference == pytest.approx(np.mean(u.paired), abs=1e-6)
+    # its control is the untrained architecture, tested against its own middle
+    assert u.control is not None and "untrained" in u.control_arm
+    assert u.control - u.reference == pytest.approx(np.mean(u.control_paired), abs=1e-6)
+
+
+def test_u_shape_statistic_reads_both_ends_not_the_per_pair_minimum():
+    """Third review, finding 1: with both ends above the middle on every pair but far apart from each other, the
+    mean of the per-pair minimum can sit below the middle; the claim's statistic (min of the end means) does not."""
+    from icml26.interpret.layer_skip.reproduce import _u_shape_D
+
+    B = 40
+    g = np.random.default_rng(0)
+    swing = np.where(np.arange(B) % 2 == 0, 0.10, -0.10)          # ends alternate which one is high
+    mid = 0.78 + 0.001 * g.standard_normal((3, B))
+    d1, dl = 0.80 + swing, 0.81 - swing                         # both end means above 0.78; per-pair min 0.70-0.71
+    D_ex = np.vstack([np.full(B, 0.5), d1, mid, dl])            # h_0 (ignored), h_1, h_2..h_{L-1}, h_L
+    measured, reference, paired, extra = _u_shape_D(D_ex)
+    assert measured > reference and np.mean(paired) > 0
+    assert measured - reference == pytest.approx(np.mean(paired))
+    assert extra["per_pair_min_minus_mid"] < 0 < extra["first_minus_mid"] < extra["last_minus_mid"]
 
 
 def test_reproduce_retrains_the_model_per_seed(monkeypatch):
