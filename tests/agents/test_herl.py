@@ -392,6 +392,8 @@ BAD_INPUTS = [
     (entropy_bonus, dict(entropy=torch.zeros(2, 3), mask=torch.ones(2, 3), he_mask=torch.zeros(3, dtype=torch.bool)),
      ValueError, "he_mask"),
     (entropy_bonus, dict(entropy=[0.0], mask=torch.ones(1, 1)), TypeError, "entropy must be a torch tensor"),
+    (entropy_bonus, dict(entropy=torch.zeros(2, 3), mask=torch.ones(2, 3), he_mask=torch.tensor([0.5, 0.0])),
+     ValueError, "bool or 0/1"),
     (HeRLConfig, dict(mini_batches=0), ValueError, "mini_batches"),
     (HeRLConfig, dict(mini_batches=1.5), TypeError, "mini_batches"),
     (build_guidance_prompt, dict(prompt=3, draft="d", met=[], unmet=[]), TypeError, "prompt must be a string"),
@@ -574,6 +576,17 @@ def test_entropy_bonus_on_policy_rows_get_no_gradient_from_hindsight_rows():
     hindsight_only = entropy_bonus(ent, mask, he, "all") - entropy_bonus(ent, mask, he, "on_policy")
     assert torch.allclose(hindsight_only, (ent * mask)[he].sum() / mask.sum()) and hindsight_only > 0
     assert HeRLConfig().entropy_rows == "on_policy"          # equal treatment of arms: GRPO has only on-policy rows
+
+
+def test_entropy_bonus_masks_hindsight_rows_out_instead_of_multiplying():
+    """Third review, finding 5: an inf entropy on a hindsight row gave NaN (inf x 0); it is now masked out, and a
+    0/1 float mask means the same as the bool one."""
+    ent = torch.tensor([[0.5, 0.25], [float("inf"), 1.0]])
+    mask = torch.ones(2, 2)
+    he = torch.tensor([False, True])
+    out = entropy_bonus(ent, mask, he, "on_policy")
+    assert torch.isfinite(out) and out.item() == 0.75 / 4
+    assert torch.equal(entropy_bonus(ent, mask, he.float(), "on_policy"), out)
 
 
 def test_entropy_bonus_all_is_the_old_formula_bit_for_bit():

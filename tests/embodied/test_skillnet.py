@@ -369,7 +369,8 @@ def test_reproduction_held_out_verb_claims(monkeypatch):
     routing = [c for c in out.claims if c.statement.startswith("held-out verbs are routed like their own motion group")]
     assert len(routing) == 2 and {("flow" in c.statement) for c in routing} == {True, False}
     for c in routing:
-        assert set(c.baselines) == {"0 (routing unrelated to the motion group)", "the same SkillNet before training"}
+        assert set(c.baselines) == {"0 (routing unrelated to the motion group)", "the same SkillNet before training",
+                                    "the state-routed MoE peer (trained the same way, same tokens)"}
         assert "skill input set to zero" in c.control_arm and c.control == 0.0      # a blind router routes verbs alike
         assert c.verdict == "inconclusive" and math.isnan(c.measured) and "Not decided" in c.note
     assert "skillnet_crossed" not in R.VERB_ARMS and "skillnet_crossed" not in R.NAMES
@@ -631,6 +632,11 @@ def test_routing_claim_holds_for_grouped_routing_and_fails_for_a_blind_router():
     # a control that groups too makes the claim inconclusive
     c = routing_claim(grouped, equal, grouped, verbs, groups, held, "test")
     assert c.verdict == "inconclusive" and "control passes too" in c.reason
+    # third review: a trained peer that groups the held-out verbs as strongly is the reference, and blocks the claim
+    c = routing_claim(grouped, equal, equal, verbs, groups, held, "test", dist_peer=grouped)
+    assert c.strongest_baseline.startswith("the state-routed MoE peer") and c.holds is not True
+    c = routing_claim(grouped, equal, equal, verbs, groups, held, "test", dist_peer=equal)
+    assert c.verdict == "holds" and "State-routed MoE peer: mean margin +0.000" in c.note
     # not decided when SkillNet cannot act
     c = routing_claim(grouped, equal, equal, verbs, groups, held, "test", weak=True)
     assert c.verdict == "inconclusive" and math.isnan(c.measured) and "Not decided" in c.note

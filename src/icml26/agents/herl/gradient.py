@@ -70,7 +70,12 @@ def _grad(idx: np.ndarray, coef: np.ndarray, pi: np.ndarray) -> np.ndarray:
 def batch_gradients(n: int, batches: int, rng: np.random.Generator, *, k: int = 6, p: float = 0.35,
                     fix_prob: float = 0.8, keep_prob: float = 0.95, alpha: float = 0.05, gamma: float = 1.0,
                     beta: float = 0.1) -> dict[str, np.ndarray]:
-    """GRPO and HeRL batch gradients on the same ``batches`` x ``n`` samples (common random numbers)."""
+    """GRPO and HeRL batch gradients on the same ``batches`` x ``n`` samples (common random numbers).
+
+    The simulated HeRL inserts a revision only when it is strictly better than the group's best (the trainer's
+    ``replace_rule="strict"``), not the official rule the trainer uses by default (a revision at least as good as
+    the best, else a copy of the best original): this check studies the direction of the revision's own
+    contribution."""
     n = v.positive_int("batch size n", n, minimum=2)            # a group baseline needs two samples
     batches = v.positive_int("batches", batches)
     if not isinstance(rng, np.random.Generator):

@@ -21,7 +21,8 @@ One training step on prompts x_1..x_P (following the official trainer ``_augment
     Options (off by default; the reproduction uses both): ``entropy_coef`` c subtracts c x the entropy of
     pi_theta summed over the response tokens of ``entropy_rows`` ("on_policy", the default: rows not flagged in
     ``he_mask``, so the bonus falls on p(. | x) at the policy's own samples, as GRPO's does; "all": every trained
-    row, hindsight rows included, verl's ``entropy_coeff``) divided by all trained response tokens, the policy
+    row, hindsight rows included, the official verl trainer's behaviour, ``entropy_coeff``) divided by all trained
+    response tokens, the policy
     loss's denominator (see :func:`entropy_bonus`); ``mini_batches`` splits the rollout batch into runs of whole
     groups with one optimiser update each (verl's ``ppo_mini_batch_size``; later mini-batches run at rho != 1).
  8. ``train_context``: hindsight rows are trained as (h, y') ("hindsight", the default since the fresh-eyes
@@ -76,7 +77,7 @@ class HeRLConfig:
     clip_ratio_c: float = 3.0
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
-    entropy_rows: str = "on_policy"
+    entropy_rows: str = "on_policy"             # "all": the official trainer's rows (matters only if entropy_coef > 0)
     mini_batches: int = 1
     lr: float = 1e-4
     max_new_tokens: int = 16
@@ -390,9 +391,12 @@ def entropy_bonus(entropy: Tensor, mask: Tensor, he_mask: Tensor | None = None, 
         _tensor("he_mask", he_mask, dim=1)
         if he_mask.shape != entropy.shape[:1]:
             raise ValueError(f"he_mask must be [B] = {tuple(entropy.shape[:1])}, got {tuple(he_mask.shape)}")
+        if he_mask.dtype != torch.bool and not bool(((he_mask == 0) | (he_mask == 1)).all()):
+            raise ValueError("he_mask must flag hindsight rows with bool or 0/1 values (a row is hindsight or not); "
+                             f"got values {sorted(set(he_mask.tolist()))[:5]}")
     n = mask.sum().clamp(min=1.0)                       # all response tokens, hindsight rows included
-    if rows == "on_policy" and he_mask is not None:     # x * 1 is exact: no hindsight rows gives the "all" value
-        entropy = entropy * (~he_mask.bool()).to(entropy.dtype).unsqueeze(1)
+    if rows == "on_policy" and he_mask is not None:     # masked out, not multiplied: an inf there stays out
+        entropy = torch.where(he_mask.bool().unsqueeze(1), torch.zeros_like(entropy), entropy)
     return (entropy * mask).sum() / n
 
 

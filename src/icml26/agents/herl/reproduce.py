@@ -35,7 +35,7 @@ from .task import PAD, RESP_LEN, SFTConfig, TaskConfig, load_sft_policy, make_gu
 
 ENTROPY_COEF = 0.03      # entropy bonus (verl's entropy_coeff; official scripts 0): without it GRPO collapses to a
                          # near-deterministic policy (its sampled score equals its greedy one), chosen on GRPO alone
-BONUS_ROWS = "on_policy"  # entropy bonus on on-policy rows only (GRPO has no others), not HeRL's hindsight rows
+ENTROPY_BONUS_ROWS = "on_policy"  # entropy bonus on on-policy rows only (GRPO has no others), not HeRL's hindsight rows
 MINI_BATCHES = 2         # optimiser updates per rollout batch (official: ppo_mini_batch_size 32 of 64 prompts)
 
 
@@ -86,7 +86,7 @@ def train_method(method: str, policy0, sz: Sizes, task: TaskConfig, seed: int, h
     cfg = HeRLConfig(group_size=sz.group_size, candidate_limit=sz.candidate_limit, enable=method != "GRPO",
                      train_context="original" if method == HERL_X else "hindsight", lr=sz.lr,
                      bonus_alpha=0.0 if method == HERL_A0 else 0.05, max_new_tokens=RESP_LEN, pad_token_id=PAD,
-                     entropy_coef=sz.entropy_coef, entropy_rows=BONUS_ROWS, mini_batches=sz.mini_batches)
+                     entropy_coef=sz.entropy_coef, entropy_rows=ENTROPY_BONUS_ROWS, mini_batches=sz.mini_batches)
     tr = HeRLTrainer(policy, ver, cfg, guide=make_guide(rubrics),
                      generator=torch.Generator().manual_seed(1000 * seed + 1))
     pg = torch.Generator().manual_seed(1000 * seed + 2)  # same prompt stream for both methods
@@ -250,7 +250,7 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
     skill = "; ".join(f"{m} {runs[m]['rev_pass'][0]:.2f} -> {runs[m]['rev_pass'][1]:.2f}" for m in METHODS[1:])
     budget_note = (f"{sz.n_types} prompt types x {sz.eval_contexts} held-out contexts = {n_held} greedy answers; "
                    f"{sz.prompts_per_step} prompts x G={sz.group_size} per step ({sz.mini_batches} updates), lr {sz.lr:g}, "
-                   f"entropy bonus {sz.entropy_coef:g} ({BONUS_ROWS} rows), sample budget "
+                   f"entropy bonus {sz.entropy_coef:g} ({ENTROPY_BONUS_ROWS} rows), sample budget "
                    f"{sz.sample_budget} generated sequences per method (HeRL's revisions counted: "
                    f"{h_run['count'].revisions} of its {h_run['count'].samples}, in {h_run['count'].steps} steps "
                    f"against GRPO's {g_run['count'].steps}); evaluated every {sz.eval_every}. Paired = per prompt type "

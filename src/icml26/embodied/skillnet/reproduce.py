@@ -222,35 +222,45 @@ def routing_margins(dist: np.ndarray, verbs: list[str], groups: list[list[str]],
 
 def routing_claim(dist: np.ndarray, dist_untrained: np.ndarray, dist_control: np.ndarray, verbs: list[str],
                   groups: list[list[str]], held_out: tuple[str, ...], what: str, *, weak: bool = False,
-                  note: str = "") -> Claim:
+                  note: str = "", dist_peer: np.ndarray | None = None) -> Claim:
     """The held-out-verb routing claim from three routing distributions (``top1_routing``) of the same verbs: the trained
     SkillNet, the same SkillNet before training and the zero-skill-router control. Measured = the mean of the
     (held-out verb x MoE layer) margins (``routing_margins``); reference = the larger of 0 and the untrained SkillNet's
-    mean margin; per seed the interval is paired over the held-out verbs x layers. ``weak``: SkillNet cannot act
+    mean margin; per seed the interval is paired over the held-out verbs x layers. ``dist_peer``: the trained
+    state-routed MoE peer's routing of the same verbs (its router sees the cluster and class tokens through the hidden
+    state, so it groups them too), a third baseline; the strongest decides. ``weak``: SkillNet cannot act
     in-domain, so the claim is not decided (measured NaN)."""
     mg, ok = routing_margins(dist, verbs, groups, held_out)
     mg0, ok0 = routing_margins(dist_untrained, verbs, groups, held_out)
     mgc, okc = routing_margins(dist_control, verbs, groups, held_out)
     chance, untrained = "0 (routing unrelated to the motion group)", "the same SkillNet before training"
     baselines = {chance: 0.0, untrained: float(mg0.mean())}
+    paired = {chance: list(mg.ravel()), untrained: list((mg - mg0).ravel())}
+    peer_note = ""
+    if dist_peer is not None:
+        mgp, okp = routing_margins(dist_peer, verbs, groups, held_out)
+        peer = "the state-routed MoE peer (trained the same way, same tokens)"
+        baselines[peer], paired[peer] = float(mgp.mean()), list((mg - mgp).ravel())
+        peer_note = f" State-routed MoE peer: mean margin {mgp.mean():+.3f}, own group nearest {okp.mean():.3f}."
     per_verb = "; ".join(f"{v} {', '.join(f'{x:+.3f}' for x in r)}" for v, r in zip(held_out, mg))
     return Claim(
         f"held-out verbs are routed like their own motion group ({what}): a verb never seen in training sends the "
         "states to the experts its group mates use (SkillNet, top-1 routing, every MoE layer)",
         float("nan") if weak else float(mg.mean()), ">",
         baselines=baselines,
-        paired=None if weak else {chance: list(mg.ravel()), untrained: list((mg - mg0).ravel())},
+        paired=None if weak else paired,
         control=float(mgc.mean()),     # no control_paired: a control above the reference then blocks the claim
         control_arm="SkillNet with the router's skill input set to zero (trained the same way): its router cannot "
                     "tell verbs apart, so every verb is routed alike (margin 0)",
         metric=f"mean over the {len(held_out)} held-out verbs x {mg.shape[1]} MoE layers of TV(routing, nearest other "
                "group's) - TV(routing, own group's), top-1 routing on a shared pool of expert states",
         paper="compositional generalization via similar expert activations on similar skills",
-        falsifier="mean margin at or below max(0, the untrained SkillNet's mean margin) (paired interval over held-out "
-                  "verbs x layers), or the zero-skill-router control above that reference",
+        falsifier="mean margin at or below the strongest of 0, the untrained SkillNet's and the state-routed MoE "
+                  "peer's mean margin (paired interval over held-out verbs x layers), or the zero-skill-router control "
+                  "above that reference",
         note=f"Margins per held-out verb (layers 1, 2): {per_verb}. Untrained SkillNet mean margin {mg0.mean():+.3f}, "
              f"control {mgc.mean():+.3f}. Own group strictly nearest (ties wrong; chance 1/{len(groups)}): "
-             f"{ok.mean():.3f} (untrained {ok0.mean():.3f}, control {okc.mean():.3f}). The per-seed interval pairs "
+             f"{ok.mean():.3f} (untrained {ok0.mean():.3f}, control {okc.mean():.3f}).{peer_note} The per-seed interval pairs "
              "the held-out verbs x layers (the two layers of a verb are not independent); over seeds the report uses "
              "the seed means." + note
              + (" Not decided: SkillNet's in-domain success is below "
@@ -287,7 +297,7 @@ def held_out_verb_experiment(sz: Sizes, seed: int) -> tuple[dict, list, list]:
                     route["untrained"] = top1_routing(pol, h, route_obs, route_objs, verbs)
                 losses = train_bc(pol, obs, tok, act, steps=steps, generator=torch.Generator().manual_seed(seed))
                 loss[arm] = float(np.mean(losses[-10:]))
-                if arm in ("skillnet", CONTROL):
+                if arm in ("skillnet", CONTROL, "state_moe"):
                     route[arm] = top1_routing(pol, h, route_obs, route_objs, verbs)
                 zs[arm], _, untouched = evaluate(pol, h, test_pairs, sz.verb_eval_eps, ev_seed, table)
                 val[arm] = float(evaluate(pol, h, test_pairs, sz.verb_eval_eps, ev_seed + 500, table)[0].mean())
@@ -328,11 +338,12 @@ def held_out_verb_experiment(sz: Sizes, seed: int) -> tuple[dict, list, list]:
                  + ". In-domain: " + ", ".join(f"{NAMES[a]} {m[f'{k}_in_domain_{a}']:.3f}" for a in VERB_ARMS) + "."
                  + gate))
         rc = routing_claim(route["skillnet"], route["untrained"], route[CONTROL], verbs, groups, HELD_OUT_VERBS, what,
-                           weak=m[f"{k}_in_domain_skillnet"] < MIN_IN_DOMAIN,
+                           weak=m[f"{k}_in_domain_skillnet"] < MIN_IN_DOMAIN, dist_peer=route["state_moe"],
                            note=f" {steps} training steps; state pool: {len(route_obs)} states ({ROUTING_EPS} expert "
                                 f"episodes x {HORIZON} steps per composition, all {len(verbs) * len(OBJECTS)}).")
         claims.append(rc)
-        for name, d in (("skillnet", route["skillnet"]), ("untrained", route["untrained"]), ("blind", route[CONTROL])):
+        for name, d in (("skillnet", route["skillnet"]), ("untrained", route["untrained"]), ("blind", route[CONTROL]),
+                        ("state_moe", route["state_moe"])):
             mg, ok = routing_margins(d, verbs, groups, HELD_OUT_VERBS)
             m[f"{k}_routing_margin_{name}"], m[f"{k}_routing_own_group_nearest_{name}"] = float(mg.mean()), float(ok.mean())
         claims.append(Claim(f"every held-out-verb arm ({what}) learns its training compositions (in-domain success >= "
