@@ -22,8 +22,8 @@ One training step on prompts x_1..x_P (following the official trainer ``_augment
     pi_theta summed over the response tokens of ``entropy_rows`` ("on_policy", the default: rows not flagged in
     ``he_mask``, so the bonus falls on p(. | x) at the policy's own samples, as GRPO's does; "all": every trained
     row, hindsight rows included, the official verl trainer's behaviour, ``entropy_coeff``) divided by all trained
-    response tokens, the policy
-    loss's denominator (see :func:`entropy_bonus`); ``mini_batches`` splits the rollout batch into runs of whole
+    response tokens, the policy loss's denominator (see :func:`entropy_bonus`); ``mini_batches`` splits the rollout
+    batch into runs of whole
     groups with one optimiser update each (verl's ``ppo_mini_batch_size``; later mini-batches run at rho != 1).
  8. ``train_context``: hindsight rows are trained as (h, y') ("hindsight", the default since the fresh-eyes
     review: the official scripts' ``train_use_rewrite_prompt=True``) or (x, y') ("original", the abstract's reading;
@@ -391,9 +391,9 @@ def entropy_bonus(entropy: Tensor, mask: Tensor, he_mask: Tensor | None = None, 
         _tensor("he_mask", he_mask, dim=1)
         if he_mask.shape != entropy.shape[:1]:
             raise ValueError(f"he_mask must be [B] = {tuple(entropy.shape[:1])}, got {tuple(he_mask.shape)}")
-        if he_mask.dtype != torch.bool and not bool(((he_mask == 0) | (he_mask == 1)).all()):
+        if he_mask.is_complex() or (he_mask.dtype != torch.bool and not bool(((he_mask == 0) | (he_mask == 1)).all())):
             raise ValueError("he_mask must flag hindsight rows with bool or 0/1 values (a row is hindsight or not); "
-                             f"got values {sorted(set(he_mask.tolist()))[:5]}")
+                             f"got dtype {he_mask.dtype}, values {list(dict.fromkeys(he_mask.tolist()))[:5]}")
     n = mask.sum().clamp(min=1.0)                       # all response tokens, hindsight rows included
     if rows == "on_policy" and he_mask is not None:     # masked out, not multiplied: an inf there stays out
         entropy = torch.where(he_mask.bool().unsqueeze(1), torch.zeros_like(entropy), entropy)

@@ -92,7 +92,8 @@ def kv_cache_bytes(T: int, *, num_layers: int, num_kv_heads: int, head_dim: int,
     """Bytes of one sequence's decoding cache after T tokens: K and V for min(T, S + W) tokens per layer (all T for full
     attention) at ``dtype_bytes`` each, plus with ``memory`` one d x d state per query head and layer and the two
     gate scalars per windowed token at ``state_bytes`` each (default ``dtype_bytes``; this package's
-    :class:`AHNCache` keeps states and gates in float32 whatever the model's dtype: ``state_bytes=4``) [A07]."""
+    :class:`AHNCache` keeps states and gates in float32 for float32 / half-precision models, ``state_bytes=4``, and
+    in float64 for a float64 model) [A07]."""
     v.non_negative_int("T", T)
     _sizes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim, dtype_bytes=dtype_bytes)
     if num_heads is not None:
