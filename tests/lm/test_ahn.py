@@ -342,6 +342,26 @@ def test_float64_model_streams_and_prefills_to_round_off(kind):
     assert (tail - par[:, 25:]).abs().max() < 1e-10
 
 
+@pytest.mark.parametrize("kind", ["gdn", "deltanet", "mamba2"])
+def test_bf16_model_runs_with_the_memory_in_float32(kind):
+    """A model cast to bf16 (how 3B-scale bases are run) used to fail: the memory fed float32 inputs to its bf16
+    layers. Now its layers are applied in the memory's working precision (float32); outputs stay bf16, streaming
+    matches the parallel form to bf16 round-off, and both stay near the float32 model."""
+    m = augment_with_ahn(_llama(kv_heads=2), kind=kind, window=8, num_sinks=2, chunk_size=16)
+    _randomize_memory(m)
+    ids = torch.randint(0, V, (2, 40), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = m(ids).logits
+        mb = m.to(torch.bfloat16)
+        assert mb.memories[0].compute_dtype == torch.float32
+        par = mb(ids).logits
+        cache = mb.new_cache(2)
+        stream = torch.stack([mb.step(ids[:, t], cache) for t in range(40)], 1)
+    assert par.dtype == torch.bfloat16
+    assert (stream.float() - par.float()).abs().max() < 1e-2
+    assert (par.float() - ref).abs().max() < 0.1 * ref.abs().max()
+
+
 def test_full_attention_generate_equals_hf_greedy(base, ids):
     m = augment_with_ahn(base, kind="gdn", window=8, num_sinks=2)
     with torch.no_grad():

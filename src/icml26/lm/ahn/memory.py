@@ -162,6 +162,13 @@ def _memory_read(state: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return (q[..., None, :] @ state).squeeze(-2)
 
 
+def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)`` in ``x``'s dtype: the memory works in at least float32 even when the model (and so this
+    layer) was cast to bf16 / fp16."""
+    bias = None if layer.bias is None else layer.bias.to(x.dtype)
+    return F.linear(x, layer.weight.to(x.dtype), bias)
+
+
 class RMSNorm(nn.Module):
     """x / sqrt(mean(x^2) + eps) * weight over the last dimension."""
 
@@ -171,7 +178,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.to(x.dtype)
 
 
 # main class
@@ -258,11 +265,12 @@ class AHNMemory(nn.Module):
         """(beta, g = log a), each [B, H, T], from hidden states x [B, T, hidden]."""
         x = x.to(self.compute_dtype)
         if self.kind == "mamba2":
-            dt = F.softplus(self.a_proj(x) + self.dt_bias)
-            beta, g = dt, -self.A_log.exp() * dt
+            dt = F.softplus(_linear(self.a_proj, x) + self.dt_bias.to(x.dtype))
+            beta, g = dt, -self.A_log.to(x.dtype).exp() * dt
         else:
-            beta = torch.sigmoid(self.b_proj(x))
-            g = (-self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias) if self.kind == "gdn"
+            beta = torch.sigmoid(_linear(self.b_proj, x))
+            g = (-self.A_log.to(x.dtype).exp() * F.softplus(_linear(self.a_proj, x) + self.dt_bias.to(x.dtype))
+                 if self.kind == "gdn"
                  else torch.zeros_like(beta))
         return beta.transpose(1, 2), g.transpose(1, 2)
 
@@ -271,7 +279,7 @@ class AHNMemory(nn.Module):
 
     def prep_q(self, q: torch.Tensor) -> torch.Tensor:
         q = q.to(self.compute_dtype)
-        q = q if self.q_proj is None else self.q_proj(q)
+        q = q if self.q_proj is None else _linear(self.q_proj, q)
         q = F.normalize(q, dim=-1, eps=1e-6)
         if self.style == "official" and self.kind == "mamba2":
             return q                                   # Mamba2's C = normalised q, no 1/sqrt(d)
@@ -331,18 +339,18 @@ class AHNMemory(nn.Module):
         """The output stage (see the class doc): [B, H, n, d] (and x_q [B, n, hidden]) -> [B, H, n, d]."""
         B, H, n, d = o.shape
         if self.g_proj is None:                                           # v1: RMSNorm, dense projection
-            y = self.out_proj(self.o_norm(o).transpose(1, 2).reshape(B, n, H * d))
+            y = _linear(self.out_proj, self.o_norm(o).transpose(1, 2).reshape(B, n, H * d))
             return y.view(B, n, H, d).transpose(1, 2)
         if x_q is None:
             raise ValueError("the official AHN output stage needs x_q, the reading tokens' normalised hidden states "
                              "(its output gate); pass x_q=[B, n, hidden]")
-        z = self.g_proj(x_q.to(self.compute_dtype)).transpose(1, 2)[..., None]           # [B, H, n, 1]: one gate per head
+        z = _linear(self.g_proj, x_q.to(self.compute_dtype)).transpose(1, 2)[..., None]  # [B, H, n, 1]: one gate per head
         if self.kind == "mamba2":                                         # RMSNormGated(H d, norm_before_gate=False)
             y = (o * F.silu(z)).transpose(1, 2).reshape(B, n, H * d)
             o = self.o_norm(y).view(B, n, H, d).transpose(1, 2)
         else:                                                             # FusedRMSNormSwishGate per head
             o = self.o_norm(o) * F.silu(z)
-        return torch.einsum("bhnd,hde->bhne", o, self.out_proj)
+        return torch.einsum("bhnd,hde->bhne", o, self.out_proj.to(o.dtype))
 
     @property
     def compute_dtype(self) -> torch.dtype:
