@@ -394,6 +394,8 @@ BAD_INPUTS = [
     (entropy_bonus, dict(entropy=[0.0], mask=torch.ones(1, 1)), TypeError, "entropy must be a torch tensor"),
     (entropy_bonus, dict(entropy=torch.zeros(2, 3), mask=torch.ones(2, 3), he_mask=torch.tensor([0.5, 0.0])),
      ValueError, "bool or 0/1"),
+    (herl_policy_loss, dict(logp=torch.zeros(2, 3), old_logp=torch.zeros(2, 3), advantages=torch.zeros(2),
+                            mask=torch.ones(2, 3), he_mask=torch.tensor([0.5, 0.0])), ValueError, "bool or 0/1"),
     (HeRLConfig, dict(mini_batches=0), ValueError, "mini_batches"),
     (HeRLConfig, dict(mini_batches=1.5), TypeError, "mini_batches"),
     (build_guidance_prompt, dict(prompt=3, draft="d", met=[], unmet=[]), TypeError, "prompt must be a string"),

@@ -327,6 +327,13 @@ def shaping(rho: Tensor, gamma: float) -> Tensor:
     return rho if gamma <= 0 else rho / (rho + gamma)
 
 
+def _check_flags(he_mask: Tensor) -> None:
+    """A hindsight mask flags rows (or tokens) as hindsight or not: bool, or 0/1 values."""
+    if he_mask.is_complex() or (he_mask.dtype != torch.bool and not bool(((he_mask == 0) | (he_mask == 1)).all())):
+        raise ValueError("he_mask must flag hindsight rows with bool or 0/1 values (a row is hindsight or not); "
+                         f"got dtype {he_mask.dtype}, values {list(dict.fromkeys(he_mask.flatten().tolist()))[:5]}")
+
+
 def herl_policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, he_mask: Tensor | None = None,
                      *, clip_eps: float = 0.2, clip_ratio_c: float = 3.0, shaping_gamma: float = 1.0,
                      he_logp: Tensor | None = None) -> tuple[Tensor, dict]:
@@ -343,6 +350,8 @@ def herl_policy_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: T
     if he_mask is not None and (not isinstance(he_mask, Tensor) or he_mask.shape not in (logp.shape[:1], logp.shape)):
         raise ValueError(f"he_mask must be a [B] or [B, T] tensor for logp of shape {tuple(logp.shape)}, got "
                          f"{v.describe(he_mask)}")
+    if he_mask is not None:
+        _check_flags(he_mask)
     if he_logp is not None:
         _tensor("he_logp", he_logp, finite=True)
         if he_logp.shape != logp.shape:
@@ -391,9 +400,7 @@ def entropy_bonus(entropy: Tensor, mask: Tensor, he_mask: Tensor | None = None, 
         _tensor("he_mask", he_mask, dim=1)
         if he_mask.shape != entropy.shape[:1]:
             raise ValueError(f"he_mask must be [B] = {tuple(entropy.shape[:1])}, got {tuple(he_mask.shape)}")
-        if he_mask.is_complex() or (he_mask.dtype != torch.bool and not bool(((he_mask == 0) | (he_mask == 1)).all())):
-            raise ValueError("he_mask must flag hindsight rows with bool or 0/1 values (a row is hindsight or not); "
-                             f"got dtype {he_mask.dtype}, values {list(dict.fromkeys(he_mask.tolist()))[:5]}")
+        _check_flags(he_mask)
     n = mask.sum().clamp(min=1.0)                       # all response tokens, hindsight rows included
     if rows == "on_policy" and he_mask is not None:     # masked out, not multiplied: an inf there stays out
         entropy = torch.where(he_mask.bool().unsqueeze(1), torch.zeros_like(entropy), entropy)
