@@ -87,6 +87,19 @@ def test_paired_by_baseline_uses_the_strongest():
     assert c.verdict == "inconclusive"  # the keyword differences straddle 0
 
 
+def test_control_paired_by_baseline_uses_the_strongest():
+    """The control's per-instance differences are taken against the same (strongest) baseline as the method's."""
+    c = claim(0.8, baselines={"keyword": 0.7, "random": 0.1}, paired={"keyword": [0.1, 0.12, 0.09], "random": [0.7] * 3},
+              control=0.72, control_arm="untrained",
+              control_paired={"keyword": [0.02, 0.021, 0.022], "random": [0.6, 0.62, 0.61]})
+    assert c.control_paired == [0.02, 0.021, 0.022]
+    assert c.verdict == "inconclusive" and "control passes too" in c.reason
+    with pytest.raises(ValueError, match="control_paired names"):
+        claim(0.8, baselines={"keyword": 0.7}, control=0.1, control_arm="untrained", control_paired={"other": [0.1]})
+    with pytest.raises(ValueError, match="control_paired is a dict"):
+        claim(0.8, 0.7, control=0.1, control_arm="untrained", control_paired={"keyword": [0.1]})
+
+
 def test_strongest_baseline_over_seeds_is_chosen_on_the_means():
     seeds = [[claim(0.8, baselines={"a": 0.75 if s else 0.5, "b": 0.6}).to_dict()] for s in range(3)]
     agg = aggregate_claims(seeds)[0]

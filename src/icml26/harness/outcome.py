@@ -112,7 +112,8 @@ class Claim:
             reference; a control that passes too makes the verdict ``inconclusive`` ("the control passes too").
         control_arm: what the control is (required with ``control``); for a fixed-bar claim without a control,
             why none exists (e.g. ``"none: theory against an exact simulation"``).
-        control_paired: optional per-instance differences ``control_i - reference_i``.
+        control_paired: optional per-instance differences ``control_i - reference_i``. With ``baselines``, a dict
+            ``{name: differences against that baseline}`` like ``paired``; the strongest baseline's list is used.
         bar: the reference is a fixed bar (a number not measured in this run: "AUROC > 0.9", "≥ 2 tokens per
             call", a theoretical slope). Default: True for bands (``op="in"``), else False. A fixed-bar claim must
             carry a ``control`` or say in ``control_arm`` why none exists; ``Claim`` refuses it otherwise.
@@ -135,7 +136,7 @@ class Claim:
     baselines: dict[str, float] | None = None
     control: float | None = None
     control_arm: str = ""
-    control_paired: list[float] | None = None
+    control_paired: list[float] | dict[str, list[float]] | None = None
     bar: bool | None = None
     timing_control: float | None = None
     timing_tolerance: float = 0.05
@@ -152,9 +153,10 @@ class Claim:
         if self.op not in ("<", "<=", ">", ">=", "in"):
             raise ValueError(f"unknown comparison {self.op!r}; use one of <, <=, >, >=, in")
         self._resolve_reference()
-        if isinstance(self.paired, dict):
-            raise ValueError(f"claim {self.statement!r}: paired is a dict of per-baseline differences, which needs "
-                             "baselines=... with the same names")
+        for field_name in ("paired", "control_paired"):
+            if isinstance(getattr(self, field_name), dict):
+                raise ValueError(f"claim {self.statement!r}: {field_name} is a dict of per-baseline differences, which "
+                                 "needs baselines=... with the same names")
         if self.paired is not None:
             self.paired = [float(x) for x in self.paired]
         self.measured = float(self.measured)
@@ -186,11 +188,13 @@ class Claim:
             self.reference = self.baselines[name]
             if not self.baseline:
                 self.baseline = name
-            if isinstance(self.paired, dict):
-                if set(self.paired) - set(self.baselines):
-                    raise ValueError(f"claim {self.statement!r}: paired names {sorted(set(self.paired) - set(self.baselines))} "
-                                     "are not in baselines")
-                self.paired = self.paired.get(name)
+            for field_name in ("paired", "control_paired"):
+                per_baseline = getattr(self, field_name)
+                if isinstance(per_baseline, dict):
+                    if set(per_baseline) - set(self.baselines):
+                        raise ValueError(f"claim {self.statement!r}: {field_name} names "
+                                         f"{sorted(set(per_baseline) - set(self.baselines))} are not in baselines")
+                    setattr(self, field_name, per_baseline.get(name))
             return
         if self.reference is None:
             raise ValueError(f"claim {self.statement!r} needs reference=... (a same-run baseline, a bound or a band) "
@@ -229,7 +233,7 @@ class Claim:
         if self.control is None:
             return None
         h = compare(self.control, self.op, self.reference)  # type: ignore[arg-type]
-        ci = _ci(self.control_paired)
+        ci = _ci(self.control_paired)  # type: ignore[arg-type]  # a list once resolved
         if h is not None and self.op != "in" and ci is not None and ci[0] <= 0.0 <= ci[1]:
             h = None
         return "inconclusive" if h is None else ("holds" if h else "does not hold")
@@ -293,7 +297,7 @@ class Claim:
             "strongest_baseline": self.strongest_baseline or None,
             "control": _num(self.control) if self.control is not None else None,
             "control_arm": self.control_arm, "control_verdict": self.control_verdict,
-            "control_paired_ci": [_num(x) for x in ci] if (ci := _ci(self.control_paired)) else None,
+            "control_paired_ci": [_num(x) for x in ci] if (ci := _ci(self.control_paired)) else None,  # type: ignore[arg-type]
             "timing_control": _num(self.timing_control) if self.timing_control is not None else None,
             "timing_tolerance": self.timing_tolerance if self.timing_control is not None else None,
         }

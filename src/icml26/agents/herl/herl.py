@@ -23,8 +23,8 @@ One training step on prompts x_1..x_P (following the official trainer ``_augment
     ``he_mask``, so the bonus falls on p(. | x) at the policy's own samples, as GRPO's does; "all": every trained
     row, hindsight rows included, the official verl trainer's behaviour, ``entropy_coeff``) divided by all trained
     response tokens, the policy loss's denominator (see :func:`entropy_bonus`); ``mini_batches`` splits the rollout
-    batch into runs of whole
-    groups with one optimiser update each (verl's ``ppo_mini_batch_size``; later mini-batches run at rho != 1).
+    batch into runs of whole groups with one optimiser update each (verl's ``ppo_mini_batch_size``; later
+    mini-batches run at rho != 1).
  8. ``train_context``: hindsight rows are trained as (h, y') ("hindsight", the default since the fresh-eyes
     review: the official scripts' ``train_use_rewrite_prompt=True``) or (x, y') ("original", the abstract's reading;
     on the toy task it unlearns the revision skill during RL).

@@ -361,15 +361,12 @@ def reproduce(budget: Budget, seed: int) -> Outcome:
 
     def window_claim(statement: str, arm: str, values: dict, paired: dict, ctrl_paired: dict, *, op: str,
                      **kw) -> Claim:
-        """Against the stronger of the two windows (the same W, and the one with the AHN's cache bytes); the
-        control's paired differences are taken against that same baseline."""
-        base_vals = {win: values["window"], win_eq: values["window_eq"]}
-        pick = min if op == "<" else max
-        strongest = pick(base_vals, key=lambda k: base_vals[k])
-        key = "window" if strongest == win else "window_eq"
-        return Claim(statement, measured=values[arm], op=op, baselines=base_vals,
-                     paired={win: paired["window"], win_eq: paired["window_eq"]},
-                     control=values[f"{arm}/ctrl"], control_arm=ctrl_arm, control_paired=ctrl_paired[key], **kw)
+        """Against the stronger of the two windows (the same W, and the one with the AHN's cache bytes); ``Claim``
+        picks it and takes the method's and the control's paired differences against it."""
+        names = {"window": win, "window_eq": win_eq}
+        return Claim(statement, measured=values[arm], op=op, baselines={names[b]: values[b] for b in names},
+                     paired={names[b]: paired[b] for b in names}, control=values[f"{arm}/ctrl"],
+                     control_arm=ctrl_arm, control_paired={names[b]: ctrl_paired[b] for b in names}, **kw)
 
     for kind in KINDS:
         ce_vals = {k: metrics[f"ce_{k.replace('/', '_')}"] for k in ("window", "window_eq", kind, f"{kind}/ctrl")}
